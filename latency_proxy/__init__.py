@@ -1,0 +1,3 @@
+"""latency-proxy: a measuring streaming reverse proxy for OpenAI-compatible LLM servers."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,222 @@
+"""StreamMeter: timestamps + parsed SSE events -> RequestTiming. Pure, no I/O.
+
+This is the one definition of every figure (DESIGN.md, "Timing definitions"); the proxy and
+loadgen both feed it, each with its own t0. Times are seconds from any monotonic clock.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import orjson
+
+from latency_proxy.sse import Event
+
+DONE = b"[DONE]"
+_CONTENT_DELTA_KEYS = ("content", "reasoning_content", "reasoning", "tool_calls")
+
+
+class EventKind(Enum):
+    CONTENT = "content"  # carries generated output
+    USAGE_ONLY = "usage_only"  # choices empty, usage present: the final usage chunk
+    OTHER = "other"  # role-only, empty delta, finish-only, error object, comment
+    DONE = "done"  # data: [DONE]
+    INVALID = "invalid"  # data that is not JSON
+
+
+class TokenSource(Enum):
+    """Where the output token count came from, in order of trust."""
+
+    USAGE_PER_CHUNK = "usage_per_chunk"  # cumulative usage on every chunk
+    USAGE_TOTAL = "usage_total"  # one final usage; per-chunk counts spread evenly
+    EVENTS = "events"  # no usage at all: one token per content event
+
+
+@dataclass(slots=True)
+class RequestTiming:
+    """Everything measured about one request. Durations in seconds; None = not defined."""
+
+    time_to_first_chunk_s: float | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    tokens_per_chunk: list[int] = field(default_factory=list)
+    ttfnt_s: dict[int, float] = field(default_factory=dict)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    token_source: TokenSource = TokenSource.EVENTS
+    events: int = 0
+    content_events: int = 0
+    invalid_events: int = 0
+    finish_reasons: list[str] = field(default_factory=list)
+    response_id: str | None = None
+    response_model: str | None = None
+    error_type: str | None = None  # type/code of an error object sent inside the stream
+
+
+def classify(payload: Any) -> EventKind:
+    """Content, usage-only or other, per DESIGN.md's definition of a content event."""
+    if not isinstance(payload, dict):
+        return EventKind.OTHER
+    choices = payload.get("choices")
+    if choices:
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            if choice.get("text"):
+                return EventKind.CONTENT
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                for key in _CONTENT_DELTA_KEYS:
+                    if delta.get(key):
+                        return EventKind.CONTENT
+        return EventKind.OTHER
+    if payload.get("usage"):
+        return EventKind.USAGE_ONLY
+    return EventKind.OTHER
+
+
+class StreamMeter:
+    """Accumulates one response. Call on_event per SSE event (or on_body once), then finish."""
+
+    __slots__ = (
+        "_content_tokens",
+        "_first_n",
+        "_per_chunk_usage",
+        "_t_content",
+        "_t_first_event",
+        "_usage_output",
+        "result",
+        "t0",
+    )
+
+    def __init__(self, t0: float, first_n: tuple[int, ...] = (3,)) -> None:
+        self.t0 = t0
+        self._first_n = first_n
+        self._t_first_event: float | None = None
+        self._t_content = array("d")  # time of each content event
+        self._content_tokens = array("q")  # cumulative output tokens after each, -1 unknown
+        self._per_chunk_usage = True  # every content event carried usage so far
+        self._usage_output: int | None = None
+        self.result = RequestTiming()
+
+    def on_event(self, t: float, event: Event) -> EventKind:
+        """Account one event received at time t; returns its kind (the proxy strips by it)."""
+        data = event.data
+        if data is None:
+            return EventKind.OTHER
+        result = self.result
+        result.events += 1
+        if self._t_first_event is None:
+            self._t_first_event = t
+        if data == DONE:
+            return EventKind.DONE
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            result.invalid_events += 1
+            return EventKind.INVALID
+        kind = classify(payload)
+        self._take_fields(payload)
+        usage_tokens = self._take_usage(payload)
+        if kind is EventKind.CONTENT:
+            self._t_content.append(t)
+            if usage_tokens is None:
+                self._per_chunk_usage = False
+                self._content_tokens.append(-1)
+            else:
+                self._content_tokens.append(usage_tokens)
+        return kind
+
+    def on_body(self, body: bytes) -> None:
+        """Account a non-streaming JSON response: usage, ids, finish reasons."""
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(payload, dict):
+            self._take_fields(payload)
+            self._take_usage(payload)
+
+    def finish(self, t_end: float) -> RequestTiming:
+        """Compute the figures; t_end is when the last byte of the response went out."""
+        r = self.result
+        t0 = self.t0
+        r.e2e_s = t_end - t0
+        if self._t_first_event is not None:
+            r.time_to_first_chunk_s = self._t_first_event - t0
+        times = self._t_content
+        n = len(times)
+        r.content_events = n
+        if self._usage_output is not None:
+            r.output_tokens = self._usage_output
+            if n and self._per_chunk_usage:
+                r.token_source = TokenSource.USAGE_PER_CHUNK
+            else:
+                r.token_source = TokenSource.USAGE_TOTAL
+        elif n:
+            r.output_tokens = n
+            r.token_source = TokenSource.EVENTS
+        if not n:
+            return r
+        r.ttft_s = times[0] - t0
+        r.itl_s = [times[i] - times[i - 1] for i in range(1, n)]
+        if r.output_tokens is not None and r.output_tokens >= 2:
+            r.tpot_s = (times[-1] - times[0]) / (r.output_tokens - 1)
+        cumulative = self._cumulative_tokens(r)
+        if r.token_source is TokenSource.USAGE_PER_CHUNK:
+            previous = 0
+            for total in cumulative:
+                r.tokens_per_chunk.append(int(total - previous))
+                previous = total
+        for target in self._first_n:
+            for t, total in zip(times, cumulative, strict=True):
+                if total >= target:
+                    r.ttfnt_s[target] = t - t0
+                    break
+        return r
+
+    def _cumulative_tokens(self, r: RequestTiming) -> list[float]:
+        n = len(self._t_content)
+        if r.token_source is TokenSource.USAGE_PER_CHUNK:
+            return list(self._content_tokens)
+        if r.token_source is TokenSource.USAGE_TOTAL and r.output_tokens:
+            per_event = r.output_tokens / n
+            return [per_event * (i + 1) for i in range(n)]
+        return [float(i + 1) for i in range(n)]
+
+    def _take_usage(self, payload: dict[str, Any]) -> int | None:
+        usage = payload.get("usage")
+        if not isinstance(usage, dict):
+            return None
+        completion = usage.get("completion_tokens")
+        prompt = usage.get("prompt_tokens")
+        if isinstance(prompt, int):
+            self.result.input_tokens = prompt
+        if isinstance(completion, int):
+            self._usage_output = completion
+            return completion
+        return None
+
+    def _take_fields(self, payload: dict[str, Any]) -> None:
+        r = self.result
+        if r.response_id is None and isinstance(payload.get("id"), str):
+            r.response_id = payload["id"]
+        if r.response_model is None and isinstance(payload.get("model"), str):
+            r.response_model = payload["model"]
+        error = payload.get("error")
+        if isinstance(error, dict):
+            # only the type: an error message may quote the prompt
+            kind = error.get("type") or error.get("code") or "error"
+            r.error_type = str(kind)[:64]
+        choices = payload.get("choices")
+        if choices and isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict):
+                    reason = choice.get("finish_reason")
+                    if isinstance(reason, str):
+                        r.finish_reasons.append(reason)

@@ -1,0 +1,1 @@
+"""loadgen: comparative load runs against OpenAI-compatible streaming endpoints."""
