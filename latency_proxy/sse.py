@@ -44,6 +44,10 @@ class SSEParser:
         """Bytes received that belong to no complete event yet."""
         return len(self._buf)
 
+    def remainder(self) -> bytes:
+        """The bytes of the unfinished event (a stream that ended mid-event)."""
+        return self._buf
+
     def feed(self, chunk: bytes) -> list[Event]:
         buf = self._buf + chunk if self._buf else chunk
         events: list[Event] = []

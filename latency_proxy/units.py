@@ -8,7 +8,14 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|µs|ms|s|m|h)?\s*$")
 _DURATION_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 _SIZE = re.compile(r"^\s*(\d+)\s*(b|kib|kb|mib|mb|gib|gb)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {
-    None: 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 10**6, "mib": 2**20, "gb": 10**9, "gib": 2**30,
+    None: 1,
+    "b": 1,
+    "kb": 1000,
+    "kib": 1024,
+    "mb": 10**6,
+    "mib": 2**20,
+    "gb": 10**9,
+    "gib": 2**30,
 }
 
 

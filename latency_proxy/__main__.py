@@ -1,0 +1,5 @@
+import sys
+
+from latency_proxy.cli import main
+
+sys.exit(main())

@@ -1,0 +1,59 @@
+"""The admin port: /metrics, /healthz, /readyz. Never served on the main port."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from latency_proxy.state import ProxyState
+
+READY_PROBE_TIMEOUT = 2.0
+
+
+def create_admin_app(state: ProxyState) -> Starlette:
+    async def metrics(request: Request) -> Response:
+        body, content_type = state.telemetry.exposition(request.headers.get("accept", ""))
+        return Response(body, media_type=content_type)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "alive"})
+
+    async def readyz(request: Request) -> Response:
+        if state.draining:
+            return JSONResponse({"status": "draining"}, status_code=503)
+
+        async def reachable(name: str, url: str) -> tuple[str, bool]:
+            session = state.upstreams.sessions.get(name)
+            if session is None:
+                return name, False
+            try:
+                timeout = aiohttp.ClientTimeout(total=READY_PROBE_TIMEOUT)
+                async with session.get(url + "/health", timeout=timeout) as response:
+                    await response.read()
+                    return name, response.status < 500
+            except (TimeoutError, aiohttp.ClientError):
+                return name, False
+
+        results = dict(
+            await asyncio.gather(
+                *(reachable(route.name, route.url) for route in state.settings.routes)
+            )
+        )
+        ready = all(results.values())
+        return JSONResponse(
+            {"status": "ready" if ready else "unready", "upstreams": results},
+            status_code=200 if ready else 503,
+        )
+
+    return Starlette(
+        routes=[
+            Route("/metrics", metrics),
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+        ]
+    )

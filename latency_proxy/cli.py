@@ -1,0 +1,161 @@
+"""`latency-proxy` / `python -m latency_proxy`: flags, environment, uvicorn start."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import socket
+import sys
+from collections.abc import Sequence
+from types import FrameType
+
+import uvicorn
+
+from latency_proxy import __version__
+from latency_proxy.app import ProxyApp
+from latency_proxy.config import (
+    CONTENT_CAPTURE_MODES,
+    LOG_FORMATS,
+    LOG_LEVELS,
+    ConfigError,
+    Settings,
+    load_settings,
+)
+from latency_proxy.logs import configure
+from latency_proxy.state import ProxyState
+
+log = logging.getLogger("latency_proxy")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="latency-proxy",
+        description="Measuring streaming reverse proxy for OpenAI-compatible LLM servers. "
+        "Every flag has an environment twin LATENCY_PROXY_<FLAG> (e.g. LATENCY_PROXY_UPSTREAM); "
+        "flags win over the environment, which wins over --config.",
+    )
+    add = p.add_argument
+    add(
+        "--upstream",
+        action="append",
+        metavar="[MODEL=]URL",
+        help="upstream base URL without /v1; a bare URL is the default route, MODEL=URL routes "
+        "requests whose body names MODEL (repeatable)",
+    )
+    add("--host", help="main port bind address (default 127.0.0.1)")
+    add("--port", help="main port (default 8080)")
+    add("--admin-host", help="admin port bind address (default: --host)")
+    add("--admin-port", help="admin port: /metrics, /healthz, /readyz (default 9464)")
+    add(
+        "--content-capture",
+        choices=CONTENT_CAPTURE_MODES,
+        help="what prompt/completion text is recorded (default off: none)",
+    )
+    add("--log-level", choices=LOG_LEVELS, help="default info")
+    add("--log-format", choices=LOG_FORMATS, help="default json (one object per line)")
+    add("--config", metavar="FILE.toml", help="settings file; keys are the flag names")
+    add("--connect-timeout", metavar="DURATION", help="upstream connect timeout (default 5s)")
+    add(
+        "--read-timeout",
+        metavar="DURATION",
+        help="longest silence from the upstream, before or during a response (default 300s)",
+    )
+    add("--pool-max-connections", metavar="N", help="upstream connections per route (default 1024)")
+    add(
+        "--max-body-size",
+        metavar="SIZE",
+        help="largest request body; larger gets 413 (default 16MiB)",
+    )
+    add(
+        "--drain-timeout",
+        metavar="DURATION",
+        help="on SIGTERM, how long in-flight streams may take to finish (default 30s)",
+    )
+    add(
+        "--first-n-tokens",
+        metavar="N[,N…]",
+        help="token counts for time-to-first-N-tokens (default 3)",
+    )
+    add(
+        "--continuous-usage",
+        action="store_const",
+        const=True,
+        default=None,
+        help="ask vLLM upstreams for usage on every chunk (tokens per chunk) and strip it "
+        "for clients that did not ask",
+    )
+    add("--provider-name", help="gen_ai.provider.name on spans (default vllm)")
+    add("--version", action="version", version=f"%(prog)s {__version__}")
+    return p
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+class DrainingServer(uvicorn.Server):
+    """Marks the proxy as draining (so /readyz says 503) before uvicorn's graceful stop."""
+
+    def __init__(self, config: uvicorn.Config, state: ProxyState) -> None:
+        super().__init__(config)
+        self._state = state
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self._state.draining:
+            log.info("draining", extra={"fields": {"signal": sig}})
+        self._state.draining = True
+        super().handle_exit(sig, frame)
+
+
+def serve(settings: Settings) -> None:
+    main_sock = bind(settings.host, settings.port)
+    admin_sock = bind(settings.effective_admin_host, settings.admin_port)
+    app = ProxyApp(settings, admin_port=admin_sock.getsockname()[1])
+    config = uvicorn.Config(
+        app,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=settings.drain_timeout,
+        timeout_keep_alive=75,
+    )
+    server = DrainingServer(config, app.state)
+    log.info(
+        "listening",
+        extra={
+            "fields": {
+                "main": "{}:{}".format(*main_sock.getsockname()[:2]),
+                "admin": "{}:{}".format(*admin_sock.getsockname()[:2]),
+                "routes": {r.name: r.url for r in settings.routes},
+                "content_capture": settings.content_capture,
+                "version": __version__,
+            }
+        },
+    )
+    server.run(sockets=[main_sock, admin_sock])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    flags = {k: v for k, v in vars(args).items() if v is not None}
+    try:
+        settings = load_settings(flags)
+    except ConfigError as exc:
+        print(f"latency-proxy: error: {exc}", file=sys.stderr)
+        return 2
+    configure(settings.log_level, settings.log_format)
+    try:
+        serve(settings)
+    except OSError as exc:
+        print(f"latency-proxy: error: cannot listen: {exc.strerror}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,236 @@
+"""One proxied request from arrival to last byte, and the single place it is recorded.
+
+Whatever happens to a request (completed, refused, upstream down, client gone), `finish`
+runs exactly once and writes one SERVER span (plus the CLIENT span if the upstream was
+called), one set of metric observations and one log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from latency_proxy import instruments as ins
+from latency_proxy import semconv as sc
+from latency_proxy.config import Route
+from latency_proxy.logs import escape
+from latency_proxy.meter import RequestTiming, StreamMeter
+from latency_proxy.model_call import ModelCall
+from latency_proxy.telemetry import Telemetry
+
+log = logging.getLogger("latency_proxy.access")
+
+OK = "ok"
+UPSTREAM_ERROR = "upstream_error"
+UPSTREAM_TIMEOUT = "upstream_timeout"
+CLIENT_ABORT = "client_abort"
+REJECTED = "rejected"
+
+
+@dataclass(slots=True)
+class Exchange:
+    telemetry: Telemetry
+    request_id: str
+    method: str
+    path: str
+    t0: float  # perf_counter at arrival
+    wall0_ns: int  # time_ns at arrival, to place span timestamps
+    server_span: Span
+    first_n: tuple[int, ...]
+    call: ModelCall | None = None  # set on the measured endpoints
+    route: Route | None = None
+    status: int = 0
+    outcome: str = OK
+    error_type: str | None = None
+    upstream_error_kind: str | None = None  # connect | timeout | protocol | status
+    client_span: Span | None = None
+    meter: StreamMeter | None = None
+    t_upstream_call: float | None = None
+    overhead_event_sum: float = 0.0
+    overhead_events: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    active_labels: tuple[str, str, str] | None = None
+    finished: bool = field(default=False)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def labels(self) -> tuple[str, str, str]:
+        call = self.call
+        operation = call.operation if call and call.operation else ""
+        model = self.telemetry.model_label(call.model if call else None)
+        return operation, model, self.route.name if self.route else ""
+
+    def admitted(self) -> None:
+        """The request will be sent upstream: count it in flight."""
+        self.active_labels = self.labels()
+        self.telemetry.instrument(ins.ACTIVE).record(1, self.active_labels)
+
+    def start_client_span(self) -> Span:
+        call, route = self.call, self.route
+        assert route is not None
+        operation = call.operation if call and call.operation else "http"
+        model = call.model if call and call.model else route.name
+        name = f"{operation} {model}" if call and call.operation else f"{self.method}"
+        context = trace.set_span_in_context(self.server_span)
+        span = self.telemetry.tracer.start_span(name, context, SpanKind.CLIENT)
+        span.set_attribute(sc.SERVER_ADDRESS, route.host)
+        span.set_attribute(sc.SERVER_PORT, route.port)
+        span.set_attribute(sc.HTTP_REQUEST_METHOD, self.method)
+        span.set_attribute(sc.REQUEST_ID, self.request_id)
+        if call and call.operation:
+            span.set_attribute(sc.GEN_AI_OPERATION_NAME, call.operation)
+            span.set_attribute(sc.GEN_AI_PROVIDER_NAME, self.telemetry.provider_name)
+            if call.model:
+                span.set_attribute(sc.GEN_AI_REQUEST_MODEL, call.model)
+            span.set_attribute(sc.GEN_AI_REQUEST_STREAM, call.stream)
+            if call.max_tokens is not None:
+                span.set_attribute(sc.GEN_AI_REQUEST_MAX_TOKENS, call.max_tokens)
+            if call.temperature is not None:
+                span.set_attribute(sc.GEN_AI_REQUEST_TEMPERATURE, call.temperature)
+        self.client_span = span
+        return span
+
+    def fail(self, outcome: str, error_type: str, upstream_kind: str | None = None) -> None:
+        self.outcome = outcome
+        self.error_type = error_type
+        if upstream_kind is not None:
+            self.upstream_error_kind = upstream_kind
+
+    def _wall_ns(self, t: float) -> int:
+        return self.wall0_ns + int((t - self.t0) * 1e9)
+
+    def finish(self, t_end: float) -> None:
+        """Record everything about this request, once."""
+        if self.finished:
+            return
+        self.finished = True
+        timing = self.meter.finish(t_end) if self.meter is not None else None
+        trace_id = format(self.server_span.get_span_context().trace_id, "032x")
+        if self.call is not None and self.call.operation:
+            self._record_metrics(timing, trace_id)
+        self._end_spans(timing, t_end)
+        self._log(timing, t_end, trace_id)
+
+    # -- sinks -----------------------------------------------------------------------------
+
+    def _record_metrics(self, timing: RequestTiming | None, trace_id: str) -> None:
+        tel = self.telemetry
+        labels = self.labels()
+        if self.active_labels is not None:
+            tel.instrument(ins.ACTIVE).record(-1, self.active_labels)
+        tel.instrument(ins.REQUESTS).record(1, (*labels, str(self.status), self.outcome))
+        if self.upstream_error_kind is not None:
+            tel.instrument(ins.UPSTREAM_ERRORS).record(1, (*labels, self.upstream_error_kind))
+        if timing is None:
+            return
+        context = trace.set_span_in_context(self.client_span or self.server_span)
+
+        def observe(spec: ins.Spec, value: float | None, *extra: str) -> None:
+            if value is not None:
+                tel.instrument(spec).record(value, (*labels, *extra), trace_id, context)
+
+        observe(ins.DURATION, timing.e2e_s)
+        observe(ins.TOKEN_USAGE, timing.input_tokens, "input")
+        observe(ins.TOKEN_USAGE, timing.output_tokens, "output")
+        if self.t_upstream_call is not None:
+            observe(ins.OVERHEAD, self.t_upstream_call - self.t0, "request")
+        if self.overhead_events:
+            observe(ins.OVERHEAD, self.overhead_event_sum / self.overhead_events, "event")
+        if not (self.call and self.call.stream):
+            return
+        observe(ins.TIME_TO_FIRST_CHUNK, timing.time_to_first_chunk_s)
+        observe(ins.TTFT, timing.ttft_s)
+        observe(ins.TPOT, timing.tpot_s)
+        for n, seconds in timing.ttfnt_s.items():
+            observe(ins.TIME_TO_FIRST_N_TOKENS, seconds, str(n))
+        per_chunk = tel.instrument(ins.TIME_PER_OUTPUT_CHUNK)
+        for gap in timing.itl_s:
+            per_chunk.record(gap, labels, trace_id, context)
+        tokens = tel.instrument(ins.TOKENS_PER_CHUNK)
+        for count in timing.tokens_per_chunk:
+            tokens.record(count, labels, None, context)
+
+    def _end_spans(self, timing: RequestTiming | None, t_end: float) -> None:
+        server, client = self.server_span, self.client_span
+        server.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, self.status)
+        server.set_attribute(sc.OUTCOME_ATTR, self.outcome)
+        if self.t_upstream_call is not None:
+            server.set_attribute(sc.OVERHEAD_REQUEST_S, self.t_upstream_call - self.t0)
+        if self.overhead_events:
+            server.set_attribute(
+                sc.OVERHEAD_EVENT_S, self.overhead_event_sum / self.overhead_events
+            )
+        if self.status >= 500 or self.upstream_error_kind in ("connect", "timeout", "protocol"):
+            server.set_attribute(sc.ERROR_TYPE, self.error_type or str(self.status))
+            server.set_status(Status(StatusCode.ERROR))
+        if client is not None:
+            if timing is not None:
+                self._timing_attributes(client, timing)
+            client.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, self.status)
+            if self.status >= 400 or self.upstream_error_kind is not None:
+                client.set_attribute(sc.ERROR_TYPE, self.error_type or str(self.status))
+                client.set_status(Status(StatusCode.ERROR))
+            client.end(self._wall_ns(t_end))
+        server.end(self._wall_ns(t_end))
+
+    def _timing_attributes(self, span: Span, timing: RequestTiming) -> None:
+        values = {
+            sc.GEN_AI_RESPONSE_MODEL: timing.response_model,
+            sc.GEN_AI_RESPONSE_ID: timing.response_id,
+            sc.GEN_AI_USAGE_INPUT_TOKENS: timing.input_tokens,
+            sc.GEN_AI_USAGE_OUTPUT_TOKENS: timing.output_tokens,
+            sc.E2E_S: timing.e2e_s,
+            sc.TTFT_S: timing.ttft_s,
+            sc.TPOT_S: timing.tpot_s,
+            sc.TIME_TO_FIRST_CHUNK_S: timing.time_to_first_chunk_s,
+        }
+        for key, value in values.items():
+            if value is not None:
+                span.set_attribute(key, value)
+        if timing.finish_reasons:
+            span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, timing.finish_reasons)
+        if self.call and self.call.stream:
+            span.set_attribute(sc.CHUNKS, timing.content_events)
+            span.set_attribute(sc.TOKEN_SOURCE, timing.token_source.value)
+            if timing.ttfnt_s:
+                span.set_attribute(sc.TTFNT_N, list(timing.ttfnt_s))
+                span.set_attribute(sc.TTFNT_S, list(timing.ttfnt_s.values()))
+            if timing.ttft_s is not None:
+                span.add_event(
+                    sc.GEN_AI_FIRST_TOKEN,
+                    {sc.TTFT_S: timing.ttft_s},
+                    self.wall0_ns + int(timing.ttft_s * 1e9),
+                )
+
+    def _log(self, timing: RequestTiming | None, t_end: float, trace_id: str) -> None:
+        call = self.call
+        fields: dict[str, object] = {
+            "method": self.method,
+            "path": self.path,
+            "route": self.route.name if self.route else None,
+            "model": escape(call.model, 128) if call and call.model else None,
+            "operation": call.operation if call else None,
+            "stream": call.stream if call else None,
+            "status": self.status,
+            "outcome": self.outcome,
+            "error_type": self.error_type,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "e2e_s": round(t_end - self.t0, 6),
+        }
+        if timing is not None:
+            fields.update(
+                ttft_s=timing.ttft_s,
+                tpot_s=timing.tpot_s,
+                time_to_first_chunk_s=timing.time_to_first_chunk_s,
+                input_tokens=timing.input_tokens,
+                output_tokens=timing.output_tokens,
+                chunks=timing.content_events,
+                finish_reasons=timing.finish_reasons or None,
+            )
+        level = logging.WARNING if self.outcome not in (OK, REJECTED) else logging.INFO
+        log.log(level, "request", extra={"fields": fields})

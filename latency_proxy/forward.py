@@ -1,0 +1,497 @@
+"""The main port: route each request, pass it through, measure the model calls.
+
+The hot path is the relay loop: upstream bytes are sent to the client as they arrive. Only
+when the proxy injected a usage request does it hold bytes back, and then never longer than
+the end of the current event, so it can drop the one event the client did not ask for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import aiohttp
+import orjson
+from opentelemetry import trace
+from opentelemetry.propagate import extract, inject
+from opentelemetry.trace import SpanKind
+
+from latency_proxy import exchange as ex
+from latency_proxy import semconv as sc
+from latency_proxy.config import Route, Settings
+from latency_proxy.identity import request_id_from
+from latency_proxy.logs import request_id_var, trace_ids_var
+from latency_proxy.meter import EventKind, StreamMeter
+from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
+from latency_proxy.sse import SSEParser
+from latency_proxy.telemetry import Telemetry
+from latency_proxy.upstream import Upstreams, request_headers, response_headers
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+log = logging.getLogger("latency_proxy.forward")
+perf_counter = time.perf_counter
+MAX_MEASURED_BODY = 8 * 2**20  # non-streaming bodies kept for usage parsing up to this size
+_EVENT_STREAM = b"text/event-stream"
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class ClientGone(Exception):
+    pass
+
+
+def error_body(status: int, message: str, kind: str, param: str | None = None) -> bytes:
+    """An OpenAI-style error object."""
+    return orjson.dumps(
+        {"error": {"message": message, "type": kind, "param": param, "code": status}}
+    )
+
+
+async def send_json(
+    send: Send,
+    status: int,
+    body: bytes,
+    request_id: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"x-request-id", request_id.encode()),
+        *(extra or []),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def read_body(receive: Receive, limit: int, declared: int | None) -> bytes:
+    if declared is not None and declared > limit:
+        raise BodyTooLarge
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge
+            parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return value
+    return None
+
+
+class Forwarder:
+    """Handles every request on the main port."""
+
+    def __init__(self, settings: Settings, telemetry: Telemetry, upstreams: Upstreams) -> None:
+        self.settings = settings
+        self.telemetry = telemetry
+        self.upstreams = upstreams
+        self.routes = {route.name: route for route in settings.routes}
+
+    # -- entry -----------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        t0 = perf_counter()
+        wall0 = time.time_ns()
+        request_id = request_id_from(_header(scope, b"x-request-id"))
+        method: str = scope["method"]
+        path: str = scope["path"]
+        measured = method == "POST" and path in MEASURED_PATHS
+        carrier = {}
+        for key in (b"traceparent", b"tracestate"):
+            value = _header(scope, key)
+            if value is not None:
+                carrier[key.decode()] = value.decode("latin-1")
+        parent = extract(carrier)
+        span_name = f"{method} {path}" if measured or path == "/v1/models" else method
+        server_span = self.telemetry.tracer.start_span(
+            span_name, parent, SpanKind.SERVER, start_time=wall0
+        )
+        self._server_attributes(server_span, scope, request_id, measured)
+        context = server_span.get_span_context()
+        request_id_var.set(request_id)
+        trace_ids_var.set((format(context.trace_id, "032x"), format(context.span_id, "016x")))
+        exchange = ex.Exchange(
+            telemetry=self.telemetry,
+            request_id=request_id,
+            method=method,
+            path=path,
+            t0=t0,
+            wall0_ns=wall0,
+            server_span=server_span,
+            first_n=self.settings.first_n_tokens,
+        )
+        try:
+            await self._handle(exchange, scope, receive, send, measured)
+        except Exception as exc:  # last resort: the request still gets its span and log line
+            exchange.fail(
+                ex.UPSTREAM_ERROR if exchange.status == 0 else exchange.outcome, type(exc).__name__
+            )
+            log.error("unhandled error", exc_info=exc)
+            if exchange.status == 0:
+                exchange.status = 500
+                body = error_body(500, "internal proxy error", "InternalServerError")
+                await send_json(send, 500, body, request_id)
+        finally:
+            exchange.finish(perf_counter())
+
+    def _server_attributes(
+        self, span: trace.Span, scope: Scope, request_id: str, measured: bool
+    ) -> None:
+        span.set_attribute(sc.HTTP_REQUEST_METHOD, scope["method"])
+        span.set_attribute(sc.URL_PATH, scope["path"])
+        span.set_attribute(sc.URL_SCHEME, scope.get("scheme", "http"))
+        if measured:
+            span.set_attribute(sc.HTTP_ROUTE, scope["path"])
+        server = scope.get("server")
+        if server:
+            span.set_attribute(sc.SERVER_ADDRESS, str(server[0]))
+            span.set_attribute(sc.SERVER_PORT, int(server[1]))
+        client = scope.get("client")
+        if client:
+            span.set_attribute(sc.CLIENT_ADDRESS, str(client[0]))
+        span.set_attribute(sc.NETWORK_PROTOCOL_VERSION, scope.get("http_version", "1.1"))
+        span.set_attribute(sc.REQUEST_ID, request_id)
+
+    async def _handle(
+        self, exchange: ex.Exchange, scope: Scope, receive: Receive, send: Send, measured: bool
+    ) -> None:
+        declared = _header(scope, b"content-length")
+        try:
+            body = await read_body(
+                receive,
+                self.settings.max_body_size,
+                int(declared) if declared and declared.isdigit() else None,
+            )
+        except BodyTooLarge:
+            exchange.call = ModelCall(operation=MEASURED_PATHS.get(scope["path"]), body=b"")
+            await self._reject(
+                exchange,
+                send,
+                413,
+                f"request body larger than {self.settings.max_body_size} bytes",
+                "RequestTooLarge",
+            )
+            return
+        except ClientGone:
+            exchange.fail(ex.CLIENT_ABORT, "client_disconnect")
+            exchange.status = 499
+            return
+        exchange.bytes_in = len(body)
+        if measured:
+            call = inspect(scope["path"], body, self.settings.continuous_usage)
+            exchange.call = call
+            model = call.model
+        else:
+            call = ModelCall(operation=None, body=body)
+            exchange.call = call
+            model = model_of(body) if body else None
+        if scope["method"] == "GET" and scope["path"] == "/v1/models":
+            await self._list_models(exchange, send)
+            return
+        route = self._route_for(model, measured)
+        if route is None:
+            known = ", ".join(sorted(self.routes))
+            shown = model if len(model or "") <= 128 else (model or "")[:128] + "…"
+            await self._reject(
+                exchange,
+                send,
+                404,
+                f"The model `{shown}` does not exist. Known models: {known}",
+                "NotFoundError",
+                "model",
+            )
+            return
+        exchange.route = route
+        await self._forward(exchange, scope, receive, send, call, route)
+
+    def _route_for(self, model: str | None, measured: bool) -> Route | None:
+        if model is not None and model in self.routes:
+            return self.routes[model]
+        default = self.settings.default_route
+        if default is not None:
+            return default
+        if not measured and model is None:
+            return self.settings.routes[0]  # body-less pass-through (GET /health, …)
+        return None
+
+    async def _reject(
+        self,
+        exchange: ex.Exchange,
+        send: Send,
+        status: int,
+        message: str,
+        kind: str,
+        param: str | None = None,
+    ) -> None:
+        exchange.status = status
+        exchange.fail(ex.REJECTED, kind)
+        body = error_body(status, message, kind, param)
+        exchange.bytes_out = len(body)
+        await send_json(send, status, body, exchange.request_id)
+
+    # -- the upstream call -----------------------------------------------------------------
+
+    async def _forward(
+        self,
+        exchange: ex.Exchange,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        call: ModelCall,
+        route: Route,
+    ) -> None:
+        client_span = exchange.start_client_span()
+        trace_headers: dict[str, str] = {}
+        inject(trace_headers, trace.set_span_in_context(client_span))
+        client = scope.get("client")
+        headers = request_headers(
+            scope["headers"],
+            exchange.request_id,
+            trace_headers,
+            identity_encoding=call.operation is not None,
+            client_host=client[0] if client else None,
+            scheme=scope.get("scheme", "http"),
+        )
+        url = route.url + scope["path"]
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        if call.operation is not None:
+            exchange.admitted()
+        session = self.upstreams.session(route)
+        exchange.t_upstream_call = perf_counter()
+        task = asyncio.current_task()
+        assert task is not None
+        disconnected = asyncio.Event()
+        watcher = asyncio.create_task(self._watch_disconnect(receive, disconnected, task))
+        try:
+            await self._exchange(exchange, session, scope["method"], url, headers, call, send)
+        except asyncio.CancelledError:
+            if not disconnected.is_set():
+                raise
+            task.uncancel()
+            exchange.fail(ex.CLIENT_ABORT, "client_disconnect")
+            if exchange.status == 0:
+                exchange.status = 499
+        finally:
+            watcher.cancel()
+
+    @staticmethod
+    async def _watch_disconnect(
+        receive: Receive, flag: asyncio.Event, task: asyncio.Task[Any]
+    ) -> None:
+        """Cancel the relay when the client goes away, so the upstream request is aborted."""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                flag.set()
+                task.cancel()
+                return
+
+    async def _exchange(
+        self,
+        exchange: ex.Exchange,
+        session: aiohttp.ClientSession,
+        method: str,
+        url: str,
+        headers: Any,
+        call: ModelCall,
+        send: Send,
+    ) -> None:
+        try:
+            response = await session.request(
+                method, url, data=call.body or None, headers=headers, allow_redirects=False
+            )
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            await self._upstream_failed(
+                exchange,
+                send,
+                504,
+                ex.UPSTREAM_TIMEOUT,
+                "timeout",
+                "upstream did not answer in time",
+            )
+            return
+        except aiohttp.ClientConnectorError:
+            await self._upstream_failed(
+                exchange,
+                send,
+                502,
+                ex.UPSTREAM_ERROR,
+                "connect",
+                "upstream refused or could not be reached",
+            )
+            return
+        except aiohttp.ClientError:
+            await self._upstream_failed(
+                exchange,
+                send,
+                502,
+                ex.UPSTREAM_ERROR,
+                "protocol",
+                "upstream broke the HTTP exchange",
+            )
+            return
+        async with response:
+            exchange.status = response.status
+            if response.status >= 500:
+                exchange.fail(ex.UPSTREAM_ERROR, str(response.status), "status")
+            content_type = response.headers.get("Content-Type", "").encode("latin-1")
+            event_stream = content_type.startswith(_EVENT_STREAM)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status,
+                    "headers": response_headers(
+                        response.raw_headers, exchange.request_id, event_stream
+                    ),
+                }
+            )
+            try:
+                if event_stream and call.operation is not None:
+                    await self._relay_events(exchange, response, call, send)
+                else:
+                    await self._relay_body(exchange, response, call, send)
+            except (TimeoutError, aiohttp.ServerTimeoutError):
+                exchange.fail(ex.UPSTREAM_TIMEOUT, "timeout", "timeout")
+            except aiohttp.ClientError:
+                exchange.fail(ex.UPSTREAM_ERROR, "upstream_disconnect", "protocol")
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _upstream_failed(
+        self, exchange: ex.Exchange, send: Send, status: int, outcome: str, kind: str, message: str
+    ) -> None:
+        exchange.status = status
+        exchange.fail(outcome, kind, kind)
+        kind_name = "GatewayTimeout" if status == 504 else "BadGateway"
+        body = error_body(status, message, kind_name)
+        exchange.bytes_out = len(body)
+        await send_json(send, status, body, exchange.request_id)
+
+    async def _relay_body(
+        self, exchange: ex.Exchange, response: aiohttp.ClientResponse, call: ModelCall, send: Send
+    ) -> None:
+        keep = call.operation is not None
+        kept: list[bytes] = []
+        kept_size = 0
+        async for chunk in response.content.iter_any():
+            exchange.bytes_out += len(chunk)
+            if keep and kept_size + len(chunk) <= MAX_MEASURED_BODY:
+                kept.append(chunk)
+                kept_size += len(chunk)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if keep:
+            meter = StreamMeter(exchange.t0, exchange.first_n)
+            meter.on_body(b"".join(kept))
+            exchange.meter = meter
+
+    async def _relay_events(
+        self, exchange: ex.Exchange, response: aiohttp.ClientResponse, call: ModelCall, send: Send
+    ) -> None:
+        meter = StreamMeter(exchange.t0, exchange.first_n)
+        exchange.meter = meter
+        parser = SSEParser()
+        on_event = meter.on_event
+        rewrite = call.injected_usage or call.injected_continuous_usage
+        overhead = 0.0
+        chunks = 0
+        sent = 0
+        try:
+            async for chunk in response.content.iter_any():
+                t = perf_counter()
+                events = parser.feed(chunk)
+                if rewrite:
+                    out = self._without_injected(events, t, on_event, call)
+                else:
+                    for event in events:
+                        on_event(t, event)
+                    out = chunk
+                if out:
+                    sent += len(out)
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
+                overhead += perf_counter() - t
+                chunks += 1
+            if rewrite and parser.pending:
+                tail = parser.remainder()
+                sent += len(tail)
+                await send({"type": "http.response.body", "body": tail, "more_body": True})
+        finally:
+            exchange.bytes_out = sent
+            exchange.overhead_event_sum = overhead
+            exchange.overhead_events = chunks
+
+    @staticmethod
+    def _without_injected(
+        events: list[Any], t: float, on_event: Callable[[float, Any], EventKind], call: ModelCall
+    ) -> bytes:
+        """Complete events only, minus what the client did not ask for."""
+        parts = []
+        for event in events:
+            kind = on_event(t, event)
+            if kind is EventKind.USAGE_ONLY and call.injected_usage:
+                continue
+            if call.injected_continuous_usage and kind is not EventKind.DONE and event.data:
+                parts.append(_strip_usage(event.raw, event.data))
+                continue
+            parts.append(event.raw)
+        return b"".join(parts)
+
+    # -- /v1/models ------------------------------------------------------------------------
+
+    async def _list_models(self, exchange: ex.Exchange, send: Send) -> None:
+        async def fetch(route: Route) -> list[dict[str, Any]]:
+            try:
+                session = self.upstreams.session(route)
+                async with session.get(
+                    route.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=2)
+                ) as response:
+                    payload = orjson.loads(await response.read())
+                    data = payload.get("data") if isinstance(payload, dict) else None
+                    if response.status == 200 and isinstance(data, list):
+                        return [m for m in data if isinstance(m, dict) and "id" in m]
+            except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
+                pass
+            if route.name == "default":
+                return []
+            return [{"id": route.name, "object": "model", "owned_by": "latency-proxy"}]
+
+        listed = await asyncio.gather(*(fetch(route) for route in self.settings.routes))
+        seen: dict[str, dict[str, Any]] = {}
+        for models in listed:
+            for model in models:
+                seen.setdefault(str(model["id"]), model)
+        body = orjson.dumps({"object": "list", "data": list(seen.values())})
+        exchange.status = 200
+        exchange.bytes_out = len(body)
+        await send_json(send, 200, body, exchange.request_id)
+
+
+def _strip_usage(raw: bytes, data: bytes) -> bytes:
+    """Re-serialise one event without its `usage` (only when the proxy asked for it)."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return raw
+    if not isinstance(payload, dict) or "usage" not in payload:
+        return raw
+    del payload["usage"]
+    return b"data: " + orjson.dumps(payload) + b"\n\n"

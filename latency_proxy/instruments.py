@@ -1,0 +1,212 @@
+"""The metric instruments of DESIGN.md's table, defined once and written to two sinks.
+
+Each instrument feeds a Prometheus collector (for the admin port's /metrics) and, when an
+OTLP metrics endpoint is configured, an OTel instrument; the Prometheus names and labels
+are exactly what the OTel→Prometheus translation makes of the OTel ones, so one dashboard
+serves a direct scrape and a collector alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import prometheus_client
+from opentelemetry.context import Context
+from opentelemetry.metrics import Meter
+
+from latency_proxy import buckets
+from latency_proxy import semconv as sc
+
+PER_REQUEST = (sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_REQUEST_MODEL, sc.ROUTE)
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    name: str  # OTel instrument name
+    unit: str  # UCUM, as OTel wants it
+    description: str
+    kind: str  # histogram | counter | updown
+    attributes: tuple[str, ...] = PER_REQUEST
+    bounds: tuple[float, ...] = ()
+
+    @property
+    def prometheus_name(self) -> str:
+        base = self.name.replace(".", "_")
+        if self.unit == "s":
+            base += "_seconds"
+        return base
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return tuple(a.replace(".", "_") for a in self.attributes)
+
+
+TTFT = Spec(
+    "gen_ai.server.time_to_first_token",
+    "s",
+    "Time to the first content event (TTFT)",
+    "histogram",
+    bounds=buckets.LATENCY_S,
+)
+TPOT = Spec(
+    "gen_ai.server.time_per_output_token",
+    "s",
+    "Time per output token after the first (TPOT)",
+    "histogram",
+    bounds=buckets.TOKEN_LATENCY_S,
+)
+DURATION = Spec(
+    "gen_ai.server.request.duration",
+    "s",
+    "End-to-end request duration, to the last byte",
+    "histogram",
+    bounds=buckets.LATENCY_S,
+)
+TOKEN_USAGE = Spec(
+    "gen_ai.client.token.usage",
+    "{token}",
+    "Input and output tokens per request",
+    "histogram",
+    (*PER_REQUEST, sc.GEN_AI_TOKEN_TYPE),
+    buckets.TOKENS,
+)
+TIME_TO_FIRST_CHUNK = Spec(
+    "gen_ai.client.operation.time_to_first_chunk",
+    "s",
+    "Time to the first SSE event of any kind",
+    "histogram",
+    bounds=buckets.LATENCY_S,
+)
+TIME_PER_OUTPUT_CHUNK = Spec(
+    "gen_ai.client.operation.time_per_output_chunk",
+    "s",
+    "Gap between consecutive content events",
+    "histogram",
+    bounds=buckets.TOKEN_LATENCY_S,
+)
+TIME_TO_FIRST_N_TOKENS = Spec(
+    "latency_proxy.time_to_first_n_tokens",
+    "s",
+    "Time until the cumulative output tokens reach n",
+    "histogram",
+    (*PER_REQUEST, sc.FIRST_N),
+    buckets.LATENCY_S,
+)
+TOKENS_PER_CHUNK = Spec(
+    "latency_proxy.tokens_per_chunk",
+    "{token}",
+    "Output tokens per content event (from per-chunk usage)",
+    "histogram",
+    bounds=buckets.TOKENS_PER_CHUNK,
+)
+OVERHEAD = Spec(
+    "latency_proxy.overhead",
+    "s",
+    "Time the proxy itself adds: request in to request out upstream (phase=request); "
+    "mean per event, upstream in to client out (phase=event)",
+    "histogram",
+    (*PER_REQUEST, sc.PHASE),
+    buckets.OVERHEAD_S,
+)
+REQUESTS = Spec(
+    "latency_proxy.requests",
+    "",
+    "Requests to the measured endpoints",
+    "counter",
+    (*PER_REQUEST, sc.HTTP_RESPONSE_STATUS_CODE, sc.OUTCOME),
+)
+ACTIVE = Spec("latency_proxy.requests.active", "", "Requests in flight", "updown")
+UPSTREAM_ERRORS = Spec(
+    "latency_proxy.upstream.errors",
+    "",
+    "Failed upstream calls by kind",
+    "counter",
+    (*PER_REQUEST, sc.KIND),
+)
+TELEMETRY_DROPPED = Spec(
+    "latency_proxy.telemetry.dropped",
+    "",
+    "Spans or metric points that could not be exported",
+    "counter",
+    (sc.SIGNAL,),
+)
+
+ALL = (
+    TTFT,
+    TPOT,
+    DURATION,
+    TOKEN_USAGE,
+    TIME_TO_FIRST_CHUNK,
+    TIME_PER_OUTPUT_CHUNK,
+    TIME_TO_FIRST_N_TOKENS,
+    TOKENS_PER_CHUNK,
+    OVERHEAD,
+    REQUESTS,
+    ACTIVE,
+    UPSTREAM_ERRORS,
+    TELEMETRY_DROPPED,
+)
+
+
+class Instrument:
+    """One instrument in both sinks. Label values are passed positionally, in spec order."""
+
+    __slots__ = ("_otel", "_prom", "spec")
+
+    def __init__(
+        self, spec: Spec, registry: prometheus_client.CollectorRegistry, meter: Meter | None
+    ) -> None:
+        self.spec = spec
+        labels = spec.label_names
+        unit = "seconds" if spec.unit == "s" else ""
+        if spec.kind == "histogram":
+            self._prom = prometheus_client.Histogram(
+                spec.prometheus_name,
+                spec.description,
+                labels,
+                registry=registry,
+                buckets=spec.bounds,
+                unit=unit,
+            )
+        elif spec.kind == "counter":
+            self._prom = prometheus_client.Counter(
+                spec.prometheus_name, spec.description, labels, registry=registry
+            )
+        else:
+            self._prom = prometheus_client.Gauge(
+                spec.prometheus_name, spec.description, labels, registry=registry
+            )
+        self._otel = None
+        if meter is not None:
+            if spec.kind == "histogram":
+                self._otel = meter.create_histogram(
+                    spec.name,
+                    spec.unit,
+                    spec.description,
+                    explicit_bucket_boundaries_advisory=list(spec.bounds),
+                )
+            elif spec.kind == "counter":
+                self._otel = meter.create_counter(spec.name, spec.unit, spec.description)
+            else:
+                self._otel = meter.create_up_down_counter(spec.name, spec.unit, spec.description)
+
+    def record(
+        self,
+        value: float,
+        labels: Sequence[str],
+        trace_id: str | None = None,
+        context: Context | None = None,
+    ) -> None:
+        """Observe (histogram) or add (counter, up-down counter) one value."""
+        child = self._prom.labels(*labels)
+        if self.spec.kind == "histogram":
+            child.observe(value, {"trace_id": trace_id} if trace_id else None)
+        else:
+            child.inc(value)
+        if self._otel is not None:
+            attributes = dict(zip(self.spec.attributes, labels, strict=True))
+            if self.spec.kind == "histogram":
+                self._otel.record(value, attributes, context)
+            else:
+                self._otel.add(value, attributes, context)

@@ -1,0 +1,87 @@
+"""One JSON object per log line, with the request id and trace context of the current request.
+
+Exception messages can quote request bodies (a parser echoing bad input), so tracebacks
+are written as exception types and frames only: no message, no source line.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import sys
+import time
+import traceback
+from typing import Any
+
+import orjson
+
+request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "request_id", default=None
+)
+trace_ids_var: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "trace_ids", default=None
+)
+
+logger = logging.getLogger("latency_proxy")
+_CONTROL = {c: f"\\x{c:02x}" for c in range(32)}
+
+
+def escape(text: str, limit: int = 256) -> str:
+    """Make a client-supplied value safe for a single log line: no CR/LF or control chars."""
+    return text[:limit].translate(_CONTROL)
+
+
+def safe_traceback(exc: BaseException) -> str:
+    """Exception chain as types and frames, never messages."""
+    lines = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        lines.append(f"{frame.filename}:{frame.lineno} in {frame.name}")
+    lines.append(type(exc).__module__ + "." + type(exc).__qualname__)
+    if exc.__cause__ is not None:
+        lines.append("caused by " + safe_traceback(exc.__cause__))
+    return " | ".join(lines)
+
+
+class JSONFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        trace_ids = trace_ids_var.get()
+        line: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+            "request_id": request_id_var.get(),
+            "trace_id": trace_ids[0] if trace_ids else None,
+            "span_id": trace_ids[1] if trace_ids else None,
+        }
+        fields = getattr(record, "fields", None)
+        if fields:
+            line.update(fields)
+        if record.exc_info and record.exc_info[1] is not None:
+            line["exception"] = safe_traceback(record.exc_info[1])
+        return orjson.dumps(line, default=str).decode()
+
+
+class TextFormatter(JSONFormatter):
+    """For a terminal: the same facts as key=value pairs."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = orjson.loads(super().format(record))
+        head = f"{line.pop('ts')} {line.pop('level'):7} {line.pop('msg')}"
+        rest = " ".join(f"{k}={v}" for k, v in line.items() if v is not None and k != "logger")
+        return f"{head} {rest}"
+
+
+def configure(level: str, fmt: str) -> None:
+    """Route our logs and uvicorn's through one formatter on stdout."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        log = logging.getLogger(name)
+        log.handlers[:] = []
+        log.propagate = True
+    logging.getLogger("uvicorn.access").disabled = True

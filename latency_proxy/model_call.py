@@ -1,0 +1,83 @@
+"""What the proxy reads from (and adds to) an OpenAI-style request body.
+
+The body is parsed once, to route and label the request. It is re-serialised only when the
+proxy must ask for usage itself; otherwise the client's bytes go upstream untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from latency_proxy import semconv as sc
+
+MEASURED_PATHS = {
+    "/v1/chat/completions": sc.OPERATION_CHAT,
+    "/v1/completions": sc.OPERATION_TEXT_COMPLETION,
+}
+
+
+@dataclass(slots=True)
+class ModelCall:
+    operation: str | None  # chat | text_completion; None on other paths
+    body: bytes  # what goes upstream
+    model: str | None = None
+    stream: bool = False
+    max_tokens: int | None = None
+    temperature: float | None = None
+    injected_usage: bool = False  # we added include_usage: strip the usage-only chunk
+    injected_continuous_usage: bool = (
+        False  # we added continuous_usage_stats: strip per-chunk usage
+    )
+
+
+def model_of(body: bytes) -> str | None:
+    """The `model` a JSON body names, if any (for routing pass-through paths)."""
+    try:
+        payload = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return None
+    model = payload.get("model") if isinstance(payload, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def inspect(path: str, body: bytes, continuous_usage: bool) -> ModelCall:
+    """Parse a measured request; ask for usage when the client did not."""
+    call = ModelCall(operation=MEASURED_PATHS.get(path), body=body)
+    try:
+        payload: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return call  # forwarded as is: the upstream's 400 reaches the client
+    if not isinstance(payload, dict):
+        return call
+    model = payload.get("model")
+    call.model = model if isinstance(model, str) else None
+    call.stream = payload.get("stream") is True
+    max_tokens = payload.get("max_completion_tokens", payload.get("max_tokens"))
+    if isinstance(max_tokens, int) and not isinstance(max_tokens, bool):
+        call.max_tokens = max_tokens
+    temperature = payload.get("temperature")
+    if isinstance(temperature, int | float) and not isinstance(temperature, bool):
+        call.temperature = float(temperature)
+    if not call.stream:
+        return call
+    options = payload.get("stream_options")
+    if options is None:
+        options = {}
+    elif not isinstance(options, dict):
+        return call  # invalid: leave it to the upstream to reject
+    changed = False
+    if not options.get("include_usage"):
+        options["include_usage"] = True
+        call.injected_usage = changed = True
+        # usage on every chunk, asked for but inert without include_usage: not the client's
+        call.injected_continuous_usage = bool(options.get("continuous_usage_stats"))
+    if continuous_usage and not options.get("continuous_usage_stats"):
+        options["continuous_usage_stats"] = True
+        call.injected_continuous_usage = changed = True
+    if changed:
+        payload["stream_options"] = options
+        call.body = orjson.dumps(payload)
+    return call

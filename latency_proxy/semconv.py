@@ -1,0 +1,56 @@
+"""Attribute, span and instrument names: the OTel GenAI and HTTP semantic conventions, in one place.
+
+The GenAI names are still at Development stability; keeping them here makes a rename one edit.
+"""
+
+# GenAI (https://opentelemetry.io/docs/specs/semconv/gen-ai/)
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
+GEN_AI_FIRST_TOKEN_EVENT = "gen_ai.first_token"
+
+OPERATION_CHAT = "chat"
+OPERATION_TEXT_COMPLETION = "text_completion"
+
+# HTTP, URL, server, error
+HTTP_REQUEST_METHOD = "http.request.method"
+HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
+HTTP_ROUTE = "http.route"
+URL_PATH = "url.path"
+URL_SCHEME = "url.scheme"
+URL_FULL = "url.full"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+CLIENT_ADDRESS = "client.address"
+USER_AGENT_ORIGINAL = "user_agent.original"
+NETWORK_PROTOCOL_VERSION = "network.protocol.version"
+ERROR_TYPE = "error.type"
+
+# this product's own
+ROUTE = "latency_proxy.route"
+OUTCOME = "outcome"
+KIND = "kind"
+PHASE = "phase"
+SIGNAL = "signal"
+FIRST_N = "n"
+REQUEST_ID = "latency_proxy.request_id"
+TTFT_S = "latency_proxy.ttft_s"
+TPOT_S = "latency_proxy.tpot_s"
+E2E_S = "latency_proxy.e2e_s"
+TIME_TO_FIRST_CHUNK_S = "latency_proxy.time_to_first_chunk_s"
+CHUNKS = "latency_proxy.chunks"
+TTFNT_S = "latency_proxy.ttfnt_s"
+TTFNT_N = "latency_proxy.ttfnt_n"
+TOKEN_SOURCE = "latency_proxy.token_source"
+OVERHEAD_REQUEST_S = "latency_proxy.overhead.request_s"
+OVERHEAD_EVENT_S = "latency_proxy.overhead.event_s"
+OUTCOME_ATTR = "latency_proxy.outcome"

@@ -1,0 +1,202 @@
+"""OTel tracer and meter setup from the standard OTEL_* variables, and the Prometheus registry.
+
+Export runs on the SDK's background threads, so a slow or dead collector never blocks a
+request; what cannot be exported is counted in latency_proxy_telemetry_dropped_total.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+
+import prometheus_client
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import Tracer
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.openmetrics import exposition as openmetrics
+
+from latency_proxy import instruments
+
+log = logging.getLogger("latency_proxy.telemetry")
+OPENMETRICS = "application/openmetrics-text"
+OTHER_MODEL = "other"
+prometheus_client.disable_created_metrics()
+
+
+class ModelLabels:
+    """Bounds the model label: route names plus the first `limit` other names, then `other`."""
+
+    def __init__(self, known: Sequence[str], limit: int = 32) -> None:
+        self._known = set(known)
+        self._extra: set[str] = set()
+        self._limit = limit
+
+    def __call__(self, model: str | None) -> str:
+        if model is None:
+            return ""
+        if model in self._known or model in self._extra:
+            return model
+        if len(self._extra) < self._limit:
+            self._extra.add(model)
+            return model
+        return OTHER_MODEL
+
+
+class _CountingSpanExporter(SpanExporter):
+    """Counts the spans its inner exporter failed to deliver."""
+
+    def __init__(self, inner: SpanExporter, dropped: instruments.Instrument) -> None:
+        self._inner = inner
+        self._dropped = dropped
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self._inner.export(spans)
+        except Exception:  # an exporter bug must not take the proxy down
+            result = SpanExportResult.FAILURE
+        if result is not SpanExportResult.SUCCESS:
+            self._dropped.record(len(spans), ("traces",))
+        return result
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+
+class _CountingMetricExporter(MetricExporter):
+    """Counts the metric points its inner exporter failed to deliver."""
+
+    def __init__(self, inner: MetricExporter, dropped: instruments.Instrument) -> None:
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self._inner = inner
+        self._dropped = dropped
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
+    ) -> MetricExportResult:
+        try:
+            result = self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+        except Exception:  # an exporter bug must not take the proxy down
+            result = MetricExportResult.FAILURE
+        if result is not MetricExportResult.SUCCESS:
+            points = sum(
+                len(metric.data.data_points)
+                for rm in metrics_data.resource_metrics
+                for sm in rm.scope_metrics
+                for metric in sm.metrics
+            )
+            self._dropped.record(points, ("metrics",))
+        return result
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
+        self._inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+
+def _protocol(signal: str, env: Mapping[str, str]) -> str:
+    return env.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or env.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
+    )
+
+
+def _exporting(signal: str, env: Mapping[str, str]) -> bool:
+    if env.get(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower() == "none":
+        return False
+    return bool(
+        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
+    )
+
+
+def _span_exporter(env: Mapping[str, str]) -> SpanExporter:
+    if _protocol("TRACES", env) == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    return OTLPSpanExporter()
+
+
+def _metric_exporter(env: Mapping[str, str]) -> MetricExporter:
+    if _protocol("METRICS", env) == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+    else:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    return OTLPMetricExporter()
+
+
+class Telemetry:
+    """Tracer, instruments and the Prometheus registry of one proxy process."""
+
+    def __init__(
+        self,
+        route_names: Sequence[str],
+        provider_name: str = "vllm",
+        env: Mapping[str, str] = os.environ,
+    ) -> None:
+        self.provider_name = provider_name
+        resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME", "latency-proxy")})
+        self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
+        self.model_label = ModelLabels(route_names)
+        self._meter_provider: MeterProvider | None = None
+        meter = None
+        dropped = instruments.Instrument(instruments.TELEMETRY_DROPPED, self.registry, None)
+        if _exporting("METRICS", env):
+            reader = PeriodicExportingMetricReader(
+                _CountingMetricExporter(_metric_exporter(env), dropped)
+            )
+            self._meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+            meter = self._meter_provider.get_meter("latency_proxy")
+        self.instruments = {
+            spec.name: instruments.Instrument(spec, self.registry, meter)
+            for spec in instruments.ALL
+            if spec is not instruments.TELEMETRY_DROPPED
+        }
+        self.instruments[instruments.TELEMETRY_DROPPED.name] = dropped
+        self.tracer_provider = TracerProvider(resource=resource)
+        if _exporting("TRACES", env):
+            self.tracer_provider.add_span_processor(
+                BatchSpanProcessor(_CountingSpanExporter(_span_exporter(env), dropped))
+            )
+        self.tracer: Tracer = self.tracer_provider.get_tracer("latency_proxy")
+        self.exporting_traces = _exporting("TRACES", env)
+
+    def instrument(self, spec: instruments.Spec) -> instruments.Instrument:
+        return self.instruments[spec.name]
+
+    def exposition(self, accept: str) -> tuple[bytes, str]:
+        """The /metrics body: OpenMetrics (with exemplars) when asked for, else text 0.0.4."""
+        if OPENMETRICS in accept:
+            return openmetrics.generate_latest(self.registry), openmetrics.CONTENT_TYPE_LATEST
+        return prometheus_client.generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def shutdown(self, timeout: float) -> None:
+        """Flush and stop exporters, giving up after `timeout` seconds (collector down)."""
+
+        def flush() -> None:
+            self.tracer_provider.force_flush(int(timeout * 1000))
+            self.tracer_provider.shutdown()
+            if self._meter_provider is not None:
+                self._meter_provider.shutdown(timeout_millis=timeout * 1000)
+
+        worker = threading.Thread(target=flush, name="telemetry-flush", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            log.warning("telemetry flush did not finish in %.1fs; exiting without it", timeout)
