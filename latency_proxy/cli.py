@@ -124,6 +124,7 @@ def serve(settings: Settings) -> None:
         log_config=None,
         access_log=False,
         server_header=False,
+        proxy_headers=False,
         date_header=False,
         timeout_graceful_shutdown=settings.drain_timeout,
         timeout_keep_alive=75,

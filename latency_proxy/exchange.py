@@ -110,10 +110,14 @@ class Exchange:
         self.finished = True
         timing = self.meter.finish(t_end) if self.meter is not None else None
         trace_id = format(self.server_span.get_span_context().trace_id, "032x")
+        sinks = [lambda: self._end_spans(timing, t_end), lambda: self._log(timing, t_end)]
         if self.call is not None and self.call.operation:
-            self._record_metrics(timing, trace_id)
-        self._end_spans(timing, t_end)
-        self._log(timing, t_end, trace_id)
+            sinks.insert(0, lambda: self._record_metrics(timing, trace_id))
+        for sink in sinks:
+            try:  # one failing sink must not cost the others their record
+                sink()
+            except Exception as exc:
+                log.error("recording failed", exc_info=exc)
 
     # -- sinks -----------------------------------------------------------------------------
 
@@ -201,12 +205,12 @@ class Exchange:
                 span.set_attribute(sc.TTFNT_S, list(timing.ttfnt_s.values()))
             if timing.ttft_s is not None:
                 span.add_event(
-                    sc.GEN_AI_FIRST_TOKEN,
+                    sc.GEN_AI_FIRST_TOKEN_EVENT,
                     {sc.TTFT_S: timing.ttft_s},
                     self.wall0_ns + int(timing.ttft_s * 1e9),
                 )
 
-    def _log(self, timing: RequestTiming | None, t_end: float, trace_id: str) -> None:
+    def _log(self, timing: RequestTiming | None, t_end: float) -> None:
         call = self.call
         fields: dict[str, object] = {
             "method": self.method,
