@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import logging
+import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import FrameType
 
 import uvicorn
+import uvloop
 
 from latency_proxy import __version__
 from latency_proxy.app import ProxyApp
@@ -99,7 +103,8 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 class DrainingServer(uvicorn.Server):
-    """Marks the proxy as draining (so /readyz says 503) before uvicorn's graceful stop."""
+    """The main port: marks the proxy as draining (/readyz says 503) before uvicorn's
+    graceful stop (stop accepting, wait for in-flight streams up to --drain-timeout)."""
 
     def __init__(self, config: uvicorn.Config, state: ProxyState) -> None:
         super().__init__(config)
@@ -112,24 +117,47 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def serve(settings: Settings) -> None:
-    main_sock = bind(settings.host, settings.port)
-    admin_sock = bind(settings.effective_admin_host, settings.admin_port)
-    app = ProxyApp(settings, admin_port=admin_sock.getsockname()[1])
-    config = uvicorn.Config(
+class AdminServer(uvicorn.Server):
+    """The admin port: stopped by us after the main port has drained, not by signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _uvicorn_config(app: object, lifespan: str, drain_timeout: float) -> uvicorn.Config:
+    return uvicorn.Config(
         app,
         loop="uvloop",
         http="httptools",
-        lifespan="on",
+        lifespan=lifespan,
         log_config=None,
         access_log=False,
         server_header=False,
-        proxy_headers=False,
         date_header=False,
-        timeout_graceful_shutdown=settings.drain_timeout,
+        proxy_headers=False,
+        timeout_graceful_shutdown=drain_timeout,
         timeout_keep_alive=75,
     )
-    server = DrainingServer(config, app.state)
+
+
+async def _serve(
+    main: DrainingServer, main_sock: socket.socket, admin: AdminServer, admin_sock: socket.socket
+) -> None:
+    admin_task = asyncio.create_task(admin.serve(sockets=[admin_sock]))
+    try:
+        await main.serve(sockets=[main_sock])
+    finally:
+        admin.should_exit = True
+        await admin_task
+
+
+def serve(settings: Settings) -> None:
+    main_sock = bind(settings.host, settings.port)
+    admin_sock = bind(settings.effective_admin_host, settings.admin_port)
+    app = ProxyApp(settings)
+    main = DrainingServer(_uvicorn_config(app, "on", settings.drain_timeout), app.state)
+    admin = AdminServer(_uvicorn_config(app.admin, "off", 1.0))
     log.info(
         "listening",
         extra={
@@ -142,7 +170,11 @@ def serve(settings: Settings) -> None:
             }
         },
     )
-    server.run(sockets=[main_sock, admin_sock])
+    # uvicorn re-raises the signal that stopped it once it is done; by then we have
+    # drained and flushed, so that second delivery is a no-op and the exit code stays 0
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: None)
+    uvloop.run(_serve(main, main_sock, admin, admin_sock))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,10 +37,19 @@ class ProxyProcess:
         self.admin = f"http://127.0.0.1:{self.admin_port}"
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        command = [sys.executable, "-m", "latency_proxy", "--port", str(self.port),
-                   "--admin-port", str(self.admin_port), *args]
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT,
-                                        env=env, cwd=ROOT)
+        command = [
+            sys.executable,
+            "-m",
+            "latency_proxy",
+            "--port",
+            str(self.port),
+            "--admin-port",
+            str(self.admin_port),
+            *args,
+        ]
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+        )
 
     def wait_ready(self, timeout: float = 20.0) -> ProxyProcess:
         deadline = time.monotonic() + timeout
@@ -69,8 +78,11 @@ class ProxyProcess:
     def request_logs(self, request_id: str, timeout: float = 5.0) -> list[dict]:
         deadline = time.monotonic() + timeout
         while True:
-            found = [line for line in self.log_lines()
-                     if line.get("request_id") == request_id and line.get("msg") == "request"]
+            found = [
+                line
+                for line in self.log_lines()
+                if line.get("request_id") == request_id and line.get("msg") == "request"
+            ]
             if found or time.monotonic() > deadline:
                 return found
             time.sleep(0.05)
@@ -108,11 +120,16 @@ def otlp() -> Iterator[OTLPReceiver]:
 
 def proxy_env(otlp: OTLPReceiver | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LATENCY_PROXY_"))}
-    env.update(OTEL_SERVICE_NAME="latency-proxy-test", OTEL_BSP_SCHEDULE_DELAY="50",
-               OTEL_METRIC_EXPORT_INTERVAL="300", OTEL_EXPORTER_OTLP_TIMEOUT="2")
+    env.update(
+        OTEL_SERVICE_NAME="latency-proxy-test",
+        OTEL_BSP_SCHEDULE_DELAY="50",
+        OTEL_METRIC_EXPORT_INTERVAL="300",
+        OTEL_EXPORTER_OTLP_TIMEOUT="2",
+    )
     if otlp is not None:
-        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=otlp.endpoint,
-                   OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+        env.update(
+            OTEL_EXPORTER_OTLP_ENDPOINT=otlp.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf"
+        )
     env.update(extra)
     return env
 

@@ -65,22 +65,36 @@ class Upstream:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        self.received.append(Received(scope["method"], scope["path"], headers, body,
-                                      time.perf_counter()))
+        self.received.append(
+            Received(scope["method"], scope["path"], headers, body, time.perf_counter())
+        )
         script = Script(**json.loads(headers.get("x-script", "{}")))
         request_id = headers.get("x-request-id", "")
         path = scope["path"]
         watcher = asyncio.create_task(self._watch(receive, request_id, asyncio.current_task()))
         try:
             if path == "/v1/models":
-                await _json(send, 200, {"object": "list", "data": [
-                    {"id": "scripted", "object": "model", "owned_by": "tests"}]})
+                await _json(
+                    send,
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": "scripted", "object": "model", "owned_by": "tests"}],
+                    },
+                )
             elif path in ("/v1/chat/completions", "/v1/completions"):
                 await self._complete(script, path, body, headers, send)
             else:
-                await _json(send, 200, {"path": path, "method": scope["method"],
-                                        "query": scope["query_string"].decode()},
-                            [(b"x-upstream-unknown", b"kept")])
+                await _json(
+                    send,
+                    200,
+                    {
+                        "path": path,
+                        "method": scope["method"],
+                        "query": scope["query_string"].decode(),
+                    },
+                    [(b"x-upstream-unknown", b"kept")],
+                )
             self.completed.append(request_id)
         except asyncio.CancelledError:
             return
@@ -94,43 +108,79 @@ class Upstream:
         self.disconnects.append((request_id, time.perf_counter()))
         task.cancel()
 
-    async def _complete(self, script: Script, path: str, body: bytes, headers: dict[str, str],
-                        send: Any) -> None:
+    async def _complete(
+        self, script: Script, path: str, body: bytes, headers: dict[str, str], send: Any
+    ) -> None:
         if script.headers_delay:
             await asyncio.sleep(script.headers_delay)
         if script.status != 200:
-            error = script.error_body or json.dumps({"error": {"message": "scripted",
-                                                                "code": script.status}})
+            error = script.error_body or json.dumps(
+                {"error": {"message": "scripted", "code": script.status}}
+            )
             await _json(send, script.status, json.loads(error))
             return
         try:
             request = orjson.loads(body)
+            if not isinstance(request, dict) or not isinstance(
+                request.get("stream_options") or {}, dict
+            ):
+                raise orjson.JSONDecodeError("not an object", "", 0)
         except orjson.JSONDecodeError:
-            await _json(send, 400, {"error": {"message": "bad json", "type": "BadRequestError",
-                                              "code": 400}})
+            await _json(
+                send,
+                400,
+                {"error": {"message": "bad json", "type": "BadRequestError", "code": 400}},
+            )
             return
         chat = path.endswith("chat/completions")
         if not request.get("stream"):
             await asyncio.sleep(script.ttft + script.itl * max(script.tokens - 1, 0))
             text = "tok " * script.tokens
-            choice = ({"index": 0, "message": {"role": "assistant", "content": text},
-                       "finish_reason": "length"} if chat else
-                      {"index": 0, "text": text, "finish_reason": "length"})
-            await _json(send, 200, {"id": "cmpl-1", "object": "chat.completion",
-                                    "model": request.get("model"), "choices": [choice],
-                                    "usage": {"prompt_tokens": 7, "completion_tokens":
-                                              script.tokens, "total_tokens": 7 + script.tokens}})
+            choice = (
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "length",
+                }
+                if chat
+                else {"index": 0, "text": text, "finish_reason": "length"}
+            )
+            await _json(
+                send,
+                200,
+                {
+                    "id": "cmpl-1",
+                    "object": "chat.completion",
+                    "model": request.get("model"),
+                    "choices": [choice],
+                    "usage": {
+                        "prompt_tokens": 7,
+                        "completion_tokens": script.tokens,
+                        "total_tokens": 7 + script.tokens,
+                    },
+                },
+            )
             return
         options = request.get("stream_options") or {}
         include_usage = bool(options.get("include_usage"))
         continuous = include_usage and bool(options.get("continuous_usage_stats"))
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"x-upstream-unknown", b"kept"), (b"x-request-id", headers.get(
-                "x-request-id", "").encode())]})
-        base = {"id": "chatcmpl-" + headers.get("x-request-id", "x"),
-                "object": "chat.completion.chunk" if chat else "text_completion",
-                "created": 1, "model": request.get("model")}
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"x-upstream-unknown", b"kept"),
+                    (b"x-request-id", headers.get("x-request-id", "").encode()),
+                ],
+            }
+        )
+        base = {
+            "id": "chatcmpl-" + headers.get("x-request-id", "x"),
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": 1,
+            "model": request.get("model"),
+        }
 
         def usage(tokens: int) -> dict[str, int]:
             return {"prompt_tokens": 7, "total_tokens": 7 + tokens, "completion_tokens": tokens}
@@ -140,8 +190,10 @@ class Upstream:
             await send({"type": "http.response.body", "body": data, "more_body": True})
 
         if chat and script.role_first:
-            chunk = {**base, "choices": [{"index": 0, "delta": {"role": "assistant",
-                                                                "content": ""}}]}
+            chunk = {
+                **base,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+            }
             if continuous:
                 chunk["usage"] = usage(0)
             await event(chunk)
@@ -154,12 +206,18 @@ class Upstream:
             n = min(script.per_chunk, script.tokens - produced)
             produced += n
             chunks += 1
-            text = "" if script.empty_text_every and chunks % script.empty_text_every == 0 \
+            text = (
+                ""
+                if script.empty_text_every and chunks % script.empty_text_every == 0
                 else "tok " * n
+            )
             last = produced == script.tokens
             finish = "length" if last else None
-            choice = ({"index": 0, "delta": {"content": text}, "finish_reason": finish}
-                      if chat else {"index": 0, "text": text, "finish_reason": finish})
+            choice = (
+                {"index": 0, "delta": {"content": text}, "finish_reason": finish}
+                if chat
+                else {"index": 0, "text": text, "finish_reason": finish}
+            )
             chunk = {**base, "choices": [choice]}
             if continuous:
                 chunk["usage"] = usage(produced)
@@ -171,17 +229,27 @@ class Upstream:
         if include_usage:
             await event({**base, "choices": [], "usage": usage(produced)})
         if script.done:
-            await send({"type": "http.response.body", "body": b"data: [DONE]\n\n",
-                        "more_body": True})
+            await send(
+                {"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True}
+            )
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _json(send: Any, status: int, payload: Any,
-                extra: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _json(
+    send: Any, status: int, payload: Any, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = orjson.dumps(payload)
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        *(extra or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -189,8 +257,15 @@ class ServerThread:
     """Runs an ASGI app under uvicorn on a loopback port in a background thread."""
 
     def __init__(self, app: Any, port: int) -> None:
-        self.config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical",
-                                     lifespan="on", loop="asyncio", http="httptools")
+        self.config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="critical",
+            lifespan="on",
+            loop="asyncio",
+            http="httptools",
+        )
         self.server = uvicorn.Server(self.config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

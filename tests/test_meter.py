@@ -17,23 +17,32 @@ def ev(payload: object) -> Event:
     return Event(b"data: " + data + b"\n\n", data)
 
 
-def chat(content: str | None = None, role: str | None = None, finish: str | None = None,
-         usage: int | None = None, **delta: object) -> Event:
+def chat(
+    content: str | None = None,
+    role: str | None = None,
+    finish: str | None = None,
+    usage: int | None = None,
+    **delta: object,
+) -> Event:
     d: dict[str, object] = dict(delta)
     if role:
         d["role"] = role
     if content is not None:
         d["content"] = content
-    payload: dict[str, object] = {"id": "c1", "model": "m", "choices": [
-        {"index": 0, "delta": d, "finish_reason": finish}]}
+    payload: dict[str, object] = {
+        "id": "c1",
+        "model": "m",
+        "choices": [{"index": 0, "delta": d, "finish_reason": finish}],
+    }
     if usage is not None:
         payload["usage"] = {"prompt_tokens": 11, "completion_tokens": usage}
     return ev(payload)
 
 
 def final_usage(tokens: int) -> Event:
-    return ev({"id": "c1", "choices": [], "usage": {"prompt_tokens": 11,
-                                                    "completion_tokens": tokens}})
+    return ev(
+        {"id": "c1", "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": tokens}}
+    )
 
 
 def test_role_first_stream_ttft_is_first_content_not_first_chunk() -> None:
@@ -69,8 +78,12 @@ def test_multi_token_chunks_tpot_from_usage_not_events() -> None:
     assert r.output_tokens == 12
     assert r.tpot_s == pytest.approx(0.2 / 11)
     assert r.tokens_per_chunk == [4, 4, 4]
-    assert r.ttfnt_s == {1: pytest.approx(0.2), 3: pytest.approx(0.2), 5: pytest.approx(0.3),
-                         12: pytest.approx(0.4)}
+    assert r.ttfnt_s == {
+        1: pytest.approx(0.2),
+        3: pytest.approx(0.2),
+        5: pytest.approx(0.3),
+        12: pytest.approx(0.4),
+    }
 
 
 def test_final_usage_spreads_tokens_evenly_for_ttfnt() -> None:
@@ -114,8 +127,12 @@ def test_partial_utf8_empty_text_chunk_still_counts_its_tokens() -> None:
     # vLLM sends "" while a multi-byte character is incomplete; usage still counts the token
     m = StreamMeter(t0=0.0)
     m.on_event(0.1, ev({"choices": [{"index": 0, "text": "a"}], "usage": {"completion_tokens": 1}}))
-    assert m.on_event(0.2, ev({"choices": [{"index": 0, "text": ""}],
-                               "usage": {"completion_tokens": 2}})) is EventKind.OTHER
+    assert (
+        m.on_event(
+            0.2, ev({"choices": [{"index": 0, "text": ""}], "usage": {"completion_tokens": 2}})
+        )
+        is EventKind.OTHER
+    )
     m.on_event(0.3, ev({"choices": [{"index": 0, "text": "é"}], "usage": {"completion_tokens": 3}}))
     r = m.finish(0.3)
     assert r.output_tokens == 3
@@ -123,8 +140,9 @@ def test_partial_utf8_empty_text_chunk_still_counts_its_tokens() -> None:
     assert r.tpot_s == pytest.approx(0.1)
 
 
-@pytest.mark.parametrize("delta", [{"reasoning_content": "think"}, {"tool_calls": [{"id": "t"}]},
-                                   {"reasoning": "think"}])
+@pytest.mark.parametrize(
+    "delta", [{"reasoning_content": "think"}, {"tool_calls": [{"id": "t"}]}, {"reasoning": "think"}]
+)
 def test_reasoning_and_tool_calls_are_content(delta: dict) -> None:
     assert classify({"choices": [{"delta": delta}]}) is EventKind.CONTENT
 
@@ -139,8 +157,16 @@ def test_in_stream_error_keeps_only_its_type() -> None:
 
 def test_non_streaming_body() -> None:
     m = StreamMeter(t0=0.0)
-    m.on_body(json.dumps({"id": "x", "model": "m", "choices": [{"finish_reason": "stop"}],
-                          "usage": {"prompt_tokens": 5, "completion_tokens": 9}}).encode())
+    m.on_body(
+        json.dumps(
+            {
+                "id": "x",
+                "model": "m",
+                "choices": [{"finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 9},
+            }
+        ).encode()
+    )
     r = m.finish(2.0)
     assert (r.e2e_s, r.input_tokens, r.output_tokens, r.ttft_s) == (2.0, 5, 9, None)
 

@@ -13,10 +13,19 @@ TOL = 0.03  # seconds; a noisy 2-core box
 
 def run_stream(proxy, script: dict, path: str = "/v1/chat/completions") -> dict:
     rid = "t-" + uuid.uuid4().hex
-    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}],
-            "prompt": "x"}
-    with httpx.stream("POST", proxy.url + path, json=body, timeout=30,
-                      headers={"x-request-id": rid, "x-script": json.dumps(script)}) as r:
+    body = {
+        "model": "m",
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+        "prompt": "x",
+    }
+    with httpx.stream(
+        "POST",
+        proxy.url + path,
+        json=body,
+        timeout=30,
+        headers={"x-request-id": rid, "x-script": json.dumps(script)},
+    ) as r:
         for _ in r.iter_raw():
             pass
     (line,) = proxy.request_logs(rid)
@@ -34,8 +43,9 @@ def test_ttft_tpot_e2e_match_the_script(proxy) -> None:
 
 def test_chunked_stream_tpot_uses_tokens_not_events(proxy) -> None:
     # 4 chunks of 5 tokens, 100 ms apart: TPOT = 0.3 s / 19 tokens, not 0.3 s / 3 events
-    line = run_stream(proxy, {"ttft": 0.2, "itl": 0.1, "tokens": 20, "per_chunk": 5},
-                      path="/v1/completions")
+    line = run_stream(
+        proxy, {"ttft": 0.2, "itl": 0.1, "tokens": 20, "per_chunk": 5}, path="/v1/completions"
+    )
     assert line["output_tokens"] == 20 and line["chunks"] == 4
     assert line["tpot_s"] == pytest.approx(0.3 / 19, abs=0.004)
 
@@ -43,5 +53,7 @@ def test_chunked_stream_tpot_uses_tokens_not_events(proxy) -> None:
 def test_time_to_first_n_tokens_in_metrics(proxy) -> None:
     run_stream(proxy, {"ttft": 0.25, "itl": 0.1, "tokens": 4})
     text = proxy.metrics()
-    assert 'latency_proxy_time_to_first_n_tokens_seconds_count{gen_ai_operation_name="chat",' \
+    assert (
+        'latency_proxy_time_to_first_n_tokens_seconds_count{gen_ai_operation_name="chat",'
         'gen_ai_request_model="m",latency_proxy_route="default",n="3"}' in text
+    )

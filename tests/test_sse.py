@@ -52,13 +52,20 @@ def test_raw_bytes_of_events_reassemble_the_stream(stream: bytes, cuts: list[int
 
 
 def test_byte_by_byte() -> None:
-    stream = b'data: {"a":1}\n\n: ping\n\ndata: x\r\ndata: y\r\n\r\nevent: e\rdata:[DONE]\r\rdata: z\n\n'
+    stream = (
+        b'data: {"a":1}\n\n: ping\n\ndata: x\r\ndata: y\r\n\r\nevent: e\rdata:[DONE]\r\rdata: z\n\n'
+    )
     parser = SSEParser()
     events = []
     for i in range(len(stream)):
         events += parser.feed(stream[i : i + 1])
     assert [(e.data, e.name) for e in events] == [
-        (b'{"a":1}', None), (None, None), (b"x\ny", None), (b"[DONE]", "e"), (b"z", None)]
+        (b'{"a":1}', None),
+        (None, None),
+        (b"x\ny", None),
+        (b"[DONE]", "e"),
+        (b"z", None),
+    ]
 
 
 def test_crlf_split_between_chunks_is_one_line_end() -> None:
