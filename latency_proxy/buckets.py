@@ -27,10 +27,10 @@ def _join(*parts: tuple[float, ...]) -> tuple[float, ...]:
 
 
 LATENCY_S = _join(  # TTFT, TTFNT, E2E, time to first chunk
-    geometric(0.001, 0.05, 1.5), geometric(0.05, 5.0, 1.15), geometric(5.0, 300.0, 1.5), (300.0,)
+    geometric(0.001, 0.03, 1.5), geometric(0.03, 7.0, 1.15), geometric(7.0, 300.0, 1.5), (300.0,)
 )
 TOKEN_LATENCY_S = _join(  # TPOT, time per output chunk
-    geometric(0.0005, 0.005, 1.5), geometric(0.005, 0.2, 1.15), geometric(0.2, 30.0, 1.5), (30.0,)
+    geometric(0.0005, 0.003, 1.5), geometric(0.003, 0.3, 1.15), geometric(0.3, 30.0, 1.5), (30.0,)
 )
 OVERHEAD_S = (*geometric(0.000_01, 1.0, 1.25), 1.0)
 TOKENS = tuple(sorted({2**i for i in range(18)} | {3 * 2**i for i in range(17)}))  # 1 .. 196608

@@ -65,7 +65,8 @@ class ProxyProcess:
         raise RuntimeError(f"proxy not ready: {self.output()}")
 
     def output(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def log_lines(self) -> list[dict]:

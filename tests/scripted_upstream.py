@@ -31,6 +31,7 @@ class Script:
     hang_after: int | None = None  # content chunks before the stream goes silent
     done: bool = True
     empty_text_every: int = 0  # every k-th token arrives as an empty-text chunk (partial UTF-8)
+    text: str = "tok "  # the text of each output token
 
 
 @dataclass
@@ -135,7 +136,7 @@ class Upstream:
         chat = path.endswith("chat/completions")
         if not request.get("stream"):
             await asyncio.sleep(script.ttft + script.itl * max(script.tokens - 1, 0))
-            text = "tok " * script.tokens
+            text = script.text * script.tokens
             choice = (
                 {
                     "index": 0,
@@ -209,7 +210,7 @@ class Upstream:
             text = (
                 ""
                 if script.empty_text_every and chunks % script.empty_text_every == 0
-                else "tok " * n
+                else script.text * n
             )
             last = produced == script.tokens
             finish = "length" if last else None
