@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-
 from otlp_receiver import OTLPReceiver
 from scripted_upstream import ServerThread, Upstream
 
