@@ -1,8 +1,9 @@
-"""The admin port: /metrics, /healthz, /readyz. Never served on the main port."""
+"""The admin port: /metrics (optionally behind a bearer token), /healthz, /readyz."""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 
 import aiohttp
 from starlette.applications import Starlette
@@ -16,7 +17,17 @@ READY_PROBE_TIMEOUT = 2.0
 
 
 def create_admin_app(state: ProxyState) -> Starlette:
+    expected = f"Bearer {state.admin_token}".encode() if state.admin_token else None
+
     async def metrics(request: Request) -> Response:
+        if expected is not None:
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return JSONResponse(
+                    {"error": "unauthorized"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
         body, content_type = state.telemetry.exposition(request.headers.get("accept", ""))
         return Response(body, media_type=content_type)
 

@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from latency_proxy.admin import create_admin_app
 from latency_proxy.config import Settings
 from latency_proxy.forward import Forwarder, Receive, Scope, Send
+from latency_proxy.redact import ContentPolicy
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry import Telemetry
 from latency_proxy.upstream import Upstreams
@@ -24,10 +25,22 @@ FLUSH_TIMEOUT = 5.0
 class ProxyApp:
     """Every path on the main port goes to the forwarder; lifespan owns the pools."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        policy: ContentPolicy | None = None,
+        credentials: dict[str, str] | None = None,
+        admin_token: str | None = None,
+    ) -> None:
         telemetry = Telemetry([r.name for r in settings.routes], settings.provider_name)
-        self.state = ProxyState(settings, telemetry, Upstreams(settings))
-        self.forwarder = Forwarder(settings, telemetry, self.state.upstreams)
+        self.state = ProxyState(
+            settings,
+            telemetry,
+            Upstreams(settings, credentials or {}),
+            policy or ContentPolicy(),
+            admin_token,
+        )
+        self.forwarder = Forwarder(self.state)
         self.admin: Starlette = create_admin_app(self.state)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

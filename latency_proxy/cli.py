@@ -23,7 +23,10 @@ from latency_proxy.config import (
     LOG_LEVELS,
     ConfigError,
     Settings,
+    admin_token,
+    content_policy,
     load_settings,
+    upstream_credentials,
 )
 from latency_proxy.logs import configure
 from latency_proxy.state import ProxyState
@@ -89,6 +92,30 @@ def build_parser() -> argparse.ArgumentParser:
         "for clients that did not ask",
     )
     add("--provider-name", help="gen_ai.provider.name on spans (default vllm)")
+    add(
+        "--max-concurrent-requests",
+        metavar="N",
+        help="model calls in flight before new ones get 503 + Retry-After (default 0: no limit)",
+    )
+    add("--retry-after", metavar="DURATION", help="Retry-After sent with that 503 (default 1s)")
+    add("--max-headers", metavar="N", help="request header count limit, else 431 (default 100)")
+    add(
+        "--max-header-bytes",
+        metavar="SIZE",
+        help="request header size limit, else 431 (default 32KiB)",
+    )
+    add("--ca-bundle", metavar="FILE", help="CA certificates for https upstreams")
+    add(
+        "--upstream-api-key",
+        action="append",
+        metavar="ROUTE=env:VAR|ROUTE=file:PATH",
+        help="API key sent upstream on that route as a bearer token (repeatable); never logged",
+    )
+    add(
+        "--admin-token-file",
+        metavar="FILE",
+        help="require this bearer token for /metrics (or LATENCY_PROXY_ADMIN_TOKEN)",
+    )
     add("--version", action="version", version=f"%(prog)s {__version__}")
     return p
 
@@ -152,10 +179,9 @@ async def _serve(
         await admin_task
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, app: ProxyApp) -> None:
     main_sock = bind(settings.host, settings.port)
     admin_sock = bind(settings.effective_admin_host, settings.admin_port)
-    app = ProxyApp(settings)
     main = DrainingServer(_uvicorn_config(app, "on", settings.drain_timeout), app.state)
     admin = AdminServer(_uvicorn_config(app.admin, "off", 1.0))
     log.info(
@@ -182,12 +208,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     flags = {k: v for k, v in vars(args).items() if v is not None}
     try:
         settings = load_settings(flags)
+        app = ProxyApp(
+            settings,
+            content_policy(settings),
+            upstream_credentials(settings),
+            admin_token(settings),
+        )
     except ConfigError as exc:
         print(f"latency-proxy: error: {exc}", file=sys.stderr)
         return 2
     configure(settings.log_level, settings.log_format)
+    if settings.content_capture == "full":
+        log.warning(
+            "content capture is FULL: prompt and completion text will be recorded in "
+            "spans and logs; use only where those sinks may hold it"
+        )
     try:
-        serve(settings)
+        serve(settings, app)
     except OSError as exc:
         print(f"latency-proxy: error: cannot listen: {exc.strerror}", file=sys.stderr)
         return 1

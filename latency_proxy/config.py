@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from latency_proxy.redact import MODES, ContentPolicy, load_audit_hook
 from latency_proxy.units import parse_duration, parse_size
 
 ENV_PREFIX = "LATENCY_PROXY_"
 DEFAULT_ROUTE = "default"
-CONTENT_CAPTURE_MODES = ("off",)
+CONTENT_CAPTURE_MODES = MODES
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("json", "text")
 
@@ -53,6 +54,10 @@ class Settings:
     admin_host: str | None = None  # None: same as host
     admin_port: int = 9464
     content_capture: str = "off"
+    content_hash_key_file: str | None = None
+    content_max_chars: int = 8192
+    redact_pattern: tuple[str, ...] = ()
+    audit_hook: str | None = None
     log_level: str = "info"
     log_format: str = "json"
     connect_timeout: float = 5.0
@@ -63,6 +68,13 @@ class Settings:
     first_n_tokens: tuple[int, ...] = (3,)
     continuous_usage: bool = False
     provider_name: str = "vllm"
+    max_concurrent_requests: int = 0  # 0: unlimited
+    retry_after: float = 1.0
+    max_headers: int = 100
+    max_header_bytes: int = 32 * 1024
+    ca_bundle: str | None = None
+    upstream_api_key: tuple[str, ...] = ()  # ROUTE=env:VAR or ROUTE=file:PATH
+    admin_token_file: str | None = None
     config: str | None = None
     routes: tuple[Route, ...] = field(default=(), compare=False)
 
@@ -139,15 +151,24 @@ def _as_list(value: Any) -> list[str]:
 def _coerce(name: str, value: Any) -> Any:
     flag = "--" + name.replace("_", "-")
     try:
-        if name == "upstream":
+        if name in ("upstream", "upstream_api_key"):
             return tuple(_as_list(value))
+        if name == "redact_pattern":
+            return tuple(value) if isinstance(value, list | tuple) else (str(value),)
         if name == "first_n_tokens":
             return tuple(sorted({int(item) for item in _as_list(value)}))
-        if name in ("port", "admin_port", "pool_max_connections"):
+        if name in (
+            "port",
+            "admin_port",
+            "pool_max_connections",
+            "max_concurrent_requests",
+            "max_headers",
+            "content_max_chars",
+        ):
             return int(value)
-        if name in ("connect_timeout", "read_timeout", "drain_timeout"):
+        if name in ("connect_timeout", "read_timeout", "drain_timeout", "retry_after"):
             return parse_duration(value)
-        if name == "max_body_size":
+        if name in ("max_body_size", "max_header_bytes"):
             return parse_size(value)
         if name == "continuous_usage":
             if isinstance(value, bool):
@@ -203,4 +224,79 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("--pool-max-connections must be at least 1")
     if not s.first_n_tokens or min(s.first_n_tokens) < 1:
         raise ConfigError("--first-n-tokens: give positive token counts, e.g. 3 or 1,3,10")
+    if s.max_concurrent_requests < 0:
+        raise ConfigError("--max-concurrent-requests: 0 (unlimited) or more")
+    for spec in s.upstream_api_key:
+        route, sep, _ = spec.partition("=")
+        if not sep or route not in names:
+            raise ConfigError(
+                f"--upstream-api-key {_redacted_spec(spec)}: expected ROUTE=env:VAR "
+                f"or ROUTE=file:PATH with ROUTE one of {', '.join(names)}"
+            )
     return dataclasses.replace(s, routes=tuple(routes))
+
+
+def _redacted_spec(spec: str) -> str:
+    route, _, source = spec.partition("=")
+    kind = source.split(":", 1)[0] if ":" in source else "?"
+    return f"{route}={kind}:…"
+
+
+def _read_secret(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            value = file.read().strip()
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot read {path}: {exc.strerror}") from None
+    if not value:
+        raise ConfigError(f"{what}: {path} is empty")
+    return value
+
+
+def content_policy(s: Settings, environ: Mapping[str, str] = os.environ) -> ContentPolicy:
+    """The content policy the settings describe; refuses what cannot work (hash without key)."""
+    key = None
+    if s.content_hash_key_file:
+        key = _read_secret(s.content_hash_key_file, "--content-hash-key-file")
+    elif environ.get(ENV_PREFIX + "CONTENT_HASH_KEY"):
+        key = environ[ENV_PREFIX + "CONTENT_HASH_KEY"].encode()
+    try:
+        hook = load_audit_hook(s.audit_hook) if s.audit_hook else None
+        return ContentPolicy(
+            s.content_capture,
+            hash_key=key,
+            patterns=s.redact_pattern,
+            audit_hook=hook,
+            max_chars=s.content_max_chars,
+        )
+    except re.error as exc:
+        raise ConfigError(f"--redact-pattern: not a regular expression ({exc.msg})") from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def upstream_credentials(s: Settings, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Route name -> API key, from the environment or a file; values are never logged."""
+    keys: dict[str, str] = {}
+    for spec in s.upstream_api_key:
+        route, _, source = spec.partition("=")
+        kind, _, ref = source.partition(":")
+        if kind == "env":
+            value = environ.get(ref, "")
+            if not value:
+                raise ConfigError(f"--upstream-api-key {route}=env:{ref}: variable is not set")
+            keys[route] = value.strip()
+        elif kind == "file":
+            keys[route] = _read_secret(ref, f"--upstream-api-key {route}").decode()
+        else:
+            raise ConfigError(
+                f"--upstream-api-key {_redacted_spec(spec)}: use env:VAR or file:PATH"
+            )
+    return keys
+
+
+def admin_token(s: Settings, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Bearer token required for the admin port's /metrics, if configured."""
+    if s.admin_token_file:
+        return _read_secret(s.admin_token_file, "--admin-token-file").decode()
+    return environ.get(ENV_PREFIX + "ADMIN_TOKEN") or None

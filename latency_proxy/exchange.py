@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+import orjson
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -19,6 +20,7 @@ from latency_proxy.config import Route
 from latency_proxy.logs import escape
 from latency_proxy.meter import RequestTiming, StreamMeter
 from latency_proxy.model_call import ModelCall
+from latency_proxy.redact import ContentPolicy, request_texts
 from latency_proxy.telemetry import Telemetry
 
 log = logging.getLogger("latency_proxy.access")
@@ -40,6 +42,7 @@ class Exchange:
     wall0_ns: int  # time_ns at arrival, to place span timestamps
     server_span: Span
     first_n: tuple[int, ...]
+    policy: ContentPolicy
     call: ModelCall | None = None  # set on the measured endpoints
     route: Route | None = None
     status: int = 0
@@ -54,6 +57,7 @@ class Exchange:
     bytes_in: int = 0
     bytes_out: int = 0
     active_labels: tuple[str, str, str] | None = None
+    input_texts: list[tuple[str, str]] | None = None  # only when content is captured
     finished: bool = field(default=False)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -68,6 +72,28 @@ class Exchange:
         """The request will be sent upstream: count it in flight."""
         self.active_labels = self.labels()
         self.telemetry.instrument(ins.ACTIVE).record(1, self.active_labels)
+
+    def capture_input(self, body: bytes) -> None:
+        """Keep the request's texts for the content policy (only called when it captures)."""
+        try:
+            self.input_texts = request_texts(orjson.loads(body))
+        except orjson.JSONDecodeError:
+            self.input_texts = []
+
+    def _content(self, timing: RequestTiming | None) -> dict[str, str]:
+        """gen_ai.input/output.messages as the policy allows (GenAI conventions, JSON)."""
+        if not self.policy.captures:
+            return {}
+        out: dict[str, str] = {}
+        inputs = self.policy.messages(self.input_texts or [])
+        if inputs:
+            out[sc.GEN_AI_INPUT_MESSAGES] = orjson.dumps(inputs).decode()
+        if timing is not None and timing.output_text is not None:
+            reason = timing.finish_reasons[-1] if timing.finish_reasons else None
+            outputs = self.policy.messages([("assistant", timing.output_text)], reason)
+            if outputs:
+                out[sc.GEN_AI_OUTPUT_MESSAGES] = orjson.dumps(outputs).decode()
+        return out
 
     def start_client_span(self) -> Span:
         call, route = self.call, self.route
@@ -110,7 +136,11 @@ class Exchange:
         self.finished = True
         timing = self.meter.finish(t_end) if self.meter is not None else None
         trace_id = format(self.server_span.get_span_context().trace_id, "032x")
-        sinks = [lambda: self._end_spans(timing, t_end), lambda: self._log(timing, t_end)]
+        content = self._content(timing)
+        sinks = [
+            lambda: self._end_spans(timing, t_end, content),
+            lambda: self._log(timing, t_end, content),
+        ]
         if self.call is not None and self.call.operation:
             sinks.insert(0, lambda: self._record_metrics(timing, trace_id))
         for sink in sinks:
@@ -158,7 +188,9 @@ class Exchange:
         for count in timing.tokens_per_chunk:
             tokens.record(count, labels, None, context)
 
-    def _end_spans(self, timing: RequestTiming | None, t_end: float) -> None:
+    def _end_spans(
+        self, timing: RequestTiming | None, t_end: float, content: dict[str, str]
+    ) -> None:
         server, client = self.server_span, self.client_span
         server.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, self.status)
         server.set_attribute(sc.OUTCOME_ATTR, self.outcome)
@@ -174,6 +206,8 @@ class Exchange:
         if client is not None:
             if timing is not None:
                 self._timing_attributes(client, timing)
+            for key, value in content.items():
+                client.set_attribute(key, value)
             client.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, self.status)
             if self.status >= 400 or self.upstream_error_kind is not None:
                 client.set_attribute(sc.ERROR_TYPE, self.error_type or str(self.status))
@@ -210,7 +244,7 @@ class Exchange:
                     self.wall0_ns + int(timing.ttft_s * 1e9),
                 )
 
-    def _log(self, timing: RequestTiming | None, t_end: float) -> None:
+    def _log(self, timing: RequestTiming | None, t_end: float, content: dict[str, str]) -> None:
         call = self.call
         fields: dict[str, object] = {
             "method": self.method,
@@ -235,6 +269,11 @@ class Exchange:
                 output_tokens=timing.output_tokens,
                 chunks=timing.content_events,
                 finish_reasons=timing.finish_reasons or None,
+            )
+        if content:
+            fields.update(
+                input_messages=content.get(sc.GEN_AI_INPUT_MESSAGES),
+                output_messages=content.get(sc.GEN_AI_OUTPUT_MESSAGES),
             )
         level = logging.WARNING if self.outcome not in (OK, REJECTED) else logging.INFO
         log.log(level, "request", extra={"fields": fields})

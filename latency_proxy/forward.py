@@ -21,14 +21,14 @@ from opentelemetry.trace import SpanKind
 
 from latency_proxy import exchange as ex
 from latency_proxy import semconv as sc
-from latency_proxy.config import Route, Settings
+from latency_proxy.config import Route
 from latency_proxy.identity import request_id_from
 from latency_proxy.logs import request_id_var, trace_ids_var
 from latency_proxy.meter import EventKind, StreamMeter
 from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.sse import SSEParser
-from latency_proxy.telemetry import Telemetry
-from latency_proxy.upstream import Upstreams, request_headers, response_headers
+from latency_proxy.state import ProxyState
+from latency_proxy.upstream import request_headers, response_headers
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -101,11 +101,13 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
 class Forwarder:
     """Handles every request on the main port."""
 
-    def __init__(self, settings: Settings, telemetry: Telemetry, upstreams: Upstreams) -> None:
-        self.settings = settings
-        self.telemetry = telemetry
-        self.upstreams = upstreams
-        self.routes = {route.name: route for route in settings.routes}
+    def __init__(self, state: ProxyState) -> None:
+        self.settings = state.settings
+        self.telemetry = state.telemetry
+        self.upstreams = state.upstreams
+        self.policy = state.policy
+        self.routes = {route.name: route for route in state.settings.routes}
+        self.in_flight = 0  # model calls between admission and last byte
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -139,6 +141,7 @@ class Forwarder:
             wall0_ns=wall0,
             server_span=server_span,
             first_n=self.settings.first_n_tokens,
+            policy=self.policy,
         )
         try:
             await self._handle(exchange, scope, receive, send, measured)
@@ -175,6 +178,20 @@ class Forwarder:
     async def _handle(
         self, exchange: ex.Exchange, scope: Scope, receive: Receive, send: Send, measured: bool
     ) -> None:
+        headers = scope["headers"]
+        if (
+            len(headers) > self.settings.max_headers
+            or sum(len(k) + len(v) for k, v in headers) > self.settings.max_header_bytes
+        ):
+            exchange.call = ModelCall(operation=MEASURED_PATHS.get(scope["path"]), body=b"")
+            await self._reject(
+                exchange,
+                send,
+                431,
+                "request headers too many or too large",
+                "RequestHeaderFieldsTooLarge",
+            )
+            return
         declared = _header(scope, b"content-length")
         try:
             body = await read_body(
@@ -222,6 +239,17 @@ class Forwarder:
             )
             return
         exchange.route = route
+        limit = self.settings.max_concurrent_requests
+        if call.operation is not None and limit and self.in_flight >= limit:
+            await self._reject(
+                exchange,
+                send,
+                503,
+                f"more than {limit} requests in flight; retry later",
+                "ServiceUnavailable",
+                retry_after=self.settings.retry_after,
+            )
+            return
         await self._forward(exchange, scope, receive, send, call, route)
 
     def _route_for(self, model: str | None, measured: bool) -> Route | None:
@@ -242,12 +270,16 @@ class Forwarder:
         message: str,
         kind: str,
         param: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         exchange.status = status
         exchange.fail(ex.REJECTED, kind)
         body = error_body(status, message, kind, param)
         exchange.bytes_out = len(body)
-        await send_json(send, status, body, exchange.request_id)
+        extra = None
+        if retry_after is not None:
+            extra = [(b"retry-after", str(max(1, round(retry_after))).encode())]
+        await send_json(send, status, body, exchange.request_id, extra)
 
     # -- the upstream call -----------------------------------------------------------------
 
@@ -272,17 +304,23 @@ class Forwarder:
             client_host=client[0] if client else None,
             scheme=scope.get("scheme", "http"),
         )
+        authorization = self.upstreams.authorization(route)
+        if authorization is not None:
+            headers["Authorization"] = authorization
         url = route.url + scope["path"]
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
         if call.operation is not None:
             exchange.admitted()
+            if self.policy.captures:
+                exchange.capture_input(call.body)
         session = self.upstreams.session(route)
         exchange.t_upstream_call = perf_counter()
         task = asyncio.current_task()
         assert task is not None
         disconnected = asyncio.Event()
         watcher = asyncio.create_task(self._watch_disconnect(receive, disconnected, task))
+        self.in_flight += 1
         try:
             await self._exchange(exchange, session, scope["method"], url, headers, call, send)
         except asyncio.CancelledError:
@@ -293,6 +331,7 @@ class Forwarder:
             if exchange.status == 0:
                 exchange.status = 499
         finally:
+            self.in_flight -= 1
             watcher.cancel()
 
     @staticmethod
@@ -400,14 +439,14 @@ class Forwarder:
                 kept_size += len(chunk)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         if keep:
-            meter = StreamMeter(exchange.t0, exchange.first_n)
+            meter = StreamMeter(exchange.t0, exchange.first_n, exchange.policy.captures)
             meter.on_body(b"".join(kept))
             exchange.meter = meter
 
     async def _relay_events(
         self, exchange: ex.Exchange, response: aiohttp.ClientResponse, call: ModelCall, send: Send
     ) -> None:
-        meter = StreamMeter(exchange.t0, exchange.first_n)
+        meter = StreamMeter(exchange.t0, exchange.first_n, exchange.policy.captures)
         exchange.meter = meter
         parser = SSEParser()
         on_event = meter.on_event

@@ -56,6 +56,7 @@ class RequestTiming:
     response_id: str | None = None
     response_model: str | None = None
     error_type: str | None = None  # type/code of an error object sent inside the stream
+    output_text: str | None = None  # only when the meter was asked to collect it
 
 
 def classify(payload: Any) -> EventKind:
@@ -89,14 +90,18 @@ class StreamMeter:
         "_per_chunk_usage",
         "_t_content",
         "_t_first_event",
+        "_text",
         "_usage_output",
         "result",
         "t0",
     )
 
-    def __init__(self, t0: float, first_n: tuple[int, ...] = (3,)) -> None:
+    def __init__(
+        self, t0: float, first_n: tuple[int, ...] = (3,), collect_text: bool = False
+    ) -> None:
         self.t0 = t0
         self._first_n = first_n
+        self._text: list[str] | None = [] if collect_text else None  # for content capture
         self._t_first_event: float | None = None
         self._t_content = array("d")  # time of each content event
         self._content_tokens = array("q")  # cumulative output tokens after each, -1 unknown
@@ -121,6 +126,8 @@ class StreamMeter:
             result.invalid_events += 1
             return EventKind.INVALID
         kind = classify(payload)
+        if kind is EventKind.CONTENT and self._text is not None:
+            self._text.extend(_texts(payload, "delta"))
         self._take_fields(payload)
         usage_tokens = self._take_usage(payload)
         if kind is EventKind.CONTENT:
@@ -141,6 +148,8 @@ class StreamMeter:
         if isinstance(payload, dict):
             self._take_fields(payload)
             self._take_usage(payload)
+            if self._text is not None:
+                self._text.extend(_texts(payload, "message"))
 
     def finish(self, t_end: float) -> RequestTiming:
         """Compute the figures; t_end is when the last byte of the response went out."""
@@ -152,6 +161,8 @@ class StreamMeter:
         times = self._t_content
         n = len(times)
         r.content_events = n
+        if self._text is not None:
+            r.output_text = "".join(self._text)
         if self._usage_output is not None:
             r.output_tokens = self._usage_output
             if n and self._per_chunk_usage:
@@ -220,3 +231,19 @@ class StreamMeter:
                     reason = choice.get("finish_reason")
                     if isinstance(reason, str):
                         r.finish_reasons.append(reason)
+
+
+def _texts(payload: dict[str, Any], key: str) -> list[str]:
+    """Generated text of each choice: `text`, or `<key>.content` / reasoning (chat)."""
+    out = []
+    for choice in payload.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        if isinstance(choice.get("text"), str):
+            out.append(choice["text"])
+        part = choice.get(key)
+        if isinstance(part, dict):
+            for field_name in ("reasoning_content", "reasoning", "content"):
+                if isinstance(part.get(field_name), str):
+                    out.append(part[field_name])
+    return out

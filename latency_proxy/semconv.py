@@ -17,6 +17,8 @@ GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
 GEN_AI_FIRST_TOKEN_EVENT = "gen_ai.first_token"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 
 OPERATION_CHAT = "chat"
 OPERATION_TEXT_COMPLETION = "text_completion"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from latency_proxy.config import Settings
+from latency_proxy.redact import ContentPolicy
 from latency_proxy.telemetry import Telemetry
 from latency_proxy.upstream import Upstreams
 
@@ -14,4 +15,6 @@ class ProxyState:
     settings: Settings
     telemetry: Telemetry
     upstreams: Upstreams
+    policy: ContentPolicy = field(default_factory=ContentPolicy)
+    admin_token: str | None = None
     draining: bool = False

@@ -7,6 +7,7 @@ alone; the streaming hot path is the product, so it gets the cheapest client tha
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
 
 import aiohttp
@@ -98,18 +99,27 @@ def response_headers(
 class Upstreams:
     """The connection pools, created in the app's lifespan (they need a running loop)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, credentials: dict[str, str] | None = None) -> None:
         self._settings = settings
+        self._credentials = credentials or {}
         self.sessions: dict[str, aiohttp.ClientSession] = {}
+
+    def authorization(self, route: Route) -> str | None:
+        """The route's own API key as a bearer credential, replacing the client's."""
+        key = self._credentials.get(route.name)
+        return f"Bearer {key}" if key else None
 
     async def start(self) -> None:
         s = self._settings
+        tls: ssl.SSLContext | bool = True
+        if s.ca_bundle:
+            tls = ssl.create_default_context(cafile=s.ca_bundle)
         for route in s.routes:
             connector = aiohttp.TCPConnector(
                 limit=s.pool_max_connections,
                 limit_per_host=0,
                 ttl_dns_cache=60,
-                enable_cleanup_closed=False,
+                ssl=tls,
             )
             self.sessions[route.name] = aiohttp.ClientSession(
                 connector=connector,
