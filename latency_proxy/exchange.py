@@ -68,6 +68,17 @@ class Exchange:
         model = self.telemetry.model_label(call.model if call else None)
         return operation, model, self.route.name if self.route else ""
 
+    def recorded_model(self) -> str | None:
+        """The request's model name as sinks may record it (see telemetry.ModelLabels)."""
+        return self.telemetry.model_label(self.call.model if self.call else None) or None
+
+    def _client_span_name(self) -> str:
+        call = self.call
+        if call is None or call.operation is None:
+            return self.method
+        model = self.recorded_model() or (self.route.name if self.route else "")
+        return f"{call.operation} {model}"
+
     def admitted(self) -> None:
         """The request will be sent upstream: count it in flight."""
         self.active_labels = self.labels()
@@ -98,11 +109,8 @@ class Exchange:
     def start_client_span(self) -> Span:
         call, route = self.call, self.route
         assert route is not None
-        operation = call.operation if call and call.operation else "http"
-        model = call.model if call and call.model else route.name
-        name = f"{operation} {model}" if call and call.operation else f"{self.method}"
         context = trace.set_span_in_context(self.server_span)
-        span = self.telemetry.tracer.start_span(name, context, SpanKind.CLIENT)
+        span = self.telemetry.tracer.start_span(self._client_span_name(), context, SpanKind.CLIENT)
         span.set_attribute(sc.SERVER_ADDRESS, route.host)
         span.set_attribute(sc.SERVER_PORT, route.port)
         span.set_attribute(sc.HTTP_REQUEST_METHOD, self.method)
@@ -110,8 +118,6 @@ class Exchange:
         if call and call.operation:
             span.set_attribute(sc.GEN_AI_OPERATION_NAME, call.operation)
             span.set_attribute(sc.GEN_AI_PROVIDER_NAME, self.telemetry.provider_name)
-            if call.model:
-                span.set_attribute(sc.GEN_AI_REQUEST_MODEL, call.model)
             span.set_attribute(sc.GEN_AI_REQUEST_STREAM, call.stream)
             if call.max_tokens is not None:
                 span.set_attribute(sc.GEN_AI_REQUEST_MAX_TOKENS, call.max_tokens)
@@ -135,6 +141,9 @@ class Exchange:
             return
         self.finished = True
         timing = self.meter.finish(t_end) if self.meter is not None else None
+        call = self.call
+        if call and call.model and 200 <= self.status < 400 and self.upstream_error_kind is None:
+            self.telemetry.model_label.confirm(call.model)
         trace_id = format(self.server_span.get_span_context().trace_id, "032x")
         content = self._content(timing)
         sinks = [
@@ -204,6 +213,10 @@ class Exchange:
             server.set_attribute(sc.ERROR_TYPE, self.error_type or str(self.status))
             server.set_status(Status(StatusCode.ERROR))
         if client is not None:
+            model = self.recorded_model()
+            if model is not None:
+                client.set_attribute(sc.GEN_AI_REQUEST_MODEL, model)
+                client.update_name(self._client_span_name())
             if timing is not None:
                 self._timing_attributes(client, timing)
             for key, value in content.items():
@@ -250,7 +263,7 @@ class Exchange:
             "method": self.method,
             "path": self.path,
             "route": self.route.name if self.route else None,
-            "model": escape(call.model, 128) if call and call.model else None,
+            "model": escape(model, 128) if (model := self.recorded_model()) else None,
             "operation": call.operation if call else None,
             "stream": call.stream if call else None,
             "status": self.status,

@@ -68,8 +68,12 @@ class TextFormatter(JSONFormatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = orjson.loads(super().format(record))
-        head = f"{line.pop('ts')} {line.pop('level'):7} {line.pop('msg')}"
-        rest = " ".join(f"{k}={v}" for k, v in line.items() if v is not None and k != "logger")
+        head = f"{line.pop('ts')} {line.pop('level'):7} {escape(line.pop('msg'), 4096)}"
+        rest = " ".join(
+            f"{k}={escape(str(v), 4096)}"
+            for k, v in line.items()
+            if v is not None and k != "logger"
+        )
         return f"{head} {rest}"
 
 

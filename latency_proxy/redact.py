@@ -118,7 +118,7 @@ DETECTORS: tuple[Detector, ...] = (
     Detector(
         "phone",
         re.compile(
-            r"(?<![\w+])\+?\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}"
+            r"(?<![\w+(])(?:\+?\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}"
             r"(?:[ .-]?\d{2,4}){1,3}(?!\w)"
         ),
         lambda m: 9 <= sum(c.isdigit() for c in m) <= 15,

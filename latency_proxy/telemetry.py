@@ -35,20 +35,27 @@ prometheus_client.disable_created_metrics()
 
 
 class ModelLabels:
-    """Bounds the model label: route names plus the first `limit` other names, then `other`."""
+    """Which client-supplied model names may be recorded at all.
+
+    A model name comes from the request body, so until an upstream has accepted it, it is
+    the client's text like any other (a prompt pasted into `model` must not reach a metric
+    label). Route names and names an upstream answered with success are recorded, up to
+    `limit` beyond the routes; anything else is recorded as `other`.
+    """
 
     def __init__(self, known: Sequence[str], limit: int = 32) -> None:
-        self._known = set(known)
-        self._extra: set[str] = set()
+        self._routes = set(known)
+        self._confirmed: set[str] = set()
         self._limit = limit
+
+    def confirm(self, model: str) -> None:
+        if model not in self._routes and len(self._confirmed) < self._limit:
+            self._confirmed.add(model)
 
     def __call__(self, model: str | None) -> str:
         if model is None:
             return ""
-        if model in self._known or model in self._extra:
-            return model
-        if len(self._extra) < self._limit:
-            self._extra.add(model)
+        if model in self._routes or model in self._confirmed:
             return model
         return OTHER_MODEL
 

@@ -257,7 +257,7 @@ async def _json(
 class ServerThread:
     """Runs an ASGI app under uvicorn on a loopback port in a background thread."""
 
-    def __init__(self, app: Any, port: int) -> None:
+    def __init__(self, app: Any, port: int, **tls: str) -> None:
         self.config = uvicorn.Config(
             app,
             host="127.0.0.1",
@@ -266,6 +266,7 @@ class ServerThread:
             lifespan="on",
             loop="asyncio",
             http="httptools",
+            **tls,
         )
         self.server = uvicorn.Server(self.config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
