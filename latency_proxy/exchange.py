@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from opentelemetry import trace
@@ -109,20 +110,24 @@ class Exchange:
     def start_client_span(self) -> Span:
         call, route = self.call, self.route
         assert route is not None
-        context = trace.set_span_in_context(self.server_span)
-        span = self.telemetry.tracer.start_span(self._client_span_name(), context, SpanKind.CLIENT)
-        span.set_attribute(sc.SERVER_ADDRESS, route.host)
-        span.set_attribute(sc.SERVER_PORT, route.port)
-        span.set_attribute(sc.HTTP_REQUEST_METHOD, self.method)
-        span.set_attribute(sc.REQUEST_ID, self.request_id)
+        attributes: dict[str, Any] = {
+            sc.SERVER_ADDRESS: route.host,
+            sc.SERVER_PORT: route.port,
+            sc.HTTP_REQUEST_METHOD: self.method,
+            sc.REQUEST_ID: self.request_id,
+        }
         if call and call.operation:
-            span.set_attribute(sc.GEN_AI_OPERATION_NAME, call.operation)
-            span.set_attribute(sc.GEN_AI_PROVIDER_NAME, self.telemetry.provider_name)
-            span.set_attribute(sc.GEN_AI_REQUEST_STREAM, call.stream)
+            attributes[sc.GEN_AI_OPERATION_NAME] = call.operation
+            attributes[sc.GEN_AI_PROVIDER_NAME] = self.telemetry.provider_name
+            attributes[sc.GEN_AI_REQUEST_STREAM] = call.stream
             if call.max_tokens is not None:
-                span.set_attribute(sc.GEN_AI_REQUEST_MAX_TOKENS, call.max_tokens)
+                attributes[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.max_tokens
             if call.temperature is not None:
-                span.set_attribute(sc.GEN_AI_REQUEST_TEMPERATURE, call.temperature)
+                attributes[sc.GEN_AI_REQUEST_TEMPERATURE] = call.temperature
+        context = trace.set_span_in_context(self.server_span)
+        span = self.telemetry.tracer.start_span(
+            self._client_span_name(), context, SpanKind.CLIENT, attributes
+        )
         self.client_span = span
         return span
 
@@ -190,12 +195,12 @@ class Exchange:
         observe(ins.TPOT, timing.tpot_s)
         for n, seconds in timing.ttfnt_s.items():
             observe(ins.TIME_TO_FIRST_N_TOKENS, seconds, str(n))
-        per_chunk = tel.instrument(ins.TIME_PER_OUTPUT_CHUNK)
-        for gap in timing.itl_s:
-            per_chunk.record(gap, labels, trace_id, context)
-        tokens = tel.instrument(ins.TOKENS_PER_CHUNK)
-        for count in timing.tokens_per_chunk:
-            tokens.record(count, labels, None, context)
+        tel.instrument(ins.TIME_PER_OUTPUT_CHUNK).record_all(
+            timing.itl_s, labels, trace_id, context
+        )
+        tel.instrument(ins.TOKENS_PER_CHUNK).record_all(
+            timing.tokens_per_chunk, labels, None, context
+        )
 
     def _end_spans(
         self, timing: RequestTiming | None, t_end: float, content: dict[str, str]
@@ -219,8 +224,7 @@ class Exchange:
                 client.update_name(self._client_span_name())
             if timing is not None:
                 self._timing_attributes(client, timing)
-            for key, value in content.items():
-                client.set_attribute(key, value)
+            client.set_attributes(content)
             client.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, self.status)
             if self.status >= 400 or self.upstream_error_kind is not None:
                 client.set_attribute(sc.ERROR_TYPE, self.error_type or str(self.status))
@@ -239,9 +243,7 @@ class Exchange:
             sc.TPOT_S: timing.tpot_s,
             sc.TIME_TO_FIRST_CHUNK_S: timing.time_to_first_chunk_s,
         }
-        for key, value in values.items():
-            if value is not None:
-                span.set_attribute(key, value)
+        span.set_attributes({key: value for key, value in values.items() if value is not None})
         if timing.finish_reasons:
             span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, timing.finish_reasons)
         if self.call and self.call.stream:

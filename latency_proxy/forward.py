@@ -126,9 +126,12 @@ class Forwarder:
         parent = extract(carrier)
         span_name = f"{method} {path}" if measured or path == "/v1/models" else method
         server_span = self.telemetry.tracer.start_span(
-            span_name, parent, SpanKind.SERVER, start_time=wall0
+            span_name,
+            parent,
+            SpanKind.SERVER,
+            self._server_attributes(scope, request_id, measured),
+            start_time=wall0,
         )
-        self._server_attributes(server_span, scope, request_id, measured)
         context = server_span.get_span_context()
         request_id_var.set(request_id)
         trace_ids_var.set((format(context.trace_id, "032x"), format(context.span_id, "016x")))
@@ -157,23 +160,25 @@ class Forwarder:
         finally:
             exchange.finish(perf_counter())
 
-    def _server_attributes(
-        self, span: trace.Span, scope: Scope, request_id: str, measured: bool
-    ) -> None:
-        span.set_attribute(sc.HTTP_REQUEST_METHOD, scope["method"])
-        span.set_attribute(sc.URL_PATH, scope["path"])
-        span.set_attribute(sc.URL_SCHEME, scope.get("scheme", "http"))
+    @staticmethod
+    def _server_attributes(scope: Scope, request_id: str, measured: bool) -> dict[str, Any]:
+        attributes: dict[str, Any] = {
+            sc.HTTP_REQUEST_METHOD: scope["method"],
+            sc.URL_PATH: scope["path"],
+            sc.URL_SCHEME: scope.get("scheme", "http"),
+            sc.NETWORK_PROTOCOL_VERSION: scope.get("http_version", "1.1"),
+            sc.REQUEST_ID: request_id,
+        }
         if measured:
-            span.set_attribute(sc.HTTP_ROUTE, scope["path"])
+            attributes[sc.HTTP_ROUTE] = scope["path"]
         server = scope.get("server")
         if server:
-            span.set_attribute(sc.SERVER_ADDRESS, str(server[0]))
-            span.set_attribute(sc.SERVER_PORT, int(server[1]))
+            attributes[sc.SERVER_ADDRESS] = str(server[0])
+            attributes[sc.SERVER_PORT] = int(server[1])
         client = scope.get("client")
         if client:
-            span.set_attribute(sc.CLIENT_ADDRESS, str(client[0]))
-        span.set_attribute(sc.NETWORK_PROTOCOL_VERSION, scope.get("http_version", "1.1"))
-        span.set_attribute(sc.REQUEST_ID, request_id)
+            attributes[sc.CLIENT_ADDRESS] = str(client[0])
+        return attributes
 
     async def _handle(
         self, exchange: ex.Exchange, scope: Scope, receive: Receive, send: Send, measured: bool

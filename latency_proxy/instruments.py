@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import prometheus_client
 from opentelemetry.context import Context
@@ -152,12 +153,13 @@ ALL = (
 class Instrument:
     """One instrument in both sinks. Label values are passed positionally, in spec order."""
 
-    __slots__ = ("_otel", "_prom", "spec")
+    __slots__ = ("_children", "_otel", "_prom", "spec")
 
     def __init__(
         self, spec: Spec, registry: prometheus_client.CollectorRegistry, meter: Meter | None
     ) -> None:
         self.spec = spec
+        self._children: dict[tuple[str, ...], Any] = {}
         labels = spec.label_names
         unit = "seconds" if spec.unit == "s" else ""
         if spec.kind == "histogram":
@@ -194,19 +196,37 @@ class Instrument:
     def record(
         self,
         value: float,
-        labels: Sequence[str],
+        labels: tuple[str, ...],
         trace_id: str | None = None,
         context: Context | None = None,
     ) -> None:
         """Observe (histogram) or add (counter, up-down counter) one value."""
-        child = self._prom.labels(*labels)
+        self.record_all((value,), labels, trace_id, context)
+
+    def record_all(
+        self,
+        values: Sequence[float],
+        labels: tuple[str, ...],
+        trace_id: str | None = None,
+        context: Context | None = None,
+    ) -> None:
+        """Record several values under one label set (e.g. every inter-token gap of a
+        request); in a histogram the largest carries the trace-id exemplar, so the slowest
+        observation of a request is the one that links to its trace."""
+        if not values:
+            return
+        child = self._children.get(labels)
+        if child is None:  # resolved once per label set: labels() validates on every call
+            child = self._children[labels] = self._prom.labels(*labels)
         if self.spec.kind == "histogram":
-            child.observe(value, {"trace_id": trace_id} if trace_id else None)
+            top = max(range(len(values)), key=values.__getitem__) if trace_id else -1
+            for i, value in enumerate(values):
+                child.observe(value, {"trace_id": trace_id} if i == top else None)
         else:
-            child.inc(value)
+            for value in values:
+                child.inc(value)
         if self._otel is not None:
             attributes = dict(zip(self.spec.attributes, labels, strict=True))
-            if self.spec.kind == "histogram":
-                self._otel.record(value, attributes, context)
-            else:
-                self._otel.add(value, attributes, context)
+            write = self._otel.record if self.spec.kind == "histogram" else self._otel.add
+            for value in values:
+                write(value, attributes, context)

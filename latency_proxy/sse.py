@@ -50,6 +50,29 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[Event]:
         buf = self._buf + chunk if self._buf else chunk
+        if b"\r" in buf:
+            return self._feed_any(buf)
+        # fast path for the usual LF-only stream: str.find, no regex
+        events: list[Event] = []
+        start = 0
+        pos = self._line
+        find = buf.find
+        while True:
+            end = find(b"\n", pos)
+            if end < 0:
+                break
+            line_start = pos
+            pos = end + 1
+            if end > line_start:
+                self._field(buf[line_start:end])
+                continue
+            events.append(self._dispatch(buf[start:pos]))
+            start = pos
+        self._buf = buf[start:]
+        self._line = pos - start
+        return events
+
+    def _feed_any(self, buf: bytes) -> list[Event]:
         events: list[Event] = []
         start = 0
         pos = self._line
@@ -67,17 +90,18 @@ class SSEParser:
             if match.start() > line_start:
                 self._field(buf[line_start : match.start()])
                 continue
-            data = self._data
-            if data is not None:
-                events.append(Event(buf[start:pos], b"\n".join(data), self._name))
-            else:
-                events.append(Event(buf[start:pos], None, self._name))
-            self._data = None
-            self._name = None
+            events.append(self._dispatch(buf[start:pos]))
             start = pos
         self._buf = buf[start:]
         self._line = pos - start
         return events
+
+    def _dispatch(self, raw: bytes) -> Event:
+        data = self._data
+        event = Event(raw, b"\n".join(data) if data is not None else None, self._name)
+        self._data = None
+        self._name = None
+        return event
 
     def _field(self, line: bytes) -> None:
         if line[0] == 58:  # ":" starts a comment
