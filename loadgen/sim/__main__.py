@@ -1,0 +1,3 @@
+from loadgen.sim.cli import main
+
+main()

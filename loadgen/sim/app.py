@@ -1,0 +1,298 @@
+"""The simulator's HTTP surface: vLLM's OpenAI-compatible routes over a simulated engine.
+
+    create_app(preset=None, *, ttft=None, itl=None, served_model_name=None,
+               stream_interval=1, seed=0, jitter=0.0,
+               max_model_len=32768, mean_output_tokens=256) -> Starlette
+
+Give either `preset` (a presets.Preset or a preset name: the continuous-batching engine
+and its performance model) or both `ttft` and `itl` in seconds (fixed timing, see fixed.py;
+`max_model_len` and `mean_output_tokens` apply to fixed mode only, a preset has its own).
+The served model name defaults to the preset's, or "sim" in fixed mode. Routes:
+POST /v1/chat/completions, /v1/completions, /tokenize; GET /v1/models, /health, /metrics.
+The engine starts and stops with the app's lifespan, so run it under a server (uvicorn) or
+an ASGI client that runs the lifespan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from loadgen.sim import presets, protocol, tokenizer
+from loadgen.sim.engine import Engine
+from loadgen.sim.fixed import FixedTiming
+from loadgen.sim.metrics import SimMetrics
+from loadgen.sim.plan import OutputPlan, plan_output
+from loadgen.sim.protocol import ApiError, ChunkWriter, GenerationRequest
+from loadgen.sim.responses import DeferredJSON, EventStream, Headers
+from loadgen.sim.sequence import Seq
+from loadgen.sim.tracing import RequestTracer, provider_from_env
+
+
+class Simulator:
+    """One simulated server: its engine (or fixed timing), metrics and tracer."""
+
+    def __init__(
+        self,
+        preset: presets.Preset | str | None,
+        *,
+        ttft: float | None,
+        itl: float | None,
+        served_model_name: str | None,
+        stream_interval: int,
+        seed: int,
+        jitter: float,
+        max_model_len: int,
+        mean_output_tokens: int,
+    ) -> None:
+        if isinstance(preset, str):
+            preset = presets.load(preset)
+        fixed = ttft is not None or itl is not None
+        if (preset is None) != fixed or (fixed and (ttft is None or itl is None)):
+            raise ValueError("give either a preset or both ttft and itl")
+        if stream_interval < 1:
+            raise ValueError("stream_interval must be ≥ 1")
+        self.stream_interval = stream_interval
+        self.seed = seed
+        if preset is not None:
+            self.model_name = served_model_name or preset.served_model_name
+            self.description = preset.description
+            self.max_model_len = preset.max_model_len
+            self.mean_output_tokens = preset.mean_output_tokens
+            self.metrics = SimMetrics(self.model_name, self.max_model_len)
+            self.backend: Engine | FixedTiming = Engine(
+                preset, self.metrics, seed=seed, jitter=jitter
+            )
+            self.metrics.watch(self.backend, preset.perf, preset.engine.gpu_memory_utilization)
+        else:
+            assert ttft is not None and itl is not None
+            self.model_name = served_model_name or "sim"
+            self.description = f"fixed timing: TTFT {ttft * 1e3:g} ms, ITL {itl * 1e3:g} ms"
+            self.max_model_len = max_model_len
+            self.mean_output_tokens = mean_output_tokens
+            self.metrics = SimMetrics(self.model_name, self.max_model_len)
+            self.backend = FixedTiming(ttft, itl, self.metrics, seed=seed, jitter=jitter)
+            self.metrics.watch(self.backend)
+        provider = provider_from_env()
+        self.tracer = RequestTracer(provider) if provider else None
+        self.created = int(time.time())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        await self.backend.start()
+        try:
+            yield
+        finally:
+            await self.backend.stop()
+            if self.tracer:
+                self.tracer.shutdown()
+
+    # routes
+
+    async def health(self, request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def models(self, request: Request) -> Response:
+        card = {
+            "id": self.model_name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "vllm",
+            "root": self.model_name,
+            "parent": None,
+            "max_model_len": self.max_model_len,
+        }
+        return JSONResponse({"object": "list", "data": [card]})
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        body, content_type = self.metrics.render(request.headers.get("accept"))
+        return Response(body, headers={"content-type": content_type})
+
+    async def tokenize(self, request: Request) -> Response:
+        try:
+            data = protocol.parse_json(await request.body())
+            self._check_model(data.get("model"))
+            tokens = protocol.prompt_tokens(data, chat="messages" in data)
+        except ApiError as exc:
+            return _error(exc)
+        return JSONResponse(
+            {
+                "count": len(tokens),
+                "max_model_len": self.max_model_len,
+                "tokens": [tokenizer.token_id(t) for t in tokens],
+                "token_strs": None,
+            }
+        )
+
+    async def chat(self, request: Request) -> Any:
+        return await self._generate(request, chat=True)
+
+    async def completions(self, request: Request) -> Any:
+        return await self._generate(request, chat=False)
+
+    # generation
+
+    async def _generate(self, request: Request, chat: bool) -> Any:
+        arrival = time.monotonic()
+        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        try:
+            req = protocol.parse_generation(await request.body(), chat)
+            self._check_model(req.model)
+            plan = self._plan(req)
+        except ApiError as exc:
+            return _error(exc, request_id)
+        job = _Job(
+            req,
+            plan,
+            Seq(len(req.prompt), plan.tokens, arrival, self.stream_interval),
+            request_id,
+            f"{'chatcmpl' if chat else 'cmpl'}-{request_id}",
+            {k: v for k in _TRACE_HEADERS if (v := request.headers.get(k))} if self.tracer else {},
+        )
+        headers: Headers = [(b"x-request-id", request_id.encode())]
+        if req.stream:
+            return EventStream(self._events(job), headers)
+        return DeferredJSON(partial(self._complete, job), headers)
+
+    async def _events(self, job: _Job) -> AsyncIterator[bytes]:
+        plan = job.plan
+        writer = ChunkWriter(job.req, job.response_id, self.model_name)
+        if job.req.chat:
+            yield writer.role()
+        sent = 0
+        async with contextlib.aclosing(self.backend.generate(job.seq)) as chunks:
+            async for count in chunks:
+                text = "".join(plan.pieces[sent:count])
+                sent = count
+                if count < plan.tokens:
+                    yield writer.content(text, count)
+                else:
+                    yield writer.content(text, count, plan.finish_reason, plan.stop_reason)
+        self._finished(job)
+        yield writer.tail(plan.tokens)
+
+    async def _complete(self, job: _Job) -> dict[str, Any]:
+        async with contextlib.aclosing(self.backend.generate(job.seq)) as chunks:
+            async for _ in chunks:
+                pass
+        self._finished(job)
+        plan = job.plan
+        text = "".join(plan.pieces)
+        return protocol.full_response(
+            job.req,
+            job.response_id,
+            self.model_name,
+            text,
+            plan.tokens,
+            plan.finish_reason,
+            plan.stop_reason,
+        )
+
+    def _plan(self, req: GenerationRequest) -> OutputPlan:
+        prompt = len(req.prompt)
+        room = self.max_model_len - prompt
+        if room < 1 or (req.max_tokens is not None and req.max_tokens > room):
+            wanted = prompt + (req.max_tokens or 0)
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {self.max_model_len} tokens. However, "
+                f"you requested {wanted} tokens ({prompt} in the messages, "
+                f"{req.max_tokens or 0} in the completion). Please reduce the length of the "
+                "messages or completion.",
+            )
+        return plan_output(
+            tokenizer.fingerprint(req.prompt),
+            req.max_tokens or room,
+            ignore_eos=req.ignore_eos,
+            stop=req.stop,
+            seed=self.seed,
+            mean_output_tokens=self.mean_output_tokens,
+        )
+
+    def _check_model(self, model: str | None) -> None:
+        if model is not None and model != self.model_name:
+            raise ApiError(404, f"The model `{model}` does not exist.", "model")
+
+    def _finished(self, job: _Job) -> None:
+        self.metrics.on_finish(job.seq, job.plan.finish_reason)
+        if self.tracer:
+            req = job.req
+            params = {
+                "max_tokens": req.max_tokens,
+                "temperature": req.temperature,
+                "top_p": req.top_p,
+                "n": req.n,
+            }
+            self.tracer.record(
+                job.trace_context,
+                job.seq,
+                request_id=job.request_id,
+                model=self.model_name,
+                params=params,
+            )
+
+
+_TRACE_HEADERS = ("traceparent", "tracestate")
+
+
+@dataclass(slots=True)
+class _Job:
+    """One admitted generation request. No prompt text: only its token count and plan."""
+
+    req: GenerationRequest
+    plan: OutputPlan
+    seq: Seq
+    request_id: str
+    response_id: str
+    trace_context: dict[str, str]  # traceparent/tracestate, kept only when tracing
+
+
+def _error(exc: ApiError, request_id: str | None = None) -> Response:
+    headers = {"x-request-id": request_id} if request_id else None
+    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+
+def create_app(
+    preset: presets.Preset | str | None = None,
+    *,
+    ttft: float | None = None,
+    itl: float | None = None,
+    served_model_name: str | None = None,
+    stream_interval: int = 1,
+    seed: int = 0,
+    jitter: float = 0.0,
+    max_model_len: int = 32768,
+    mean_output_tokens: int = 256,
+) -> Starlette:
+    sim = Simulator(
+        preset,
+        ttft=ttft,
+        itl=itl,
+        served_model_name=served_model_name,
+        stream_interval=stream_interval,
+        seed=seed,
+        jitter=jitter,
+        max_model_len=max_model_len,
+        mean_output_tokens=mean_output_tokens,
+    )
+    routes = [
+        Route("/health", sim.health, methods=["GET"]),
+        Route("/v1/models", sim.models, methods=["GET"]),
+        Route("/metrics", sim.metrics_endpoint, methods=["GET"]),
+        Route("/tokenize", sim.tokenize, methods=["POST"]),
+        Route("/v1/chat/completions", sim.chat, methods=["POST"]),
+        Route("/v1/completions", sim.completions, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, lifespan=sim.lifespan)
+    app.state.sim = sim
+    return app

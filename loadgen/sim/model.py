@@ -1,0 +1,137 @@
+"""The simulator's performance model: how long one engine step takes. Pure, no I/O.
+
+A transformer step streams every weight once and reads the KV cache of every sequence in the
+batch (memory time), and does 2 FLOPs per parameter per token (compute time); the GPU is
+busy for whichever is larger. Tensor parallelism splits both across TP GPUs and adds two
+all-reduces per layer. Achievable fractions of the datasheet (MBU, MFU) stand in for
+everything a real engine does besides the matmuls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Upper bounds for a preset's efficiencies, in datasheet terms. Measured on one H200
+# (calibration/h200-roofline.json): bare weight streaming reached 0.77 of the datasheet
+# bandwidth and bare bf16 matmuls 0.68 of the datasheet FLOP/s. A serving engine adds
+# attention, sampling and scheduling on top, so a preset must stay below both.
+MBU_CEILING = 0.77
+MFU_CEILING = 0.68
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """The model's shape and storage. Sizes in bytes, counts in units."""
+
+    params: float
+    bytes_per_param: float  # 2 fp16/bf16, 1 int8, ~0.56 int4 AWQ/GPTQ with scales
+    layers: int
+    hidden_size: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    kv_cache_bytes: float  # bytes per KV element (2 for an fp16 cache)
+    max_model_len: int
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.params * self.bytes_per_param
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """2 (K and V) × layers × kv_heads × head_dim × bytes, over all GPUs."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.kv_cache_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """One tensor-parallel group of identical GPUs. Rates per GPU, in bytes/s and FLOP/s."""
+
+    gpu: str
+    tensor_parallel: int
+    hbm_bandwidth: float
+    peak_flops: float
+    gpu_memory: float
+    interconnect_bandwidth: float  # per GPU, one direction (NVLink)
+    allreduce_latency: float  # seconds per all-reduce, independent of size
+    idle_watts: float
+    max_watts: float
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    mbu: float  # achieved / datasheet HBM bandwidth in memory-bound steps
+    mfu: float  # achieved / datasheet FLOP/s in compute-bound steps
+    host_overhead: float = 0.0  # seconds per step of CPU-side work the GPU waits for
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    memory: float
+    compute: float
+    communication: float
+    overhead: float
+
+    @property
+    def total(self) -> float:
+        return max(self.memory, self.compute) + self.communication + self.overhead
+
+    @property
+    def compute_bound(self) -> bool:
+        return self.compute > self.memory
+
+
+@dataclass(frozen=True, slots=True)
+class PerfModel:
+    model: ModelSpec
+    hardware: Hardware
+    efficiency: Efficiency
+
+    def __post_init__(self) -> None:
+        e = self.efficiency
+        if not 0 < e.mbu < MBU_CEILING:
+            raise ValueError(f"mbu {e.mbu} outside (0, {MBU_CEILING}): see model.MBU_CEILING")
+        if not 0 < e.mfu < MFU_CEILING:
+            raise ValueError(f"mfu {e.mfu} outside (0, {MFU_CEILING}): see model.MFU_CEILING")
+        if self.kv_capacity_tokens(1.0) <= 0:
+            raise ValueError("the weights do not fit in GPU memory")
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        return self.model.weight_bytes / self.hardware.tensor_parallel
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV heads are split across the TP group; with fewer KV heads than GPUs each
+        GPU keeps a replica of one head."""
+        m, tp = self.model, self.hardware.tensor_parallel
+        heads_per_gpu = math.ceil(m.kv_heads / tp)
+        return 2 * m.layers * heads_per_gpu * m.head_dim * m.kv_cache_bytes
+
+    def kv_capacity_tokens(self, gpu_memory_utilization: float) -> int:
+        """Tokens of KV cache that fit in what is left of each GPU's budget after weights."""
+        free = self.hardware.gpu_memory * gpu_memory_utilization - self.weight_bytes_per_gpu
+        return int(free // self.kv_bytes_per_token_per_gpu)
+
+    def step_time(self, tokens: int, kv_tokens: int) -> StepTime:
+        """One forward pass over `tokens` new tokens whose sequences hold `kv_tokens` of
+        context in the KV cache (read once each)."""
+        hw, eff = self.hardware, self.efficiency
+        tp = hw.tensor_parallel
+        read = self.weight_bytes_per_gpu + self.kv_bytes_per_token_per_gpu * kv_tokens
+        memory = read / (hw.hbm_bandwidth * eff.mbu)
+        compute = 2 * self.model.params * tokens / (tp * hw.peak_flops * eff.mfu)
+        return StepTime(memory, compute, self.communication_time(tokens), eff.host_overhead)
+
+    def communication_time(self, tokens: int) -> float:
+        """Two ring all-reduces per layer (after attention and after the MLP) of the fp16
+        activations: each GPU sends 2 × (TP−1)/TP of the buffer."""
+        tp = self.hardware.tensor_parallel
+        if tp == 1:
+            return 0.0
+        buffer = tokens * self.model.hidden_size * 2
+        per_allreduce = self.hardware.allreduce_latency + (
+            2 * (tp - 1) / tp * buffer / self.hardware.interconnect_bandwidth
+        )
+        return 2 * self.model.layers * per_allreduce

@@ -1,0 +1,106 @@
+"""Presets: a model on some hardware, as a TOML data file (presets/NAME.toml).
+
+A preset file has top-level `description`, `served_model_name`, `mean_output_tokens` and
+four tables — [model], [hardware], [efficiency], [engine] — whose keys are the fields of
+model.ModelSpec, model.Hardware, model.Efficiency and scheduler.EngineConfig. Durations
+take units ("12us", "1.5ms"), GPU memory takes a size ("80GiB"). Unknown keys are errors,
+so a typo in a copied file does not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from latency_proxy.units import parse_duration, parse_size
+from loadgen.sim.model import Efficiency, Hardware, ModelSpec, PerfModel
+from loadgen.sim.scheduler import EngineConfig
+
+_DURATIONS = {"allreduce_latency", "host_overhead"}
+_SIZES = {"gpu_memory"}
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    name: str
+    description: str
+    served_model_name: str
+    mean_output_tokens: int
+    perf: PerfModel
+    engine: EngineConfig
+
+    @property
+    def max_model_len(self) -> int:
+        return self.perf.model.max_model_len
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.perf.kv_capacity_tokens(self.engine.gpu_memory_utilization)
+
+
+def names() -> list[str]:
+    return sorted(
+        p.name.removesuffix(".toml") for p in _directory().iterdir() if p.name.endswith(".toml")
+    )
+
+
+def load(name: str) -> Preset:
+    path = _directory() / f"{name}.toml"
+    if not path.is_file():
+        raise ValueError(f"unknown preset {name!r}; known: {', '.join(names())}")
+    return parse(name, tomllib.loads(path.read_text()))
+
+
+def load_file(path: str | Path) -> Preset:
+    path = Path(path)
+    return parse(path.stem, tomllib.loads(path.read_text()))
+
+
+def parse(name: str, data: dict[str, Any]) -> Preset:
+    """A validated preset from a parsed TOML document."""
+    data = dict(data)
+    tables = {key: data.pop(key, {}) for key in ("model", "hardware", "efficiency", "engine")}
+    top = _take(Preset, data, ("description", "served_model_name", "mean_output_tokens"))
+    if len(top) != 3:
+        raise ValueError(f"preset {name}: needs description, served_model_name, mean_output_tokens")
+    perf = PerfModel(
+        _build(ModelSpec, tables["model"]),
+        _build(Hardware, tables["hardware"]),
+        _build(Efficiency, tables["efficiency"]),
+    )
+    preset = Preset(name=name, perf=perf, engine=_build(EngineConfig, tables["engine"]), **top)
+    if preset.kv_capacity_tokens < preset.max_model_len:
+        raise ValueError(
+            f"preset {name}: KV cache holds {preset.kv_capacity_tokens} tokens, "
+            f"less than max_model_len {preset.max_model_len}"
+        )
+    return preset
+
+
+def _build(cls: type, table: dict[str, Any]) -> Any:
+    values = _take(cls, dict(table), tuple(f.name for f in fields(cls)))
+    try:
+        return cls(**values)
+    except TypeError as exc:  # a missing key
+        raise ValueError(f"{cls.__name__}: {exc}") from None
+
+
+def _take(cls: type, table: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    unknown = set(table) - set(allowed)
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown keys {sorted(unknown)}")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in _DURATIONS:
+            value = parse_duration(value)
+        elif key in _SIZES:
+            value = float(parse_size(value))
+        out[key] = value
+    return out
+
+
+def _directory() -> Any:
+    return resources.files("loadgen.sim") / "presets"

@@ -1,0 +1,92 @@
+"""One request inside the simulated engine: its progress, its timestamps, and the hand-off
+that wakes the HTTP response when a chunk's worth of tokens is ready.
+
+The stream interval lives here (vLLM's `--stream-interval`): the first token is released at
+once, then every `stream_interval` tokens, and whatever remains when the request finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from itertools import chain
+
+
+class Seq:
+    __slots__ = (
+        "_next",
+        "_waiter",
+        "aborted",
+        "arrival",
+        "blocks",
+        "computed",
+        "finished_at",
+        "first_token_at",
+        "generated",
+        "last_token_at",
+        "output_tokens",
+        "preemptions",
+        "prompt_tokens",
+        "scheduled_at",
+        "stream_interval",
+    )
+
+    def __init__(
+        self, prompt_tokens: int, output_tokens: int, arrival: float, stream_interval: int = 1
+    ) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens  # planned; the request finishes when reached
+        self.stream_interval = stream_interval
+        self.arrival = arrival
+        self.generated = 0
+        self.computed = 0  # tokens whose KV is in the cache (scheduler's view)
+        self.blocks = 0  # KV-cache blocks held
+        self.preemptions = 0
+        self.scheduled_at: float | None = None
+        self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
+        self.finished_at: float | None = None
+        self.aborted = False
+        self._next = 1
+        self._waiter: asyncio.Future[None] | None = None
+
+    @property
+    def known(self) -> int:
+        """Tokens the model has seen: the prompt plus everything sampled so far."""
+        return self.prompt_tokens + self.generated
+
+    @property
+    def finished(self) -> bool:
+        return self.generated >= self.output_tokens
+
+    def advance(self, tokens: int, now: float) -> float | None:
+        """Record `tokens` newly sampled at `now`; returns the gap since the previous token
+        (None for the first). Wakes the reader when a chunk is due."""
+        gap = None if self.last_token_at is None else (now - self.last_token_at) / tokens
+        if self.first_token_at is None:
+            self.first_token_at = now
+        self.generated += tokens
+        self.last_token_at = now
+        if self.finished:
+            self.finished_at = now
+        if self.generated >= self.due and self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+        return gap
+
+    @property
+    def due(self) -> int:
+        """The cumulative token count at which the next chunk is released."""
+        return min(self._next, self.output_tokens)
+
+    def chunk_ends(self) -> Iterator[int]:
+        """Cumulative token counts of all chunks, for a timeline known in advance."""
+        return chain(range(1, self.output_tokens, self.stream_interval), (self.output_tokens,))
+
+    async def next_chunk(self) -> int:
+        """Wait for the next chunk; returns the cumulative tokens released so far."""
+        while self.generated < self.due:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        self._waiter = None
+        self._next = self.generated + self.stream_interval
+        return self.generated

@@ -1,0 +1,89 @@
+"""The simulator's tokenizer and text generator. Pure, no I/O.
+
+The rule is deliberately simple so a client can build a prompt of an exact length:
+
+- text: every maximal run of non-whitespace characters is one token ("a b  c" = 3);
+- chat messages: each message adds one token for its role header plus its content's
+  tokens (text parts of a list content count, other parts do not); one more token opens the
+  assistant's turn (the generation prompt). No other special tokens (no BOS).
+
+Token ids are a stable hash of the token text. Generated text is words from a fixed
+vocabulary, one word per token, separated by single spaces, so re-tokenizing a completion
+gives back its token count.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+VOCAB_SIZE = 32000
+_WORD = re.compile(r"\S+")
+_ROLE_HEADER = "<|{role}|>"
+_GENERATION_PROMPT = "<|assistant|>"
+WORDS = tuple(
+    _WORD.findall(
+        "the of and to in is that for it as was with be by on not he this are or his from at "
+        "which but have an they you were her she there one all we their can has more will "
+        "would been if no when what so said who about time out up into them some could other "
+        "then its only new these two may first any like now my such make over our even most"
+    )
+)
+
+
+def text_tokens(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def token_id(token: str) -> int:
+    return zlib.crc32(token.encode()) % VOCAB_SIZE
+
+
+def message_text(content: Any) -> str:
+    """A message's content as text: a string, or the text parts of a list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") == "text"
+        )
+    raise TypeError("message content must be a string or a list of content parts")
+
+
+def chat_tokens(messages: Iterable[Mapping[str, Any]], generation_prompt: bool = True) -> list[str]:
+    tokens: list[str] = []
+    for message in messages:
+        tokens.append(_ROLE_HEADER.format(role=message.get("role", "user")))
+        tokens.extend(text_tokens(message_text(message.get("content"))))
+    if generation_prompt:
+        tokens.append(_GENERATION_PROMPT)
+    return tokens
+
+
+def fingerprint(tokens: list[str]) -> int:
+    """A stable 32-bit summary of a prompt, so equal prompts get equal completions."""
+    return zlib.crc32("\0".join(tokens).encode())
+
+
+# The output text: a fixed pseudo-random cycle of space-prefixed words that each request
+# enters at its own offset. Slicing it keeps planning a long completion cheap.
+_CYCLE_LEN = 1 << 15
+_CYCLE = tuple(" " + WORDS[(i * 2654435761 >> 8) % len(WORDS)] for i in range(_CYCLE_LEN))
+
+
+def generated_pieces(key: int, count: int) -> list[str]:
+    """The text of `count` output tokens for a request keyed by `key`: one word each, the
+    first without its leading space. Token i is the same for the same key whatever count."""
+    offset = key % _CYCLE_LEN
+    pieces = list(_CYCLE[offset : offset + count])
+    while len(pieces) < count:
+        pieces.extend(_CYCLE[: count - len(pieces)])
+    if pieces:
+        pieces[0] = pieces[0][1:]
+    return pieces

@@ -1,0 +1,93 @@
+"""The tokenizer rule and the output plan (lengths, EOS, stop strings): pure functions."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from loadgen.sim import tokenizer
+from loadgen.sim.plan import natural_length, plan_output
+from loadgen.sim.sequence import Seq
+
+
+def test_text_tokens_are_whitespace_separated_runs() -> None:
+    assert tokenizer.text_tokens("Hello, world!  a\tb\nc") == ["Hello,", "world!", "a", "b", "c"]
+    assert tokenizer.text_tokens("   ") == []
+
+
+def test_chat_adds_a_role_header_per_message_and_a_generation_prompt() -> None:
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "one two"},
+                {"type": "image_url", "image_url": {"url": "x"}},
+            ],
+        },
+        {"role": "assistant", "content": None},
+    ]
+    assert len(tokenizer.chat_tokens(messages)) == (1 + 2) + (1 + 2) + 1 + 1
+    assert len(tokenizer.chat_tokens(messages, generation_prompt=False)) == 7
+    with pytest.raises(TypeError):
+        tokenizer.chat_tokens([{"role": "user", "content": 5}])
+
+
+def test_token_ids_are_stable_and_in_vocabulary() -> None:
+    assert tokenizer.token_id("hello") == tokenizer.token_id("hello")
+    assert tokenizer.token_id("hello") != tokenizer.token_id("world")
+    assert all(0 <= tokenizer.token_id(w) < tokenizer.VOCAB_SIZE for w in tokenizer.WORDS)
+
+
+def test_a_completion_retokenizes_to_its_token_count() -> None:
+    plan = plan_output(1234, 300, ignore_eos=True)
+    assert len(tokenizer.text_tokens("".join(plan.pieces))) == plan.tokens == 300
+
+
+def test_the_same_prompt_gets_the_same_completion() -> None:
+    key = tokenizer.fingerprint(tokenizer.text_tokens("tell me a story"))
+    assert plan_output(key, 100) == plan_output(key, 100)
+    longer = plan_output(key, 80, ignore_eos=True).pieces
+    assert plan_output(key, 50, ignore_eos=True).pieces == longer[:50]  # a prefix of it
+    other = tokenizer.fingerprint(tokenizer.text_tokens("tell me a joke"))
+    assert plan_output(other, 200, ignore_eos=True) != plan_output(key, 200, ignore_eos=True)
+
+
+def test_natural_lengths_are_geometric_with_the_configured_mean() -> None:
+    lengths = [natural_length(key, 0, 100) for key in range(4000)]
+    assert min(lengths) >= 1
+    assert statistics.mean(lengths) == pytest.approx(100, rel=0.08)
+    assert statistics.median(lengths) == pytest.approx(100 * 0.693, rel=0.1)  # ln 2 × mean
+    assert [natural_length(k, 1, 100) for k in range(50)] != lengths[:50]  # the seed matters
+    assert natural_length(7, 0, 1) == 1
+
+
+def test_max_tokens_caps_with_length_and_eos_stops_with_stop() -> None:
+    key = next(k for k in range(1000) if natural_length(k, 0, 50) < 40)
+    natural = natural_length(key, 0, 50)
+    stopped = plan_output(key, 100, mean_output_tokens=50)
+    assert (stopped.tokens, stopped.finish_reason) == (natural, "stop")
+    capped = plan_output(key, natural - 1, mean_output_tokens=50)
+    assert (capped.tokens, capped.finish_reason) == (natural - 1, "length")
+    forced = plan_output(key, 100, ignore_eos=True, mean_output_tokens=50)
+    assert (forced.tokens, forced.finish_reason) == (100, "length")
+
+
+def test_a_stop_string_ends_the_text_before_it() -> None:
+    full = plan_output(99, 60, ignore_eos=True)
+    text = "".join(full.pieces)
+    word = full.pieces[20].strip()
+    start = text.index(word)
+    plan = plan_output(99, 60, ignore_eos=True, stop=("zzz-never", word))
+    assert "".join(plan.pieces) == text[:start]
+    assert plan.finish_reason == "stop" and plan.stop_reason == word
+    assert plan.tokens <= 21
+    assert plan_output(99, 60, ignore_eos=True, stop=("zzz-never",)) == full
+
+
+def test_chunks_follow_the_stream_interval() -> None:
+    assert list(Seq(1, 10, 0.0, stream_interval=1).chunk_ends()) == list(range(1, 11))
+    assert list(Seq(1, 10, 0.0, stream_interval=4).chunk_ends()) == [1, 5, 9, 10]
+    assert list(Seq(1, 9, 0.0, stream_interval=4).chunk_ends()) == [1, 5, 9]
+    assert list(Seq(1, 1, 0.0, stream_interval=4).chunk_ends()) == [1]
