@@ -57,6 +57,7 @@ class ProxyApp:
                 await self.state.upstreams.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                self.forwarder.recorder.flush()
                 await self.state.upstreams.close()
                 self.state.telemetry.shutdown(FLUSH_TIMEOUT)
                 await send({"type": "lifespan.shutdown.complete"})

@@ -18,7 +18,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from latency_proxy import instruments as ins
 from latency_proxy import semconv as sc
 from latency_proxy.config import Route
-from latency_proxy.logs import escape
+from latency_proxy.logs import escape, request_id_var, trace_ids_var
 from latency_proxy.meter import RequestTiming, StreamMeter
 from latency_proxy.model_call import ModelCall
 from latency_proxy.redact import ContentPolicy, request_texts
@@ -145,11 +145,14 @@ class Exchange:
         if self.finished:
             return
         self.finished = True
+        context = self.server_span.get_span_context()
+        request_id_var.set(self.request_id)  # finish may run outside the request's task
+        trace_ids_var.set((format(context.trace_id, "032x"), format(context.span_id, "016x")))
         timing = self.meter.finish(t_end) if self.meter is not None else None
         call = self.call
         if call and call.model and 200 <= self.status < 400 and self.upstream_error_kind is None:
             self.telemetry.model_label.confirm(call.model)
-        trace_id = format(self.server_span.get_span_context().trace_id, "032x")
+        trace_id = format(context.trace_id, "032x")
         content = self._content(timing)
         sinks = [
             lambda: self._end_spans(timing, t_end, content),

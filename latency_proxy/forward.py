@@ -26,6 +26,7 @@ from latency_proxy.identity import request_id_from
 from latency_proxy.logs import request_id_var, trace_ids_var
 from latency_proxy.meter import EventKind, StreamMeter
 from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
+from latency_proxy.recorder import Recorder
 from latency_proxy.sse import SSEParser
 from latency_proxy.state import ProxyState
 from latency_proxy.upstream import request_headers, response_headers
@@ -108,6 +109,7 @@ class Forwarder:
         self.policy = state.policy
         self.routes = {route.name: route for route in state.settings.routes}
         self.in_flight = 0  # model calls between admission and last byte
+        self.recorder = Recorder()
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -158,7 +160,7 @@ class Forwarder:
                 body = error_body(500, "internal proxy error", "InternalServerError")
                 await send_json(send, 500, body, request_id)
         finally:
-            exchange.finish(perf_counter())
+            self.recorder.submit(exchange, perf_counter())
 
     @staticmethod
     def _server_attributes(scope: Scope, request_id: str, measured: bool) -> dict[str, Any]:
