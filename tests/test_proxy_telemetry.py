@@ -208,3 +208,29 @@ def test_collector_down_requests_flow_and_drops_are_counted(start_proxy, upstrea
             time.sleep(0.2)
         assert dropped >= 1
         assert dead.request_count >= 1
+
+
+def test_otlp_grpc_export_carries_spans_and_metrics(start_proxy, upstream) -> None:
+    from otlp_receiver import OTLPReceiver
+
+    with OTLPReceiver() as rx:
+        env = proxy_env(None, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
+                        OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
+        proxy = start_proxy("--upstream", upstream.url, env=env)
+        rid = "grpc-" + uuid.uuid4().hex
+        httpx.post(proxy.url + "/v1/completions", json={"model": "m", "prompt": "x",
+                                                        "stream": True},
+                   headers={"x-request-id": rid, "x-script": json.dumps({"tokens": 3})},
+                   timeout=10)
+        spans = spans_of(rx, rid)
+        assert {s.kind for s in spans if s.attributes.get("latency_proxy.request_id") == rid} \
+            == {"SERVER", "CLIENT"}
+        points = rx.wait_for_metrics(lambda ms: any(
+            m.name == "gen_ai.server.time_to_first_token" for m in ms), timeout=10)
+        ttft = [m for m in points if m.name == "gen_ai.server.time_to_first_token"]
+        assert ttft[-1].attributes["gen_ai.request.model"] == "m"
+        assert ttft[-1].count >= 1
+        assert ttft[-1].explicit_bounds[:3] == (0.001, 0.0015, 0.00225)  # our buckets
+        client = next(s for s in spans if s.kind == "CLIENT"
+                      and s.attributes.get("latency_proxy.request_id") == rid)
+        assert any(e.trace_id == client.trace_id for e in ttft[-1].exemplars)

@@ -1,0 +1,186 @@
+"""The streaming client: one request in, one Record out.
+
+Every per-request figure comes from latency_proxy's SSEParser and StreamMeter, with t0 set
+to the request's *intended* send time, so loadgen and the proxy share one definition of TTFT
+and TPOT and a lagging client shows up as latency, not as a missing measurement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from latency_proxy.meter import StreamMeter
+from latency_proxy.sse import SSEParser
+from loadgen.targets import Target
+
+FIRST_N = (3,)
+
+
+@dataclass(slots=True)
+class Clock:
+    """perf_counter for durations, mapped to epoch seconds so shards' records line up."""
+
+    perf0: float = field(default_factory=time.perf_counter)
+    wall0: float = field(default_factory=time.time)
+
+    def epoch(self, t: float) -> float:
+        return self.wall0 + (t - self.perf0)
+
+
+@dataclass(slots=True)
+class Record:
+    """One line of requests.jsonl. Times *_at are epoch seconds; *_s are durations."""
+
+    request_id: str
+    target: str
+    intended_at: float
+    sent_at: float
+    end_at: float
+    send_lag_s: float
+    ok: bool
+    status: int | None = None
+    error: str | None = None
+    excluded: str | None = None  # "warmup" or "cooldown": kept here, left out of results
+    block: int = 0
+    shard: int = 0
+    level: float | None = None  # the sweep's concurrency or rate
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    time_to_first_chunk_s: float | None = None
+    ttfnt_s: dict[str, float] = field(default_factory=dict)
+    itl_s: list[float] = field(default_factory=list)
+    tokens_per_chunk: list[int] = field(default_factory=list)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    token_source: str | None = None
+    finish_reason: str | None = None
+    response_id: str | None = None
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Record:
+        return cls(**data)
+
+
+def session(connections: int = 0) -> aiohttp.ClientSession:
+    """One pooled session per target; connections=0 is unbounded (open loop must not queue)."""
+    connector = aiohttp.TCPConnector(limit=connections, limit_per_host=0, ttl_dns_cache=None)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+
+
+async def send(
+    http: aiohttp.ClientSession,
+    target: Target,
+    path: str,
+    body: dict[str, Any],
+    intended: float,
+    clock: Clock,
+    timeout_s: float,
+) -> Record:
+    """Stream one request; never raises for server or transport failures (they are records)."""
+    request_id = str(uuid.uuid4())
+    headers = {
+        "Content-Type": "application/json",
+        "Accept-Encoding": "identity",  # a compressed stream would arrive in bursts
+        "X-Request-ID": request_id,
+        **target.headers,
+    }
+    payload = orjson.dumps(body)
+    meter = StreamMeter(intended, first_n=FIRST_N)
+    status: int | None = None
+    error: str | None = None
+    sent = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with http.post(target.endpoint(path), data=payload, headers=headers) as resp:
+                status = resp.status
+                if status != 200:
+                    await resp.read()  # drained, never recorded: it may quote the prompt
+                    error = f"http_{status}"
+                elif resp.content_type == "text/event-stream":
+                    parser = SSEParser()
+                    async for chunk in resp.content.iter_any():
+                        now = time.perf_counter()
+                        for event in parser.feed(chunk):
+                            meter.on_event(now, event)
+                else:
+                    meter.on_body(await resp.read())
+    except TimeoutError:
+        error = "timeout"
+    except aiohttp.ClientError as exc:
+        error = type(exc).__name__
+    end = time.perf_counter()
+    timing = meter.finish(end)
+    if error is None and timing.error_type is not None:
+        error = f"stream_error:{timing.error_type}"
+    if error is None and timing.output_tokens is None:
+        error = "no_output"
+    return Record(
+        request_id=request_id,
+        target=target.name,
+        intended_at=clock.epoch(intended),
+        sent_at=clock.epoch(sent),
+        end_at=clock.epoch(end),
+        send_lag_s=sent - intended,
+        ok=error is None,
+        status=status,
+        error=error,
+        ttft_s=timing.ttft_s,
+        tpot_s=timing.tpot_s,
+        e2e_s=timing.e2e_s,
+        time_to_first_chunk_s=timing.time_to_first_chunk_s,
+        ttfnt_s={str(n): t for n, t in timing.ttfnt_s.items()},
+        itl_s=timing.itl_s,
+        tokens_per_chunk=timing.tokens_per_chunk,
+        input_tokens=timing.input_tokens,
+        output_tokens=timing.output_tokens,
+        token_source=timing.token_source.value,
+        finish_reason=timing.finish_reasons[-1] if timing.finish_reasons else None,
+        response_id=timing.response_id,
+    )
+
+
+async def count_tokens(
+    http: aiohttp.ClientSession, target: Target, model: str, text: str
+) -> int | None:
+    """The server's token count for text via vLLM's /tokenize, or None when it has none."""
+    try:
+        async with asyncio.timeout(10):
+            async with http.post(
+                target.endpoint("/tokenize"),
+                json={"model": model, "prompt": text},
+                headers=target.headers,
+            ) as resp:
+                if resp.status != 200:
+                    return None
+                data = await resp.json(content_type=None)
+    except (TimeoutError, aiohttp.ClientError, ValueError):
+        return None
+    count = data.get("count") if isinstance(data, dict) else None
+    return count if isinstance(count, int) else None
+
+
+async def first_model(http: aiohttp.ClientSession, target: Target) -> str | None:
+    """The first model the target lists at /v1/models, for runs without --model."""
+    try:
+        async with asyncio.timeout(10):
+            async with http.get(target.endpoint("/v1/models"), headers=target.headers) as resp:
+                if resp.status != 200:
+                    return None
+                data = await resp.json(content_type=None)
+    except (TimeoutError, aiohttp.ClientError, ValueError):
+        return None
+    models = data.get("data") if isinstance(data, dict) else None
+    if models and isinstance(models[0], dict):
+        return models[0].get("id")
+    return None

@@ -1,0 +1,203 @@
+"""`python -m loadgen compare RUN RUN …`: side by side, relative differences, plain verdicts.
+
+Every target of every run is one series; the first is the baseline. Differences of P50, P99
+and P99.9 come with bootstrap CIs computed from the raw records of both sides, and a
+difference whose CI spans zero is called indistinguishable rather than better or worse.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loadgen import rundir, stats
+from loadgen.client import Record
+from loadgen.report import ms
+from loadgen.rundir import RunData
+from loadgen.summary import figures, parse_slos
+
+METRICS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
+COMPARED_PERCENTILES = ("p50", "p99", "p999")
+SLO_METRICS = {"ttft": ("ttft_s", "TTFT"), "tpot": ("tpot_s", "TPOT"), "e2e": ("e2e_s", "E2E")}
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    label: str
+    records: list[Record]  # measured and successful only
+    summary: dict[str, Any]  # targets.<name> of its summary.json
+    slo: dict[str, float]  # the SLOs its run was judged against
+
+    def values(self, metric: str) -> list[float]:
+        return [v for r in self.records for v in figures(r, metric)]
+
+
+def _series(data: RunData, summary: dict[str, Any], prefix: str = "") -> list[Series]:
+    return [
+        Series(
+            prefix + name,
+            [r for r in data.records if r.target == name and r.ok and not r.excluded],
+            target,
+            data.settings.slo,
+        )
+        for name, target in summary["targets"].items()
+    ]
+
+
+def load_series(paths: Sequence[str | Path]) -> list[Series]:
+    """Every target of every run; labelled by run directory too where names repeat."""
+    loaded = [(Path(p), rundir.read(p), rundir.read_summary(p)) for p in paths]
+    names = Counter(name for _, _, s in loaded for name in s["targets"])
+    series = []
+    for path, data, summary in loaded:
+        repeated = any(names[name] > 1 for name in summary["targets"])
+        series += _series(data, summary, f"{path.name}/" if repeated else "")
+    return series
+
+
+def of_run(data: RunData, summary: dict[str, Any]) -> str | None:
+    """The comparison section of a run's own report, when it measured several targets."""
+    series = _series(data, summary)
+    if len(series) < 2:
+        return None
+    rng = np.random.default_rng(data.settings.seed)
+    return render(series, data.settings.slo, judged_percentile(series), rng, level=2)
+
+
+def judged_percentile(series: Sequence[Series]) -> str:
+    """The percentile SLOs are judged at: P99, or the highest every series can support."""
+    supported = [
+        pct
+        for pct in ("p50", "p90", "p99")
+        if all(s.summary["metrics"]["ttft_s"][pct] is not None for s in series)
+    ]
+    return supported[-1] if supported else "p99"
+
+
+def sentence(
+    base: str, other: str, label: str, pct: str, diff: stats.RelativeDifference
+) -> str | None:
+    if diff.estimate is None:
+        return None
+    name = f"{label} {pct.upper().replace('P999', 'P99.9')}"
+    ci = f"CI {diff.low * 100:+.2f}% to {diff.high * 100:+.2f}%"
+    if not diff.significant:
+        return (
+            f"{other}'s {name} is indistinguishable from {base}'s "
+            f"({diff.estimate * 100:+.2f}%, {ci})"
+        )
+    direction = "lower" if diff.estimate < 0 else "higher"
+    return f"{other}'s {name} is {abs(diff.estimate) * 100:.2f}% {direction} than {base}'s ({ci})"
+
+
+def slo_verdicts(series: Sequence[Series], slo: dict[str, float], pct: str) -> list[str]:
+    """Who meets each SLO at the given percentile, in words."""
+    lines = []
+    for key, limit in slo.items():
+        metric, label = SLO_METRICS[key]
+        meeting, unknown = [], []
+        for s in series:
+            value = s.summary["metrics"][metric][pct]
+            if value is None:
+                unknown.append(s.label)
+            elif value <= limit:
+                meeting.append(s.label)
+        what = f"{label} ≤ {limit * 1e3:g} ms at {pct.upper()}"
+        if len(unknown) == len(series):
+            lines.append(f"{what}: too few samples to tell")
+            continue
+        if len(meeting) == len(series):
+            who = "both meet" if len(series) == 2 else "all meet"
+        elif not meeting:
+            who = "none meets"
+        elif len(meeting) == 1:
+            who = f"only {meeting[0]} meets"
+        else:
+            who = f"{', '.join(meeting)} meet"
+        line = f"{who} {what}"
+        if unknown:
+            line += f" ({', '.join(unknown)}: too few samples to tell)"
+        lines.append(line)
+    return lines
+
+
+def render(
+    series: Sequence[Series],
+    slo: dict[str, float],
+    slo_pct: str,
+    rng: np.random.Generator,
+    level: int = 1,
+) -> str:
+    """Markdown: values side by side, differences against the first series, SLO verdicts."""
+    title, sub = "#" * level, "#" * (level + 1)
+    header = "| metric | " + " | ".join(s.label for s in series) + " |"
+    lines = [f"{title} loadgen comparison", "", header, "|---" * (len(series) + 1) + "|"]
+    for metric, label in METRICS:
+        for pct in COMPARED_PERCENTILES:
+            cells = []
+            for s in series:
+                m = s.summary["metrics"][metric]
+                cells.append(f"{ms(m[pct])} (n={m['count']})")
+            name = f"{label} {pct.upper().replace('P999', 'P99.9')} (ms)"
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for s in series:
+        t = s.summary["throughput"]
+        valid = (
+            "valid" if s.summary["valid"] else "INVALID: " + "; ".join(s.summary["invalid_reasons"])
+        )
+        lines.append(
+            f"- {s.label}: {t['requests_per_s'] or 0:.2f} req/s, "
+            f"{t['output_tokens_per_s'] or 0:.1f} output tok/s; {valid}"
+        )
+    base = series[0]
+    lines += ["", f"{sub} Differences against {base.label}", ""]
+    for other in series[1:]:
+        for metric, label in METRICS:
+            a, b = base.values(metric), other.values(metric)
+            for pct in COMPARED_PERCENTILES:
+                diff = stats.relative_difference(a, b, stats.PERCENTILES[pct], rng)
+                text = sentence(base.label, other.label, label, pct, diff)
+                if text:
+                    lines.append(f"- {text}")
+    lines += ["", f"{sub} SLOs", ""] + [f"- {v}" for v in slo_verdicts(series, slo, slo_pct)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadgen compare",
+        description="Compare run directories: the first run's first target is the baseline.",
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    parser.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="METRIC=DURATION",
+        help="override the runs' SLOs (ttft, tpot, e2e), e.g. tpot=45ms",
+    )
+    parser.add_argument(
+        "--slo-percentile",
+        choices=list(stats.PERCENTILES),
+        help="judge SLOs at this percentile (default p99, or the highest all runs support)",
+    )
+    parser.add_argument("--out", metavar="FILE.md", help="also write the comparison here")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    series = load_series(args.runs)
+    if len(series) < 2:
+        parser.error("need at least two targets across the given runs")
+    slo = parse_slos(args.slo) if args.slo else series[0].slo
+    pct = args.slo_percentile or judged_percentile(series)
+    text = render(series, slo, pct, np.random.default_rng(args.seed))
+    print(text, end="")
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0

@@ -1,0 +1,266 @@
+"""Human outputs beside summary.json: report.md, PNG plots, the console table.
+
+Every percentile is printed with its sample count and CI; one the sample cannot support
+prints as "n/a (needs ≥N)" rather than a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
+
+from loadgen import stats
+from loadgen.rundir import RunData
+
+SHOWN = (
+    ("ttft_s", "TTFT"),
+    ("tpot_s", "TPOT"),
+    ("itl_s", "ITL"),
+    ("e2e_s", "E2E"),
+    ("time_to_first_chunk_s", "first chunk"),
+    ("ttf3t_s", "TTF3T"),
+)
+
+
+def ms(value: float | None) -> str:
+    return "—" if value is None else f"{value * 1e3:.1f}"
+
+
+def _pct(block: dict[str, Any], key: str) -> str:
+    value = block.get(key)
+    if value is None:
+        need = stats.min_samples(stats.PERCENTILES[key])
+        return f"n/a (needs ≥{need})" if block.get("count") else "—"
+    ci = (block.get("ci95") or {}).get(key)
+    return f"{ms(value)} [{ms(ci[0])}–{ms(ci[1])}]" if ci else ms(value)
+
+
+def _rate(value: float | None, unit: str = "") -> str:
+    return "—" if value is None else f"{value:.2f}{unit}"
+
+
+def target_section(name: str, t: dict[str, Any]) -> list[str]:
+    lines = [f"## {name}", ""]
+    if not t["valid"]:
+        lines += [f"**INVALID**: {'; '.join(t['invalid_reasons'])}", ""]
+    lines += [
+        "| metric (ms) | P50 [95% CI] | P90 | P99 [95% CI] | P99.9 | mean | n |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, label in SHOWN:
+        m = t["metrics"][key]
+        row = [label] + [_pct(m, p) for p in stats.PERCENTILES] + [ms(m["mean"]), str(m["count"])]
+        lines.append("| " + " | ".join(row) + " |")
+    req, thr, good = t["requests"], t["throughput"], t["goodput"]
+    slo = ", ".join(f"{k.upper()} ≤ {v * 1e3:.0f} ms" for k, v in good["slo"].items())
+    lines += [
+        "",
+        f"- requests: {req['ok']} ok, {req['failed']} failed; excluded: "
+        + (", ".join(f"{n} {k}" for k, n in req["excluded"].items()) or "none"),
+        f"- throughput: {_rate(thr['requests_per_s'])} req/s, "
+        f"{_rate(thr['output_tokens_per_s'])} output tok/s over {thr['active_s']:.1f} s active",
+        f"- goodput ({slo}): {_rate(good['requests_per_s'])} req/s, "
+        f"fraction {_rate(good['fraction'])}",
+    ]
+    if req["errors"]:
+        errors = ", ".join(f"{k}: {v}" for k, v in sorted(req["errors"].items()))
+        lines.append(f"- errors: {errors}")
+    client = t["client"]
+    lines.append(
+        f"- client: send lag P99 {ms(client['send_lag_s']['p99'])} ms, "
+        f"event-loop lag P99 {ms(client['loop_lag_s']['p99'])} ms"
+    )
+    if t.get("mbu") is not None:
+        lines.append(f"- MBU: {t['mbu']:.2f}")
+    gpu = t.get("gpu")
+    if gpu:
+        lines.append(
+            f"- GPU: peak memory {gpu['peak_memory_mib']} MiB, "
+            f"mean power (all GPUs) {_rate(gpu['mean_power_w_total'], ' W')}"
+        )
+    vb = t["compat"]["vllm_bench"]
+    lines.append(
+        "- as vLLM bench serve defines them (from actual send): "
+        f"TTFT P50 {ms(vb['ttft_s']['p50'])} ms, TPOT P50 {ms(vb['tpot_s']['p50'])} ms, "
+        f"ITL P50 {ms(vb['itl_s']['p50'])} ms"
+    )
+    return [*lines, ""]
+
+
+def markdown(
+    summary: dict[str, Any],
+    meta: dict[str, Any],
+    plots: Sequence[str],
+    comparison: str | None = None,
+) -> str:
+    lines = ["# loadgen report", ""]
+    if meta.get("command"):
+        lines += ["```", meta["command"], "```", ""]
+    for name, t in summary["targets"].items():
+        lines += target_section(name, t)
+    sweep = summary.get("sweep")
+    if sweep:
+        lines += [
+            f"## Sweep ({sweep['kind']})",
+            "",
+            "| level | target | req/s | TTFT P50 | TTFT P99 | TPOT P50 | valid |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for point in sweep["points"]:
+            for name, t in point["targets"].items():
+                m = t["metrics"]
+                lines.append(
+                    f"| {point['level']:g} | {name} | {_rate(t['throughput']['requests_per_s'])}"
+                    f" | {ms(m['ttft_s']['p50'])} | {ms(m['ttft_s']['p99'])}"
+                    f" | {ms(m['tpot_s']['p50'])} | {t['valid']} |"
+                )
+        lines.append("")
+    if comparison:
+        lines += [comparison]
+    lines += [f"![{p}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def console_table(summary: dict[str, Any]) -> str:
+    header = (
+        "target",
+        "ok",
+        "failed",
+        "req/s",
+        "TTFT P50",
+        "TTFT P99",
+        "TPOT P50",
+        "TPOT P99",
+        "E2E P50",
+        "goodput",
+        "valid",
+    )
+    rows = [header]
+    for name, t in summary["targets"].items():
+        m = t["metrics"]
+        rows.append(
+            (
+                name,
+                str(t["requests"]["ok"]),
+                str(t["requests"]["failed"]),
+                _rate(t["throughput"]["requests_per_s"]),
+                ms(m["ttft_s"]["p50"]),
+                ms(m["ttft_s"]["p99"]),
+                ms(m["tpot_s"]["p50"]),
+                ms(m["tpot_s"]["p99"]),
+                ms(m["e2e_s"]["p50"]),
+                _rate(t["goodput"]["fraction"]),
+                "yes" if t["valid"] else "NO",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    text = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    text.append("(latencies in ms)")
+    for name, t in summary["targets"].items():
+        for reason in t["invalid_reasons"]:
+            text.append(f"{name}: INVALID: {reason}")
+    return "\n".join(text)
+
+
+def plot_cdfs(data: RunData, path: Path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, (key, label) in zip(
+        axes, (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E")), strict=True
+    ):
+        for name in dict.fromkeys(r.target for r in data.records):
+            values = sorted(
+                getattr(r, key) * 1e3
+                for r in data.records
+                if r.target == name and r.ok and not r.excluded and getattr(r, key) is not None
+            )
+            if values:
+                ax.plot(values, [(i + 1) / len(values) for i in range(len(values))], label=name)
+        ax.set_xlabel(f"{label} (ms)")
+        ax.set_ylabel("fraction of requests")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_timeline(data: RunData, path: Path) -> None:
+    """TTFT and TPOT per request over time, GPU memory and power on the same time axis."""
+    t0 = min((r.intended_at for r in data.records), default=0.0)
+    panels = 4 if data.gpu else 2
+    fig, axes = plt.subplots(panels, 1, figsize=(12, 2.6 * panels), sharex=True)
+    for ax, (key, label) in zip(
+        axes, (("ttft_s", "TTFT (ms)"), ("tpot_s", "TPOT (ms)")), strict=False
+    ):
+        for name in dict.fromkeys(r.target for r in data.records):
+            points = [
+                (r.intended_at - t0, getattr(r, key) * 1e3)
+                for r in data.records
+                if r.target == name and r.ok and getattr(r, key) is not None
+            ]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                ax.scatter(xs, ys, s=3, label=name)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(markerscale=4)
+    if data.gpu:
+        for ax, attr, label in (
+            (axes[2], "memory_mib", "GPU memory (MiB)"),
+            (axes[3], "power_w", "GPU power (W)"),
+        ):
+            series: dict[str, list[tuple[float, float]]] = {}
+            for s in data.gpu:
+                value = getattr(s, attr)
+                if value is not None:
+                    series.setdefault(f"gpu {s.gpu}", []).append((s.at - t0, value))
+            for label_, points in series.items():
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, label=label_)
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("seconds since start")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_sweep(summary: dict[str, Any], path: Path) -> None:
+    """The throughput–latency curve: one line per target, one point per load level."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    names = dict.fromkeys(n for p in summary["sweep"]["points"] for n in p["targets"])
+    for name in names:
+        points = [p["targets"][name] for p in summary["sweep"]["points"] if name in p["targets"]]
+        x = [t["throughput"]["output_tokens_per_s"] or 0 for t in points]
+        for ax, key in zip(axes, ("ttft_s", "tpot_s"), strict=True):
+            for pct, style in (("p50", "-o"), ("p99", "--x")):
+                y = [(t["metrics"][key][pct] or float("nan")) * 1e3 for t in points]
+                ax.plot(x, y, style, label=f"{name} {pct.upper()}")
+    for ax, label in zip(axes, ("TTFT (ms)", "TPOT (ms)"), strict=True):
+        ax.set_xlabel("output tokens/s")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | None = None) -> Path:
+    """report.md (with the comparison section, if any) and its plots into the run directory."""
+    plots = ["latency_cdf.png", "timeline.png"]
+    plot_cdfs(data, out / plots[0])
+    plot_timeline(data, out / plots[1])
+    if summary.get("sweep"):
+        plots.append("throughput_latency.png")
+        plot_sweep(summary, out / plots[-1])
+    path = out / "report.md"
+    path.write_text(markdown(summary, data.meta, plots, comparison))
+    return path

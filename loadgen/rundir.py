@@ -1,0 +1,76 @@
+"""A run directory on disk: requests.jsonl, run.json, summary.json (+ report.md, plots).
+
+run.json keeps everything besides the requests that a summary is computed from (block
+times, loop-lag and GPU samples, the settings), so `merge` and `compare` can recompute every
+figure from raw data instead of averaging averages.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadgen.client import Record
+from loadgen.runner import Phase
+from loadgen.summary import GpuSample, Settings
+
+REQUESTS = "requests.jsonl"
+RUN = "run.json"
+SUMMARY = "summary.json"
+
+
+@dataclass(slots=True)
+class RunData:
+    records: list[Record] = field(default_factory=list)
+    phases: list[Phase] = field(default_factory=list)
+    loop_lag: list[tuple[float, float]] = field(default_factory=list)
+    gpu: list[GpuSample] = field(default_factory=list)
+    settings: Settings = field(default_factory=Settings)
+    meta: dict[str, Any] = field(default_factory=dict)  # command line, load, sweep levels
+
+
+def write(out: str | Path, data: RunData, summary: dict[str, Any]) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / REQUESTS, "wb") as f:
+        for record in data.records:
+            f.write(record.to_json() + b"\n")
+    run = {
+        "version": 1,
+        "meta": data.meta,
+        "settings": asdict(data.settings),
+        "phases": [asdict(p) for p in data.phases],
+        "loop_lag": data.loop_lag,
+        "gpu": [asdict(s) for s in data.gpu],
+    }
+    (out / RUN).write_bytes(orjson.dumps(run))
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    return out
+
+
+def read(path: str | Path) -> RunData:
+    path = Path(path)
+    if not (path / RUN).exists():
+        raise FileNotFoundError(f"{path} is not a run directory (no {RUN})")
+    run = orjson.loads((path / RUN).read_bytes())
+    records = []
+    with open(path / REQUESTS, "rb") as f:
+        for line in f:
+            if line.strip():
+                records.append(Record.from_dict(orjson.loads(line)))
+    return RunData(
+        records=records,
+        phases=[Phase(**p) for p in run["phases"]],
+        loop_lag=[(at, lag) for at, lag in run["loop_lag"]],
+        gpu=[GpuSample(**s) for s in run["gpu"]],
+        settings=Settings(**run["settings"]),
+        meta=run["meta"],
+    )
+
+
+def read_summary(path: str | Path) -> dict[str, Any]:
+    return json.loads((Path(path) / SUMMARY).read_text())

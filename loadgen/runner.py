@@ -1,0 +1,293 @@
+"""Drives the load: blocks of closed- or open-loop requests, interleaved across targets.
+
+Closed loop: each of N workers sends, waits for the whole response, and sends again; the
+next request's intended time is the moment the previous one ended. Workers start spread over
+the block's ramp-up so they do not arrive as one synchronised herd. Open loop: a dispatcher
+sleeps until each scheduled arrival and starts the request as its own task, however many are
+in flight. A block ends when its last measured request has finished (load goes on meanwhile,
+see _Budget), so targets never load each other.
+
+The client watches itself: every request records its send lag (actual − intended), and a
+monitor samples event-loop lag, so a run where the client was the bottleneck can be told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from loadgen import client
+from loadgen.client import Clock, Record
+from loadgen.schedule import Block, arrivals
+from loadgen.targets import Target
+from loadgen.workload import Workload
+
+LOOP_LAG_INTERVAL_S = 0.02
+RAMP_SAMPLE = 1000  # recent records a later block's ramp-up is sized from
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """How hard to push: closed loop at `concurrency` or open loop at `rate` requests/s."""
+
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str = "poisson"
+    gamma_shape: float = 0.5
+
+
+@dataclass(slots=True)
+class Phase:
+    """One block's measured window, in epoch seconds.
+
+    [start_at, end_at] is when its measured requests were due (warmup and cooldown left
+    out): a target's active time, the denominator of its throughput, is the union of these.
+    done_at is when its last measured request finished; the client's loop lag and GPU samples
+    count for the block up to then.
+    """
+
+    target: str
+    block: int
+    start_at: float
+    end_at: float
+    level: float | None = None
+    done_at: float | None = None
+
+    @property
+    def busy(self) -> tuple[float, float]:
+        return self.start_at, self.done_at if self.done_at is not None else self.end_at
+
+
+@dataclass(slots=True)
+class RunResult:
+    records: list[Record] = field(default_factory=list)
+    phases: list[Phase] = field(default_factory=list)
+    loop_lag: list[tuple[float, float]] = field(default_factory=list)  # (epoch, lag_s)
+
+
+@dataclass(slots=True)
+class Runner:
+    targets: dict[str, Target]
+    models: dict[str, str]  # target name -> model to ask for
+    workload: Workload
+    rng: np.random.Generator
+    timeout_s: float = 600.0
+    shard: int = 0
+    on_record: Callable[[Record], None] | None = None
+    clock: Clock = field(default_factory=Clock)
+    result: RunResult = field(default_factory=RunResult)
+
+    async def run(self, blocks: list[Block], load: Load, sweep_level: float | None = None) -> None:
+        sessions = {name: client.session() for name in self.targets}
+        monitor = asyncio.create_task(self._watch_loop())
+        try:
+            for block in blocks:
+                ramp = block.warmup_s if block.index == 0 else self._ramp(block)
+                http = sessions[block.target]
+                if load.concurrency is not None:
+                    budget = await self._closed(block, ramp, load.concurrency, http, sweep_level)
+                else:
+                    budget = await self._open(block, ramp, load, http, sweep_level)
+                epoch = self.clock.epoch
+                self.result.phases.append(
+                    Phase(
+                        block.target,
+                        block.index,
+                        epoch(budget.warm_end),
+                        epoch(budget.closed_at or budget.warm_end),
+                        sweep_level,
+                        epoch(budget.done_at or time.perf_counter()),
+                    )
+                )
+        finally:
+            monitor.cancel()
+            for http in sessions.values():
+                await http.close()
+
+    async def _one(
+        self,
+        http: aiohttp.ClientSession,
+        block: Block,
+        intended: float,
+        excluded: str | None,
+        level: float | None,
+    ) -> Record:
+        target = self.targets[block.target]
+        body = self.workload.body(self.models[block.target])
+        record = await client.send(
+            http, target, self.workload.path, body, intended, self.clock, self.timeout_s
+        )
+        record.excluded = excluded
+        record.block = block.index
+        record.shard = self.shard
+        record.level = level
+        self.result.records.append(record)
+        if self.on_record is not None:
+            self.on_record(record)
+        return record
+
+    def _ramp(self, block: Block) -> float:
+        """A later block's ramp-up: one mean E2E of its target so far, at most the warmup.
+
+        Closed-loop workers spread evenly over one E2E is the loop's steady state, reached
+        without the synchronised herd an idle server would otherwise get at a block start.
+        """
+        e2e = [
+            r.e2e_s
+            for r in self.result.records[-RAMP_SAMPLE:]
+            if r.target == block.target and r.ok and r.excluded is None and r.e2e_s is not None
+        ]
+        return min(block.warmup_s, sum(e2e) / len(e2e)) if e2e else block.warmup_s
+
+    async def _closed(
+        self,
+        block: Block,
+        ramp: float,
+        concurrency: int,
+        http: aiohttp.ClientSession,
+        level: float | None,
+    ) -> _Budget:
+        start = time.perf_counter()
+        budget = _Budget(block, start, ramp)
+        # workers start spread over the ramp, so they do not hit the server as one herd
+        stagger = ramp / max(1, concurrency)
+
+        async def worker(number: int) -> None:
+            intended = start + number * stagger
+            await asyncio.sleep(max(0.0, intended - time.perf_counter()))
+            while True:
+                excluded = budget.take(intended)
+                if budget.over.is_set():
+                    return
+                await self._one(http, block, intended, excluded, level)
+                budget.finished(excluded)
+                intended = time.perf_counter()  # the worker is free again
+
+        if concurrency > 0:
+            await _run_until(budget.over, [worker(i) for i in range(concurrency)])
+        return budget
+
+    async def _open(
+        self,
+        block: Block,
+        ramp: float,
+        load: Load,
+        http: aiohttp.ClientSession,
+        level: float | None,
+    ) -> _Budget:
+        assert load.rate is not None
+        start = time.perf_counter()
+        budget = _Budget(block, start, ramp)
+
+        async def one(intended: float, excluded: str | None) -> None:
+            await self._one(http, block, intended, excluded, level)
+            budget.finished(excluded)
+
+        async def dispatch() -> None:
+            for offset in arrivals(load.rate, load.arrival, self.rng, load.gamma_shape):
+                intended = start + offset
+                if budget.end is not None and intended > budget.end:
+                    # a slow schedule must not keep the block open past its end
+                    while (now := time.perf_counter()) < budget.end:
+                        await asyncio.sleep(budget.end - now)  # timers may fire a bit early
+                    budget.check()
+                delay = intended - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                excluded = budget.take(intended)
+                if budget.over.is_set():
+                    return
+                spawn(one(intended, excluded))
+
+        tasks: set[asyncio.Task[None]] = set()
+
+        def spawn(coro: Coroutine[Any, Any, None]) -> None:
+            task = asyncio.create_task(coro)
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        try:
+            await _run_until(budget.over, [dispatch()])
+        finally:
+            await _cancel(tasks)
+        return budget
+
+    async def _watch_loop(self) -> None:
+        samples = self.result.loop_lag
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(LOOP_LAG_INTERVAL_S)
+            after = time.perf_counter()
+            lag = max(0.0, after - before - LOOP_LAG_INTERVAL_S)
+            samples.append((self.clock.epoch(after), lag))
+
+
+class _Budget:
+    """Which part of a block a request belongs to, and when the block is over.
+
+    After the measured part, load goes on as excluded "cooldown" requests until every
+    measured request has finished, so the last measured ones see the same load as the others
+    rather than a draining server; then the block is over and cooldown requests are cancelled.
+    """
+
+    def __init__(self, block: Block, start: float, ramp: float) -> None:
+        self.warm_end = start + ramp
+        self.end = self.warm_end + block.duration_s if block.duration_s is not None else None
+        self.remaining = block.requests or 0
+        self.closed_at = self.end  # when the last measured request was due
+        self.in_flight = 0  # measured requests not finished yet
+        self.done_at: float | None = None  # when the last one finished
+        self.over = asyncio.Event()
+
+    def take(self, intended: float) -> str | None:
+        """Claim a request intended at this time: "warmup", None (measured) or "cooldown"."""
+        if intended < self.warm_end:
+            return "warmup"
+        if self.end is not None and intended < self.end:
+            self.in_flight += 1
+            return None
+        if self.end is None and self.remaining > 0:
+            self.remaining -= 1
+            self.in_flight += 1
+            if not self.remaining:
+                self.closed_at = intended
+            return None
+        self.check()
+        return "cooldown"
+
+    def finished(self, excluded: str | None) -> None:
+        if excluded is None:
+            self.in_flight -= 1
+            self.check()
+
+    def check(self) -> None:
+        """End the block once the measured part is over and none of it is in flight."""
+        exhausted = time.perf_counter() >= self.end if self.end is not None else not self.remaining
+        if exhausted and self.in_flight == 0 and not self.over.is_set():
+            self.done_at = time.perf_counter()  # before cancelling cooldown requests
+            self.over.set()
+
+
+async def _run_until(event: asyncio.Event, coros: list[Coroutine[Any, Any, None]]) -> None:
+    """Run coroutines (which end only once the event is set, or by failing) until the event
+    is set; then cancel what is left and raise what failed."""
+    tasks = {asyncio.create_task(c) for c in coros}
+    waiter = asyncio.create_task(event.wait())
+    await asyncio.wait({waiter, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+    await _cancel({waiter, *tasks})
+
+
+async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
+    pending = list(tasks)
+    for task in pending:
+        task.cancel()
+    results = await asyncio.gather(*pending, return_exceptions=True)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result

@@ -1,0 +1,135 @@
+"""Percentiles, bootstrap confidence intervals, goodput and MBU. Pure, no I/O.
+
+A percentile is only reported when the sample can support it: P99.9 needs at least 1,000
+samples (one beyond the percentile), otherwise it is None rather than an invented maximum.
+
+Confidence intervals are percentile-bootstrap intervals of the nearest-rank quantile,
+computed without resampling the data: the k-th smallest of n indices drawn uniformly from
+1..n is ceil(n·U) with U ~ Beta(k, n-k+1), so each bootstrap replicate of a quantile costs
+one Beta draw instead of n. This is the same distribution a resampling bootstrap
+approximates, at O(B) cost, so CIs stay cheap at 100,000 requests per target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+PERCENTILES: dict[str, float] = {"p50": 0.50, "p90": 0.90, "p99": 0.99, "p999": 0.999}
+BOOTSTRAP_DRAWS = 4000
+CONFIDENCE = 0.95
+
+
+def min_samples(p: float) -> int:
+    """Fewest samples that put at least one observation beyond the p-quantile."""
+    return math.ceil(round(1.0 / (1.0 - p), 9))
+
+
+def percentile(sorted_values: np.ndarray, p: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default, as vLLM bench uses), or None."""
+    n = len(sorted_values)
+    if n == 0 or n < min_samples(p):
+        return None
+    return float(np.quantile(sorted_values, p))
+
+
+def bootstrap_quantile(
+    sorted_values: np.ndarray, p: float, rng: np.random.Generator, draws: int = BOOTSTRAP_DRAWS
+) -> np.ndarray:
+    """Bootstrap replicates of the nearest-rank p-quantile (see the module docstring)."""
+    n = len(sorted_values)
+    k = max(1, math.ceil(p * n))
+    u = rng.beta(k, n - k + 1, size=draws)
+    index = np.clip(np.ceil(u * n).astype(np.int64) - 1, 0, n - 1)
+    return sorted_values[index]
+
+
+def interval(replicates: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(replicates, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def percentile_ci(
+    sorted_values: np.ndarray, p: float, rng: np.random.Generator
+) -> tuple[float, float] | None:
+    """95% bootstrap CI of the p-quantile, or None when the percentile is unsupported."""
+    if len(sorted_values) < min_samples(p) or len(sorted_values) == 0:
+        return None
+    return interval(bootstrap_quantile(sorted_values, p, rng))
+
+
+def describe(
+    values: Sequence[float | None], rng: np.random.Generator, ci: bool = True
+) -> dict[str, object]:
+    """p50/p90/p99/p999/mean/count (+ ci95 per percentile): one summary.json metric block."""
+    data = np.sort(np.asarray([v for v in values if v is not None], dtype=np.float64))
+    block: dict[str, object] = {name: percentile(data, p) for name, p in PERCENTILES.items()}
+    block["mean"] = float(data.mean()) if len(data) else None
+    block["count"] = len(data)
+    if ci:
+        block["ci95"] = {name: percentile_ci(data, PERCENTILES[name], rng) for name in PERCENTILES}
+    return block
+
+
+@dataclass(frozen=True, slots=True)
+class RelativeDifference:
+    """(b - a) / a of one percentile, with its bootstrap CI; None fields when unsupported."""
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+
+    @property
+    def significant(self) -> bool:
+        """The CI excludes zero."""
+        return self.low is not None and self.high is not None and (self.low > 0 or self.high < 0)
+
+
+def relative_difference(
+    a: Sequence[float], b: Sequence[float], p: float, rng: np.random.Generator
+) -> RelativeDifference:
+    """How much b's p-quantile differs from a's, relative to a; independent samples."""
+    sa = np.sort(np.asarray(a, dtype=np.float64))
+    sb = np.sort(np.asarray(b, dtype=np.float64))
+    qa, qb = percentile(sa, p), percentile(sb, p)
+    if qa is None or qb is None or qa <= 0:
+        return RelativeDifference(None, None, None)
+    ra = bootstrap_quantile(sa, p, rng)
+    rb = bootstrap_quantile(sb, p, rng)
+    ok = ra > 0
+    low, high = interval(rb[ok] / ra[ok] - 1.0)
+    return RelativeDifference(qb / qa - 1.0, low, high)
+
+
+def meets_slo(figures: dict[str, float | None], slo: dict[str, float]) -> bool:
+    """One successful request against the SLOs (keyed ttft, tpot, e2e).
+
+    An undefined TPOT (a one-token answer) cannot miss; any other undefined figure does.
+    """
+    for name, limit in slo.items():
+        value = figures.get(name)
+        if value is None:
+            if name == "tpot":
+                continue
+            return False
+        if value > limit:
+            return False
+    return True
+
+
+def mbu(
+    tpot_s: float,
+    weight_bytes: float,
+    kv_bytes_per_token: float,
+    mean_context_tokens: float,
+    mean_streams: float,
+    gpu_bandwidth_bytes_s: float,
+    gpus: int,
+) -> float:
+    """Model bandwidth utilisation: bytes one decode step must read / TPOT / peak bandwidth."""
+    step_bytes = weight_bytes + kv_bytes_per_token * mean_context_tokens * mean_streams
+    return step_bytes / tpot_s / (gpu_bandwidth_bytes_s * gpus)

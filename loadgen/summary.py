@@ -1,0 +1,280 @@
+"""Records in, summary.json out. Pure, no I/O: merge and the CLI both call `summarize`.
+
+Keys under targets.<name> are a contract (DESIGN.md). Each target's throughput is over its
+own active time (the union of its blocks), so interleaving does not halve anyone's rate.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from latency_proxy.units import parse_duration
+from loadgen import stats
+from loadgen.client import Record
+from loadgen.runner import Phase
+
+METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "time_to_first_chunk_s", "ttf3t_s")
+DEFAULT_SLO = {"ttft": 0.8, "tpot": 0.05}
+
+
+def parse_slos(items: Sequence[str]) -> dict[str, float]:
+    """`--slo ttft=800ms --slo tpot=50ms` -> {"ttft": 0.8, "tpot": 0.05}; unnamed keep defaults."""
+    slo = dict(DEFAULT_SLO)
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in ("ttft", "tpot", "e2e"):
+            raise ValueError(f"not an SLO: {item!r} (use ttft=800ms, tpot=50ms or e2e=10s)")
+        slo[name] = parse_duration(value)
+    return slo
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the figures are judged against; stored in run.json so a merge judges alike."""
+
+    slo: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SLO))
+    max_send_lag_s: float = 0.025
+    max_loop_lag_s: float = 0.025
+    weight_bytes: float | None = None
+    kv_bytes_per_token: float = 0.0
+    gpu_bandwidth_bytes_s: float | None = None
+    gpus: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    at: float  # epoch seconds
+    source: str
+    gpu: str
+    memory_mib: float | None
+    power_w: float | None
+
+
+def active_seconds(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of [start, end] intervals."""
+    total = 0.0
+    current_start = current_end = None
+    for start, end in sorted(intervals):
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
+
+
+def _within(at: float, intervals: Sequence[tuple[float, float]]) -> bool:
+    return any(start <= at <= end for start, end in intervals)
+
+
+def _lag_block(values: Sequence[float]) -> dict[str, float | int | None]:
+    data = np.asarray(values, dtype=np.float64)
+    if not len(data):
+        return {"p50": None, "p99": None, "max": None, "count": 0}
+    p50, p99 = np.quantile(data, [0.5, 0.99])
+    return {"p50": float(p50), "p99": float(p99), "max": float(data.max()), "count": len(data)}
+
+
+def figures(record: Record, metric: str) -> list[float]:
+    """One request's values of a metric: its ITL gaps, or its one figure when defined."""
+    if metric == "itl_s":
+        return record.itl_s
+    value = record.ttfnt_s.get("3") if metric == "ttf3t_s" else getattr(record, metric)
+    return [] if value is None else [value]
+
+
+def _compat(ok: Sequence[Record], rng: np.random.Generator) -> dict[str, Any]:
+    """The same requests under vLLM bench serve's and AIPerf's definitions (from actual send)."""
+    ttft = [r.ttft_s - r.send_lag_s for r in ok if r.ttft_s is not None]
+    e2e = [r.e2e_s - r.send_lag_s for r in ok if r.e2e_s is not None]
+    decode = [
+        (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
+        for r in ok
+        if r.ttft_s is not None and r.e2e_s is not None and (r.output_tokens or 0) >= 2
+    ]
+    itl = [gap for r in ok for gap in r.itl_s]
+    return {
+        "vllm_bench": {
+            "definition": "from actual send; tpot = (e2e - ttft) / (output_tokens - 1); "
+            "itl = gaps between chunks",
+            "ttft_s": stats.describe(ttft, rng, ci=False),
+            "tpot_s": stats.describe(decode, rng, ci=False),
+            "itl_s": stats.describe(itl, rng, ci=False),
+            "e2el_s": stats.describe(e2e, rng, ci=False),
+        },
+        "aiperf": {
+            "definition": "from actual send; inter_token_latency = "
+            "(request_latency - ttft) / (output_tokens - 1)",
+            "time_to_first_token_s": stats.describe(ttft, rng, ci=False),
+            "inter_token_latency_s": stats.describe(decode, rng, ci=False),
+            "request_latency_s": stats.describe(e2e, rng, ci=False),
+        },
+    }
+
+
+def _gpu(samples: Sequence[GpuSample], intervals: Sequence[tuple[float, float]]) -> dict | None:
+    per_gpu: dict[str, dict[str, list[float]]] = {}
+    for s in samples:
+        if not _within(s.at, intervals):
+            continue
+        entry = per_gpu.setdefault(f"{s.source} gpu={s.gpu}", {"memory": [], "power": []})
+        if s.memory_mib is not None:
+            entry["memory"].append(s.memory_mib)
+        if s.power_w is not None:
+            entry["power"].append(s.power_w)
+    if not per_gpu:
+        return None
+    gpus = {
+        key: {
+            "peak_memory_mib": max(v["memory"]) if v["memory"] else None,
+            "mean_power_w": float(np.mean(v["power"])) if v["power"] else None,
+        }
+        for key, v in per_gpu.items()
+    }
+    peaks = [g["peak_memory_mib"] for g in gpus.values() if g["peak_memory_mib"] is not None]
+    powers = [g["mean_power_w"] for g in gpus.values() if g["mean_power_w"] is not None]
+    return {
+        "gpus": gpus,
+        "peak_memory_mib": max(peaks) if peaks else None,
+        "mean_power_w_total": float(sum(powers)) if powers else None,
+    }
+
+
+def _target(
+    name: str,
+    records: Sequence[Record],
+    phases: Sequence[Phase],
+    loop_lag: Sequence[tuple[float, float]],
+    gpu: Sequence[GpuSample],
+    settings: Settings,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    active = active_seconds((p.start_at, p.end_at) for p in phases if p.target == name)
+    intervals = [p.busy for p in phases if p.target == name]
+    measured = [r for r in records if r.target == name and not r.excluded]
+    ok = [r for r in measured if r.ok]
+    metrics = {
+        metric: stats.describe([v for r in ok for v in figures(r, metric)], rng)
+        for metric in METRICS
+    }
+    metrics["input_tokens"] = stats.describe([r.input_tokens for r in ok], rng, ci=False)
+    metrics["output_tokens"] = stats.describe([r.output_tokens for r in ok], rng, ci=False)
+    output_tokens = sum(r.output_tokens or 0 for r in ok)
+    good = sum(
+        stats.meets_slo({"ttft": r.ttft_s, "tpot": r.tpot_s, "e2e": r.e2e_s}, settings.slo)
+        for r in ok
+    )
+    send_lag = _lag_block([r.send_lag_s for r in measured])
+    loop = _lag_block([lag for at, lag in loop_lag if _within(at, intervals)])
+    reasons = []
+    if not ok:
+        reasons.append("no successful requests")
+    if send_lag["p99"] is not None and send_lag["p99"] > settings.max_send_lag_s:
+        reasons.append(
+            f"client send lag P99 {send_lag['p99'] * 1e3:.1f} ms > "
+            f"{settings.max_send_lag_s * 1e3:.0f} ms: the client was the bottleneck"
+        )
+    if loop["p99"] is not None and loop["p99"] > settings.max_loop_lag_s:
+        reasons.append(
+            f"client event-loop lag P99 {loop['p99'] * 1e3:.1f} ms > "
+            f"{settings.max_loop_lag_s * 1e3:.0f} ms: timings are blurred by the client"
+        )
+    per_s = (lambda n: n / active) if active > 0 else (lambda n: None)
+    summary: dict[str, Any] = {
+        "metrics": metrics,
+        "requests": {
+            "ok": len(ok),
+            "failed": len(measured) - len(ok),
+            "excluded": dict(
+                Counter(r.excluded for r in records if r.target == name and r.excluded)
+            ),
+            "errors": dict(Counter(r.error for r in measured if not r.ok)),
+        },
+        "throughput": {
+            "requests_per_s": per_s(len(ok)),
+            "output_tokens_per_s": per_s(output_tokens),
+            "active_s": active,
+        },
+        "goodput": {
+            "requests_per_s": per_s(good),
+            "fraction": good / len(measured) if measured else None,
+            "slo": dict(settings.slo),
+        },
+        "client": {"send_lag_s": send_lag, "loop_lag_s": loop},
+        "valid": not reasons,
+        "invalid_reasons": reasons,
+        "compat": _compat(ok, rng),
+        "gpu": _gpu(gpu, intervals),
+        "mbu": _mbu(ok, active, metrics, settings),
+    }
+    return summary
+
+
+def _mbu(
+    ok: Sequence[Record], active: float, metrics: dict[str, Any], settings: Settings
+) -> float | None:
+    tpot = metrics["tpot_s"]["mean"]
+    if not (settings.weight_bytes and settings.gpu_bandwidth_bytes_s and tpot and active):
+        return None
+    context = np.mean([(r.input_tokens or 0) + (r.output_tokens or 0) / 2 for r in ok])
+    streams = sum(r.e2e_s or 0.0 for r in ok) / active  # Little's law
+    return stats.mbu(
+        tpot,
+        settings.weight_bytes,
+        settings.kv_bytes_per_token,
+        float(context),
+        streams,
+        settings.gpu_bandwidth_bytes_s,
+        settings.gpus,
+    )
+
+
+def _level(
+    records: Sequence[Record],
+    phases: Sequence[Phase],
+    loop_lag: Sequence[tuple[float, float]],
+    gpu: Sequence[GpuSample],
+    settings: Settings,
+) -> dict[str, Any]:
+    names = list(dict.fromkeys([p.target for p in phases] + [r.target for r in records]))
+    rng = np.random.default_rng(settings.seed)
+    return {name: _target(name, records, phases, loop_lag, gpu, settings, rng) for name in names}
+
+
+def summarize(
+    records: Sequence[Record],
+    phases: Sequence[Phase],
+    loop_lag: Sequence[tuple[float, float]],
+    gpu: Sequence[GpuSample],
+    settings: Settings,
+    sweep: str | None = None,
+) -> dict[str, Any]:
+    """The whole summary.json; deterministic for a given settings.seed.
+
+    A sweep (several load levels) gets one point per level under `sweep.points`, and the
+    top-level `targets` describe its highest level.
+    """
+    levels = sorted({p.level for p in phases if p.level is not None})
+    if len(levels) <= 1:
+        return {"version": 1, "targets": _level(records, phases, loop_lag, gpu, settings)}
+    points = []
+    for level in levels:
+        level_phases = [p for p in phases if p.level == level]
+        level_records = [r for r in records if r.level == level]
+        targets = _level(level_records, level_phases, loop_lag, gpu, settings)
+        points.append({"level": level, "targets": targets})
+    return {
+        "version": 1,
+        "targets": points[-1]["targets"],
+        "sweep": {"kind": sweep, "points": points},
+    }

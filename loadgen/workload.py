@@ -1,0 +1,149 @@
+"""What each request asks for: prompts and lengths, synthetic or from a dataset.
+
+Synthetic prompts are runs of common words behind a random nonce (so a server's prefix cache
+cannot turn one prompt into a cheap repeat of another), sized to the requested input length
+with a tokens-per-word ratio: measured by the server's /tokenize when it has one, 1.0
+otherwise. The server's own usage counts are what results report either way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# fmt: off
+_WORDS = (
+    "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as",
+    "by", "at", "from", "his", "her", "this", "which", "are", "be", "or", "an", "it",
+    "not", "have", "had", "were", "has", "their", "they", "one", "all", "been", "more", "would",
+    "when", "there", "other", "some", "time", "into", "only", "its", "new", "two", "first", "after",
+    "also", "many", "most", "over", "such", "made", "years", "may", "where", "used",
+)
+# fmt: on
+CALIBRATION_WORDS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Lengths:
+    """A fixed length (`512`) or a uniform integer range (`256-1024`)."""
+
+    low: int
+    high: int
+
+    @classmethod
+    def parse(cls, text: str | int) -> Lengths:
+        text = str(text).strip()
+        low, sep, high = text.partition("-")
+        try:
+            lo = int(low)
+            hi = int(high) if sep else lo
+        except ValueError:
+            raise ValueError(f"not a length: {text!r} (use e.g. 512 or 256-1024)") from None
+        if lo < 1 or hi < lo:
+            raise ValueError(f"not a length: {text!r}")
+        return cls(lo, hi)
+
+    def draw(self, rng: np.random.Generator) -> int:
+        return self.low if self.low == self.high else int(rng.integers(self.low, self.high + 1))
+
+    @property
+    def mean(self) -> float:
+        return (self.low + self.high) / 2
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt: plain text (completions) or chat messages; output length to ask for."""
+
+    text: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    max_tokens: int | None = None
+
+
+def synthetic_text(tokens: int, tokens_per_word: float, rng: np.random.Generator) -> str:
+    words = max(1, round(tokens / tokens_per_word) - 2)  # the nonce takes about two tokens
+    picks = rng.integers(0, len(_WORDS), size=words)
+    nonce = format(int(rng.integers(0, 2**40)), "x")
+    return nonce + " " + " ".join(_WORDS[i] for i in picks)
+
+
+def calibration_text() -> str:
+    """A fixed text whose token count, divided by CALIBRATION_WORDS, gives tokens per word."""
+    return " ".join(_WORDS[i % len(_WORDS)] for i in range(CALIBRATION_WORDS))
+
+
+def load_dataset(path: str | Path) -> list[Prompt]:
+    """JSONL of {"prompt"} or {"messages"} (optional "max_tokens"), or ShareGPT JSON."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    prompts: list[Prompt] = []
+    if text.lstrip().startswith("["):
+        for item in json.loads(text):
+            turns = item.get("conversations") or []
+            human = next((t["value"] for t in turns if t.get("from") in ("human", "user")), None)
+            if human:
+                prompts.append(Prompt(messages=[{"role": "user", "content": human}]))
+    else:
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            max_tokens = item.get("max_tokens") or item.get("output_tokens")
+            if "messages" in item:
+                prompts.append(Prompt(messages=item["messages"], max_tokens=max_tokens))
+            elif "prompt" in item:
+                prompts.append(Prompt(text=item["prompt"], max_tokens=max_tokens))
+            else:
+                raise ValueError(f"{path}:{number}: needs a prompt or messages field")
+    if not prompts:
+        raise ValueError(f"{path}: no prompts found")
+    return prompts
+
+
+@dataclass(slots=True)
+class Workload:
+    """Builds request bodies; one instance per run, drawing from a seeded generator."""
+
+    endpoint: str  # chat | completions
+    input_tokens: Lengths
+    output_tokens: Lengths
+    rng: np.random.Generator
+    dataset: list[Prompt] | None = None
+    tokens_per_word: float = 1.0
+    temperature: float = 0.0
+    ignore_eos: bool = True
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"
+
+    def _prompt(self) -> Prompt:
+        if self.dataset:
+            return self.dataset[int(self.rng.integers(0, len(self.dataset)))]
+        text = synthetic_text(self.input_tokens.draw(self.rng), self.tokens_per_word, self.rng)
+        return Prompt(text=text)
+
+    def body(self, model: str) -> dict[str, Any]:
+        prompt = self._prompt()
+        body: dict[str, Any] = {
+            "model": model,
+            "max_tokens": prompt.max_tokens or self.output_tokens.draw(self.rng),
+            "temperature": self.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        if self.endpoint == "chat":
+            body["messages"] = prompt.messages or [{"role": "user", "content": prompt.text}]
+        else:
+            body["prompt"] = prompt.text if prompt.text is not None else _flatten(prompt.messages)
+        return body
+
+
+def _flatten(messages: list[dict[str, Any]] | None) -> str:
+    return "\n".join(str(m.get("content", "")) for m in messages or [])

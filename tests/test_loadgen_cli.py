@@ -1,0 +1,249 @@
+"""`python -m loadgen` end to end against the scripted upstream: run directories, workers,
+shards and merge, compare, prompt calibration."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from loadgen_upstream import running
+
+from loadgen import rundir
+from loadgen.cli import _shard, main
+
+REPO = Path(__file__).parent.parent
+QUICK = ["--output-tokens", "3", "--input-tokens", "32", "--warmup", "0.2s", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    with running(0.05, 0.01) as url:
+        yield url
+
+
+def test_run_directory_contract(upstream: str, tmp_path: Path, capsys) -> None:
+    localhost = upstream.replace("127.0.0.1", "localhost")
+    out = tmp_path / "run"
+    argv = [
+        "--target",
+        upstream,
+        "--target",
+        localhost,
+        "--requests",
+        "12",
+        "--concurrency",
+        "3",
+        "--blocks",
+        "2",
+        "--slo",
+        "ttft=40ms",
+        "--out",
+        str(out),
+        *QUICK,
+    ]
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    names = [upstream.split("//")[1], localhost.split("//")[1]]
+    assert list(summary["targets"]) == names
+    for name in names:
+        t = summary["targets"][name]
+        for metric in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+            assert {"p50", "p90", "p99", "p999", "mean", "count"} <= set(t["metrics"][metric])
+            assert {"p50", "p99"} <= set(t["metrics"][metric]["ci95"])
+        assert set(t["throughput"]) >= {"requests_per_s", "output_tokens_per_s"}
+        assert t["requests"]["ok"] == 12 and t["requests"]["failed"] == 0
+        assert set(t["goodput"]) >= {"requests_per_s", "fraction"}
+        assert t["goodput"]["fraction"] == 0  # TTFT ≈ 50 ms never meets 40 ms
+        assert t["valid"] is True and t["invalid_reasons"] == []
+    lines = (out / "requests.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert sum(not r["excluded"] for r in records) == 24
+    assert {
+        "request_id",
+        "target",
+        "intended_at",
+        "sent_at",
+        "ttft_s",
+        "tpot_s",
+        "itl_s",
+        "input_tokens",
+        "output_tokens",
+        "status",
+        "error",
+    } <= set(records[0])
+    report = (out / "report.md").read_text()
+    assert "## " + names[0] in report and "latency_cdf.png" in report
+    assert f"### Differences against {names[0]}" in report  # two targets: compared in place
+    assert (out / "timeline.png").exists()
+    printed = capsys.readouterr().out
+    assert "TTFT P50" in printed and str(out) in printed
+
+
+def test_sweep_writes_a_throughput_latency_curve(upstream: str, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    argv = [
+        "--target",
+        upstream,
+        "--concurrency",
+        "1,4",
+        "--requests",
+        "8",
+        "--out",
+        str(out),
+        *QUICK,
+    ]
+    assert main(argv) == 0
+    summary = rundir.read_summary(out)
+    assert [p["level"] for p in summary["sweep"]["points"]] == [1, 4]
+    assert (out / "throughput_latency.png").stat().st_size > 1000
+
+
+def test_shards_merge_exactly(upstream: str, tmp_path: Path, monkeypatch) -> None:
+    shards = []
+    for index in range(2):
+        shards.append(tmp_path / f"s{index}")
+        argv = [
+            "--target",
+            upstream,
+            "--requests",
+            "9",
+            "--concurrency",
+            "3",
+            "--shard",
+            f"{index}/2",
+            "--out",
+            str(shards[-1]),
+            *QUICK,
+        ]
+        assert main(argv) == 0
+    counts = [rundir.read_summary(s)["targets"] for s in shards]
+    name = next(iter(counts[0]))
+    assert [c[name]["requests"]["ok"] for c in counts] == [5, 4]
+    merged = tmp_path / "merged"
+    assert main(["merge", *map(str, shards), "--out", str(merged)]) == 0
+    summary = rundir.read_summary(merged)
+    assert summary["targets"][name]["requests"]["ok"] == 9
+    assert summary["targets"][name]["metrics"]["ttft_s"]["count"] == 9
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "3")
+    assert _shard("4") == (3, 4)
+    assert _shard("1/2") == (1, 2)
+
+
+def test_workers_run_as_processes_with_one_result(upstream: str, tmp_path: Path) -> None:
+    out = tmp_path / "workers"
+    argv = [
+        sys.executable,
+        "-m",
+        "loadgen",
+        "--target",
+        upstream,
+        "--workers",
+        "2",
+        "--requests",
+        "10",
+        "--concurrency",
+        "4",
+        "--out",
+        str(out),
+        *QUICK,
+    ]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    summary = rundir.read_summary(out)
+    target = next(iter(summary["targets"].values()))
+    assert target["requests"]["ok"] == 10
+    assert {r.shard for r in rundir.read(out).records} == {0, 1}
+    assert (out / "shards" / "shard-1" / "summary.json").exists()
+
+
+def test_compare_two_runs(upstream: str, tmp_path: Path, capsys) -> None:
+    for name in ("a", "b"):
+        assert (
+            main(
+                [
+                    "--target",
+                    upstream,
+                    "--requests",
+                    "6",
+                    "--concurrency",
+                    "2",
+                    "--out",
+                    str(tmp_path / name),
+                    *QUICK,
+                ]
+            )
+            == 0
+        )
+    capsys.readouterr()
+    assert (
+        main(
+            ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "cmp.md")]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "## Differences against a/" in text
+    assert "- both meet TTFT ≤ 800 ms at P50" in text  # 6 requests support no more than a P50
+    assert (tmp_path / "cmp.md").read_text() == text
+    runs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert main(["compare", *runs, "--slo-percentile", "p99", "--slo", "ttft=1ms"]) == 0
+    text = capsys.readouterr().out
+    assert "- TTFT ≤ 1 ms at P99: too few samples to tell" in text
+
+
+def test_prompt_calibration(upstream: str, tmp_path: Path) -> None:
+    """Synthetic prompts are sized by the server's /tokenize, or by a local tokenizer file."""
+    assert (
+        main(
+            [
+                "--target",
+                upstream,
+                "--requests",
+                "2",
+                "--concurrency",
+                "1",
+                "--out",
+                str(tmp_path / "srv"),
+                *QUICK,
+            ]
+        )
+        == 0
+    )
+    assert rundir.read(tmp_path / "srv").meta["tokens_per_word"] == 2.0  # the scripted /tokenize
+    tokenizers = pytest.importorskip("tokenizers")
+    from loadgen.workload import calibration_text
+
+    vocab = {w: i for i, w in enumerate(["[UNK]", *sorted(set(calibration_text().split()))])}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    assert (
+        main(
+            [
+                "--target",
+                upstream,
+                "--requests",
+                "2",
+                "--concurrency",
+                "1",
+                "--tokenizer",
+                str(tmp_path / "tokenizer.json"),
+                "--out",
+                str(tmp_path / "tok"),
+                *QUICK,
+            ]
+        )
+        == 0
+    )
+    assert rundir.read(tmp_path / "tok").meta["tokens_per_word"] == 1.0
+
+
+def test_bad_input_is_a_clean_error(tmp_path: Path, capsys) -> None:
+    assert main(["--target", "nowhere", "--out", str(tmp_path / "x"), "--no-progress"]) == 2
+    assert "unknown target" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--concurrency", "4", "--rate", "2"])
