@@ -7,6 +7,7 @@ drains.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from starlette.applications import Starlette
@@ -55,6 +56,9 @@ class ProxyApp:
             message: dict[str, Any] = dict(await receive())
             if message["type"] == "lifespan.startup":
                 await self.state.upstreams.start()
+                # everything imported and built so far lives as long as the process: keep it
+                # out of the collector's full passes, which otherwise stall every stream
+                gc.freeze()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 self.forwarder.recorder.flush()
