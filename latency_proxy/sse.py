@@ -15,6 +15,22 @@ from dataclasses import dataclass
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
+def _find_lf(buf: bytes, pos: int) -> tuple[int, int] | None:
+    """(end of the line's text, start of the next line), or None if no full line yet."""
+    end = buf.find(b"\n", pos)
+    return None if end < 0 else (end, end + 1)
+
+
+def _search_any(buf: bytes, pos: int) -> tuple[int, int] | None:
+    match = _LINE_END.search(buf, pos)
+    if match is None:
+        return None
+    end = match.end()
+    if end == len(buf) and buf[end - 1] == 13:
+        return None  # maybe half of a CRLF: decide when more bytes arrive
+    return match.start(), end
+
+
 @dataclass(slots=True, frozen=True)
 class Event:
     """One block of lines ended by a blank line.
@@ -50,45 +66,16 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[Event]:
         buf = self._buf + chunk if self._buf else chunk
-        if b"\r" in buf:
-            return self._feed_any(buf)
-        # fast path for the usual LF-only stream: str.find, no regex
+        # the usual stream is LF-only: bytes.find is much cheaper than the regex
+        line_end = _find_lf if b"\r" not in buf else _search_any
         events: list[Event] = []
         start = 0
         pos = self._line
-        find = buf.find
-        while True:
-            end = find(b"\n", pos)
-            if end < 0:
-                break
+        while (found := line_end(buf, pos)) is not None:
             line_start = pos
-            pos = end + 1
-            if end > line_start:
-                self._field(buf[line_start:end])
-                continue
-            events.append(self._dispatch(buf[start:pos]))
-            start = pos
-        self._buf = buf[start:]
-        self._line = pos - start
-        return events
-
-    def _feed_any(self, buf: bytes) -> list[Event]:
-        events: list[Event] = []
-        start = 0
-        pos = self._line
-        size = len(buf)
-        search = _LINE_END.search
-        while True:
-            match = search(buf, pos)
-            if match is None:
-                break
-            end = match.end()
-            if end == size and buf[end - 1] == 13:
-                break  # maybe half of a CRLF: decide when more bytes arrive
-            line_start = pos
-            pos = end
-            if match.start() > line_start:
-                self._field(buf[line_start : match.start()])
+            text_end, pos = found
+            if text_end > line_start:
+                self._field(buf[line_start:text_end])
                 continue
             events.append(self._dispatch(buf[start:pos]))
             start = pos
