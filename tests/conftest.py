@@ -103,6 +103,25 @@ class ProxyProcess:
         return self.process.returncode
 
 
+def disconnect_mid_stream(
+    url: str, body: bytes, headers: dict[str, str], marker: bytes, count: int = 2
+) -> float:
+    """POST a streaming request over a raw socket, read until `marker` came `count` times,
+    then close the connection; returns the perf_counter time of the close."""
+    port = int(url.rsplit(":", 1)[1])
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(
+            f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{head}"
+            f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        received = b""
+        while received.count(marker) < count:
+            received += sock.recv(65536)
+    return time.perf_counter()
+
+
 @pytest.fixture(scope="session")
 def upstream() -> Iterator[Upstream]:
     app = Upstream()

@@ -8,11 +8,10 @@ then searched for in the proxy's whole log output, every OTLP payload and /metri
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import httpx
-from conftest import proxy_env
+from conftest import disconnect_mid_stream, proxy_env
 
 CANARY = "CANARY-7f3a9c-do-not-leak"
 
@@ -76,7 +75,13 @@ def test_canary_never_leaves_the_proxy_with_capture_off(start_proxy, upstream) -
                         "content-type": "application/json",
                     },
                 )
-        _client_abort(proxy, json.dumps({**chat, "stream": True}).encode())
+        script = json.dumps({"tokens": 100, "itl": 0.02, "text": CANARY})
+        disconnect_mid_stream(
+            proxy.url,
+            json.dumps({**chat, "stream": True}).encode(),
+            {"x-script": script},
+            CANARY.encode(),
+        )
         time.sleep(0.5)
         metrics = proxy.metrics() + proxy.metrics(openmetrics=True)
         otlp.wait_for_spans(lambda spans: len(spans) >= len(cases) + 1, timeout=10)
@@ -87,17 +92,3 @@ def test_canary_never_leaves_the_proxy_with_capture_off(start_proxy, upstream) -
         assert CANARY not in metrics
         payloads = otlp.raw_payloads()
         assert payloads and not any(CANARY.encode() in p for p in payloads)
-
-
-def _client_abort(proxy, body: bytes) -> None:
-    port = int(proxy.url.rsplit(":", 1)[1])
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
-            + f"content-length: {len(body)}\r\n".encode()
-            + f'x-script: {{"tokens": 100, "itl": 0.02, "text": "{CANARY}"}}\r\n\r\n'.encode()
-            + body
-        )
-        received = b""
-        while received.count(CANARY.encode()) < 2:
-            received += sock.recv(65536)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ import uuid
 
 import httpx
 import pytest
-from conftest import ROOT, proxy_env
+from conftest import ROOT, disconnect_mid_stream, proxy_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -179,7 +178,10 @@ def _send(proxy, path: str, secret: str, credential: str) -> None:
     elif path == "too_large":
         body = chat(secret * 2000)
     if path == "client_abort":
-        _abort(proxy, json.dumps(body).encode(), secret)
+        script = json.dumps({"tokens": 100, "itl": 0.01, "text": secret})
+        disconnect_mid_stream(
+            proxy.url, json.dumps(body).encode(), {"x-script": script}, secret.encode()
+        )
         return
     content = (
         f'{{"model": "m", "messages": [{{"content": "{secret}'.encode()
@@ -192,20 +194,6 @@ def _send(proxy, path: str, secret: str, credential: str) -> None:
         timeout=10,
         headers={**headers, "x-script": json.dumps(script), "content-type": "application/json"},
     )
-
-
-def _abort(proxy, body: bytes, secret: str) -> None:
-    port = int(proxy.url.rsplit(":", 1)[1])
-    script = json.dumps({"tokens": 100, "itl": 0.01, "text": secret})
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
-            + f"content-length: {len(body)}\r\nx-script: {script}\r\n\r\n".encode()
-            + body
-        )
-        received = b""
-        while received.count(secret.encode()) < 2:
-            received += sock.recv(65536)
 
 
 TOKEN = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=10, max_size=10)

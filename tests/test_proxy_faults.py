@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import threading
 import time
 import uuid
 
 import httpx
 import pytest
-from conftest import free_port
+from conftest import disconnect_mid_stream, free_port
 
 BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}
 
@@ -94,19 +93,13 @@ def test_upstream_dying_mid_stream_ends_client_stream_cleanly(proxy) -> None:
 
 def test_client_disconnect_cancels_upstream_within_a_second(proxy, upstream) -> None:
     rid = "gone-" + uuid.uuid4().hex
-    body = json.dumps(BODY).encode()
-    port = int(proxy.url.rsplit(":", 1)[1])
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-            + f"x-request-id: {rid}\r\ncontent-length: {len(body)}\r\n".encode()
-            + b'x-script: {"tokens": 1000, "itl": 0.02}\r\n\r\n'
-            + body
-        )
-        received = b""
-        while received.count(b"tok ") < 3:
-            received += sock.recv(65536)
-    closed = time.perf_counter()
+    closed = disconnect_mid_stream(
+        proxy.url,
+        json.dumps(BODY).encode(),
+        {"x-request-id": rid, "x-script": json.dumps({"tokens": 1000, "itl": 0.02})},
+        b"tok ",
+        3,
+    )
     deadline = closed + 3
     while time.perf_counter() < deadline and not any(r == rid for r, _ in upstream.disconnects):
         time.sleep(0.02)
