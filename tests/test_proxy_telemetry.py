@@ -58,10 +58,10 @@ def test_server_and_client_spans_continue_the_incoming_trace(proxy, upstream, ot
     assert a["gen_ai.response.finish_reasons"] == ["length"]
     assert a["gen_ai.response.id"] == "chatcmpl-" + rid
     assert a["server.address"] == "127.0.0.1"
-    assert a["latency_proxy.ttft_s"] == pytest.approx(0.2, abs=0.03)
+    assert 0.195 <= a["latency_proxy.ttft_s"] <= 0.26
     assert a["latency_proxy.tpot_s"] == pytest.approx(0.05, abs=0.01)
     assert a["latency_proxy.ttfnt_n"] == [3]
-    assert a["latency_proxy.ttfnt_s"][0] == pytest.approx(0.3, abs=0.03)
+    assert 0.295 <= a["latency_proxy.ttfnt_s"][0] <= 0.36
     assert a["latency_proxy.chunks"] == 5
     assert [name for name, _ in client.events] == ["gen_ai.first_token"]
     assert server.attributes["http.response.status_code"] == 200

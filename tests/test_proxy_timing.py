@@ -8,7 +8,12 @@ import uuid
 import httpx
 import pytest
 
-TOL = 0.03  # seconds; a noisy 2-core box
+EARLY = 0.005  # the proxy may not report less than the upstream really waited
+LATE = 0.06  # but a loaded 2-core box can deliver late
+
+
+def near(measured: float, truth: float) -> bool:
+    return truth - EARLY <= measured <= truth + LATE
 
 
 def run_stream(proxy, script: dict, path: str = "/v1/chat/completions") -> dict:
@@ -34,10 +39,10 @@ def run_stream(proxy, script: dict, path: str = "/v1/chat/completions") -> dict:
 
 def test_ttft_tpot_e2e_match_the_script(proxy) -> None:
     line = run_stream(proxy, {"ttft": 0.3, "itl": 0.05, "tokens": 6})
-    assert line["time_to_first_chunk_s"] == pytest.approx(0.0, abs=TOL)  # role chunk at once
-    assert line["ttft_s"] == pytest.approx(0.3, abs=TOL)
+    assert near(line["time_to_first_chunk_s"], 0.0)  # the role chunk comes at once
+    assert near(line["ttft_s"], 0.3)
     assert line["tpot_s"] == pytest.approx(0.05, abs=0.01)
-    assert line["e2e_s"] == pytest.approx(0.3 + 5 * 0.05, abs=TOL + 0.02)
+    assert near(line["e2e_s"], 0.3 + 5 * 0.05)
     assert (line["output_tokens"], line["chunks"]) == (6, 6)
 
 
