@@ -7,6 +7,7 @@ drains.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from typing import Any
 
@@ -61,8 +62,11 @@ class ProxyApp:
                 gc.freeze()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                self.forwarder.recorder.flush()
+                # closing the pools ends any stream still running (cancelled at the end of the
+                # drain), whose record is then queued: write those too, then flush exporters
                 await self.state.upstreams.close()
+                await asyncio.sleep(0)
+                self.forwarder.recorder.flush()
                 self.state.telemetry.shutdown(FLUSH_TIMEOUT)
                 await send({"type": "lifespan.shutdown.complete"})
                 return

@@ -31,6 +31,7 @@ UPSTREAM_ERROR = "upstream_error"
 UPSTREAM_TIMEOUT = "upstream_timeout"
 CLIENT_ABORT = "client_abort"
 REJECTED = "rejected"
+PROXY_ERROR = "proxy_error"  # the proxy's own failure, or a stream cut at the end of a drain
 
 
 @dataclass(slots=True)
@@ -217,7 +218,8 @@ class Exchange:
             server.set_attribute(
                 sc.OVERHEAD_EVENT_S, self.overhead_event_sum / self.overhead_events
             )
-        if self.status >= 500 or self.upstream_error_kind in ("connect", "timeout", "protocol"):
+        transport_failed = self.upstream_error_kind in ("connect", "timeout", "protocol")
+        if self.status >= 500 or transport_failed or self.outcome == PROXY_ERROR:
             server.set_attribute(sc.ERROR_TYPE, self.error_type or str(self.status))
             server.set_status(Status(StatusCode.ERROR))
         if client is not None:

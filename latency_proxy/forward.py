@@ -150,10 +150,11 @@ class Forwarder:
         )
         try:
             await self._handle(exchange, scope, receive, send, measured)
+        except asyncio.CancelledError:  # the drain timeout ran out: the server cut the stream
+            exchange.fail(ex.PROXY_ERROR, "shutdown")
+            raise
         except Exception as exc:  # last resort: the request still gets its span and log line
-            exchange.fail(
-                ex.UPSTREAM_ERROR if exchange.status == 0 else exchange.outcome, type(exc).__name__
-            )
+            exchange.fail(ex.PROXY_ERROR, type(exc).__name__)
             log.error("unhandled error", exc_info=exc)
             if exchange.status == 0:
                 exchange.status = 500

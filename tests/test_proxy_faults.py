@@ -177,3 +177,34 @@ def test_sigterm_drains_in_flight_streams_then_exits_zero(start_proxy, upstream)
     worker.join(15)
     assert result["raw"].count(b'"content":"tok ') == 20 and b"[DONE]" in result["raw"]
     assert proxy.process.wait(15) == 0
+
+
+def test_stream_longer_than_the_drain_is_cut_and_still_recorded(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", upstream.url, "--drain-timeout", "500ms")
+    rid = "cut-" + uuid.uuid4().hex
+    result: dict = {}
+
+    def stream() -> None:
+        with httpx.stream(
+            "POST",
+            proxy.url + "/v1/chat/completions",
+            json=BODY,
+            timeout=20,
+            headers={"x-request-id": rid, "x-script": json.dumps({"tokens": 100, "itl": 0.05})},
+        ) as r:
+            try:
+                result["raw"] = b"".join(r.iter_raw())
+            except httpx.HTTPError as exc:
+                result["error"] = exc
+
+    worker = threading.Thread(target=stream)
+    worker.start()
+    time.sleep(0.3)
+    t = time.perf_counter()
+    proxy.process.send_signal(signal.SIGTERM)
+    assert proxy.process.wait(15) == 0
+    assert time.perf_counter() - t < 5
+    worker.join(10)
+    (line,) = proxy.request_logs(rid)
+    assert (line["outcome"], line["error_type"]) == ("proxy_error", "shutdown")
+    assert 0 < line["chunks"] < 100
