@@ -24,12 +24,13 @@ from latency_proxy import semconv as sc
 from latency_proxy.config import Route
 from latency_proxy.identity import request_id_from
 from latency_proxy.logs import request_id_var, trace_ids_var
-from latency_proxy.meter import EventKind, StreamMeter
+from latency_proxy.meter import StreamMeter
 from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.recorder import Recorder
 from latency_proxy.sse import SSEParser
 from latency_proxy.state import ProxyState
 from latency_proxy.upstream import request_headers, response_headers
+from latency_proxy.usage_filter import InjectedUsageFilter
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -458,49 +459,39 @@ class Forwarder:
         exchange.meter = meter
         parser = SSEParser()
         on_event = meter.on_event
-        rewrite = call.injected_usage or call.injected_continuous_usage
+        usage_filter = None
+        if call.injected_usage or call.injected_continuous_usage:
+            usage_filter = InjectedUsageFilter(call.injected_usage, call.injected_continuous_usage)
         overhead = 0.0
         chunks = 0
         sent = 0
         try:
-            async for chunk in response.content.iter_any():
-                t = perf_counter()
-                events = parser.feed(chunk)
-                if rewrite:
-                    out = self._without_injected(events, t, on_event, call)
-                else:
-                    for event in events:
-                        on_event(t, event)
-                    out = chunk
-                if out:
-                    sent += len(out)
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
-                overhead += perf_counter() - t
-                chunks += 1
-            if rewrite and parser.pending:
-                tail = parser.remainder()
-                sent += len(tail)
-                await send({"type": "http.response.body", "body": tail, "more_body": True})
+            try:
+                async for chunk in response.content.iter_any():
+                    t = perf_counter()
+                    events = parser.feed(chunk)
+                    if usage_filter is not None:
+                        out = b"".join([usage_filter.feed(e, on_event(t, e)) for e in events])
+                    else:
+                        for event in events:
+                            on_event(t, event)
+                        out = chunk
+                    if out:
+                        sent += len(out)
+                        await send({"type": "http.response.body", "body": out, "more_body": True})
+                    overhead += perf_counter() - t
+                    chunks += 1
+            finally:
+                # what was held back goes out however the upstream ended (not to a client
+                # that is gone: then this task was cancelled and the send is skipped)
+                tail = usage_filter.flush() + parser.remainder() if usage_filter else b""
+                if tail and not _cancelling():
+                    sent += len(tail)
+                    await send({"type": "http.response.body", "body": tail, "more_body": True})
         finally:
             exchange.bytes_out = sent
             exchange.overhead_event_sum = overhead
             exchange.overhead_events = chunks
-
-    @staticmethod
-    def _without_injected(
-        events: list[Any], t: float, on_event: Callable[[float, Any], EventKind], call: ModelCall
-    ) -> bytes:
-        """Complete events only, minus what the client did not ask for."""
-        parts = []
-        for event in events:
-            kind = on_event(t, event)
-            if kind is EventKind.USAGE_ONLY and call.injected_usage:
-                continue
-            if call.injected_continuous_usage and kind is not EventKind.DONE and event.data:
-                parts.append(_strip_usage(event.raw, event.data))
-                continue
-            parts.append(event.raw)
-        return b"".join(parts)
 
     # -- /v1/models ------------------------------------------------------------------------
 
@@ -532,13 +523,6 @@ class Forwarder:
         await send_json(send, 200, body, exchange.request_id)
 
 
-def _strip_usage(raw: bytes, data: bytes) -> bytes:
-    """Re-serialise one event without its `usage` (only when the proxy asked for it)."""
-    try:
-        payload = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return raw
-    if not isinstance(payload, dict) or "usage" not in payload:
-        return raw
-    del payload["usage"]
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -16,6 +16,8 @@ from typing import Any
 import orjson
 import uvicorn
 
+FINGERPRINT = "scripted-fp-1"
+
 
 @dataclass
 class Script:
@@ -222,13 +224,16 @@ class Upstream:
             chunk = {**base, "choices": [choice]}
             if continuous:
                 chunk["usage"] = usage(produced)
+            if last and not include_usage:
+                chunk["system_fingerprint"] = FINGERPRINT  # vLLM: on the stream's last chunk
             await event(chunk)
             if script.die_after is not None and chunks >= script.die_after:
                 raise RuntimeError("scripted upstream death")
             if script.hang_after is not None and chunks >= script.hang_after:
                 await asyncio.sleep(3600)
         if include_usage:
-            await event({**base, "choices": [], "usage": usage(produced)})
+            last_chunk = {**base, "choices": [], "usage": usage(produced)}
+            await event({**last_chunk, "system_fingerprint": FINGERPRINT})
         if script.done:
             await send(
                 {"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True}

@@ -182,6 +182,7 @@ def test_chat_stream_shapes_and_request_id() -> None:
         response, payloads = asyncio.run(go())
     assert response.headers["x-request-id"] == "req-43"
     assert response.headers["content-type"].startswith("text/event-stream")
+    assert "cache-control" not in response.headers  # vLLM's streams send none
     role, *content, usage = payloads
     assert all(p["id"] == "chatcmpl-req-42" and p["model"] == "sim" for p in payloads)
     assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
@@ -189,6 +190,9 @@ def test_chat_stream_shapes_and_request_id() -> None:
     assert all(c["choices"][0]["delta"]["content"] for c in content)
     assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 3
     assert "usage" not in content[0]
+    # the fingerprint rides on the last message only, the same on every response
+    assert [p.get("system_fingerprint") for p in payloads[:-1]] == [None] * (len(payloads) - 1)
+    assert usage["system_fingerprint"].startswith("loadgen-sim-")
 
 
 def test_tokenize_counts_prompts_as_the_completions_endpoints_do() -> None:
@@ -221,7 +225,11 @@ def test_errors_look_like_vllm_errors() -> None:
             json={"model": "gpt-9", "messages": MESSAGES},
             headers={"X-Request-Id": "bad-1"},
         )
-        malformed = httpx.post(server.url + "/v1/completions", content=b"{not json")
+        malformed = httpx.post(
+            server.url + "/v1/completions",
+            content=b"{not json",
+            headers={"Content-Type": "application/json"},
+        )
         bad_n = httpx.post(server.url + "/v1/completions", json={"prompt": "a", "n": 3})
         models = httpx.get(server.url + "/v1/models").json()
         health = httpx.get(server.url + "/health")
@@ -234,10 +242,38 @@ def test_errors_look_like_vllm_errors() -> None:
             "code": 404,
         }
     }
-    assert malformed.status_code == 400 and malformed.json()["error"]["code"] == 400
+    assert malformed.status_code == 400
+    assert malformed.json()["error"] | {"message": ""} == {  # FastAPI's validation error
+        "message": "",
+        "type": "Bad Request",
+        "param": "body.1",
+        "code": 400,
+    }
     assert bad_n.status_code == 400 and bad_n.json()["error"]["param"] == "n"
     assert [m["id"] for m in models["data"]] == ["sim"]
     assert health.status_code == 200
+
+
+def test_cors_as_vllm_configures_it() -> None:
+    body = {"model": "sim", "messages": MESSAGES, "max_tokens": 2}
+    with serve(ttft=0.0, itl=0.0) as server:
+        plain = [
+            httpx.get(server.url + "/health"),
+            httpx.post(server.url + "/v1/chat/completions", json=body),
+            httpx.post(server.url + "/v1/chat/completions", json={**body, "model": "x"}),
+        ]
+        browser = httpx.post(
+            server.url + "/v1/chat/completions", json=body, headers={"Origin": "http://ui"}
+        )
+        preflight = httpx.options(
+            server.url + "/v1/chat/completions",
+            headers={"Origin": "http://ui", "Access-Control-Request-Method": "POST"},
+        )
+    assert [r.headers.get("vary") for r in plain] == ["Origin"] * 3  # on every response
+    assert browser.status_code == 200
+    assert browser.headers["access-control-allow-origin"] == "*"
+    assert preflight.status_code == 200
+    assert "POST" in preflight.headers["access-control-allow-methods"]
 
 
 def test_output_length_without_max_tokens_is_seeded_and_stops_with_stop() -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from loadgen.sim.protocol import ApiError, ChunkWriter, full_response, parse_generation
+from loadgen.sim.protocol import (
+    ApiError,
+    ChunkWriter,
+    full_response,
+    parse_generation,
+    system_fingerprint,
+)
 
 
 def parse(body: object, chat: bool = True):
@@ -13,6 +19,7 @@ def parse(body: object, chat: bool = True):
 
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "a b c"}]}
+FP = "loadgen-sim-0123abcd"
 
 
 def test_chat_request_fields() -> None:
@@ -61,13 +68,29 @@ def test_bad_parameters_are_400(body: dict, param: str) -> None:
     assert info.value.body()["error"]["code"] == 400
 
 
-def test_malformed_json_is_400() -> None:
-    for body in (b"{", b"[1]", b""):
-        with pytest.raises(ApiError) as info:
-            parse_generation(body, True)
-        assert info.value.status == 400
-    with pytest.raises(ApiError):
+@pytest.mark.parametrize(
+    "body,param",
+    [(b'{"model": ', "body.10"), (b"{not json", "body.1"), (b"[1]", "body"), (b"", "body")],
+)
+def test_a_body_that_is_no_json_object_is_vllms_validation_error(body: bytes, param: str) -> None:
+    # FastAPI rejects it before vLLM's handler sees it: type is the HTTP phrase, param the
+    # error's location (the offset where JSON decoding failed)
+    with pytest.raises(ApiError) as info:
+        parse_generation(body, True)
+    error = info.value.body()["error"]
+    assert (info.value.status, error["type"], error["param"], error["code"]) == (
+        400,
+        "Bad Request",
+        param,
+        400,
+    )
+    assert error["message"].startswith("1 validation error:")
+
+
+def test_a_bad_prompt_is_400() -> None:
+    with pytest.raises(ApiError) as info:
         parse({"prompt": {"a": 1}}, chat=False)
+    assert info.value.param == "prompt"
 
 
 def test_chat_chunks() -> None:
@@ -78,11 +101,27 @@ def test_chat_chunks() -> None:
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         }
     )
-    writer = ChunkWriter(req, "chatcmpl-1", "m")
+    writer = ChunkWriter(req, "chatcmpl-1", "m", FP)
     role = orjson.loads(writer.role()[6:])
     assert role["object"] == "chat.completion.chunk" and role["id"] == "chatcmpl-1"
     assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
-    assert role["usage"] == {"prompt_tokens": 5, "total_tokens": 5, "completion_tokens": 0}
+    assert "token_ids" not in role["choices"][0]
+    assert role["prompt_token_ids"] is None and role["prompt_text"] is None  # vLLM sets both
+    assert role["usage"] == {
+        "prompt_tokens": 5,
+        "total_tokens": 5,
+        "completion_tokens": 0,
+        "completion_tokens_details": None,
+    }
+    middle = orjson.loads(writer.content(" w", 2)[6:])
+    assert middle["choices"][0] == {
+        "index": 0,
+        "delta": {"content": " w"},
+        "logprobs": None,
+        "finish_reason": None,
+        "token_ids": None,
+    }
+    assert "prompt_token_ids" not in middle and "system_fingerprint" not in middle
     last = orjson.loads(writer.content(" x", 3, "stop", None)[6:])
     assert last["choices"][0] == {
         "index": 0,
@@ -90,15 +129,26 @@ def test_chat_chunks() -> None:
         "logprobs": None,
         "finish_reason": "stop",
         "stop_reason": None,
+        "token_ids": None,
     }
     assert last["usage"]["completion_tokens"] == 3
+    assert "system_fingerprint" not in last  # the usage chunk is the last message
     tail = writer.tail(3).split(b"\n\n")
-    assert orjson.loads(tail[0][6:])["choices"] == [] and tail[1] == b"data: [DONE]"
+    assert orjson.loads(tail[0][6:]) == {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": role["created"],
+        "model": "m",
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "total_tokens": 8, "completion_tokens": 3},
+        "system_fingerprint": FP,
+    }
+    assert tail[1] == b"data: [DONE]"
 
 
 def test_completion_chunks_without_usage() -> None:
     req = parse({"prompt": "a", "stream": True}, chat=False)
-    writer = ChunkWriter(req, "cmpl-1", "m")
+    writer = ChunkWriter(req, "cmpl-1", "m", FP)
     chunk = orjson.loads(writer.content("a", 1)[6:])
     assert chunk["object"] == "text_completion" and "usage" not in chunk
     assert chunk["choices"][0] == {
@@ -107,14 +157,52 @@ def test_completion_chunks_without_usage() -> None:
         "logprobs": None,
         "finish_reason": None,
         "stop_reason": None,
+        "prompt_token_ids": None,
+        "token_ids": None,
     }
-    assert writer.tail(1) == b"data: [DONE]\n\n"
+    assert "system_fingerprint" not in chunk
+    last = orjson.loads(writer.content(" b", 2, "length")[6:])
+    assert last["system_fingerprint"] == FP  # no usage chunk: the finishing chunk is last
+    assert writer.tail(2) == b"data: [DONE]\n\n"
+
+
+def test_completion_running_usage_has_only_the_counts() -> None:
+    options = {"include_usage": True, "continuous_usage_stats": True}
+    req = parse({"prompt": "a", "stream": True, "stream_options": options}, chat=False)
+    chunk = orjson.loads(ChunkWriter(req, "cmpl-1", "m", FP).content("b", 1, "length")[6:])
+    assert chunk["usage"] == {"prompt_tokens": 1, "total_tokens": 2, "completion_tokens": 1}
+    assert "system_fingerprint" not in chunk
 
 
 def test_full_responses() -> None:
-    chat = full_response(parse(CHAT), "chatcmpl-1", "m", "hi there", 2, "length", None)
-    assert chat["object"] == "chat.completion"
-    assert chat["choices"][0]["message"]["content"] == "hi there"
-    assert chat["usage"] == {"prompt_tokens": 5, "total_tokens": 7, "completion_tokens": 2}
-    text = full_response(parse({"prompt": "a"}, chat=False), "cmpl-1", "m", "b", 1, "stop", "x")
+    chat = full_response(parse(CHAT), "chatcmpl-1", "m", FP, "hi there", 2, "length", None)
+    assert chat["object"] == "chat.completion" and chat["system_fingerprint"] == FP
+    assert chat["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "hi there",
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "reasoning": None,
+    }
+    assert chat["usage"] == {
+        "prompt_tokens": 5,
+        "total_tokens": 7,
+        "completion_tokens": 2,
+        "prompt_tokens_details": None,
+        "completion_tokens_details": None,
+    }
+    nulls = {"service_tier", "prompt_token_ids", "prompt_text", "kv_transfer_params", "metrics"}
+    assert all(chat[key] is None for key in nulls)
+    text = full_response(parse({"prompt": "a"}, chat=False), "cmpl-1", "m", FP, "b", 1, "stop", "x")
     assert text["choices"][0]["text"] == "b" and text["choices"][0]["stop_reason"] == "x"
+    assert text["choices"][0]["prompt_token_ids"] is None
+    assert "prompt_logprobs" not in text and "prompt_text" not in text  # they are per choice
+
+
+def test_system_fingerprint_names_the_configuration() -> None:
+    fingerprint = system_fingerprint("sim: fixed timing")
+    assert fingerprint == system_fingerprint("sim: fixed timing")
+    assert fingerprint != system_fingerprint("llama-70b: a preset")
+    assert fingerprint.startswith("loadgen-sim-") and len(fingerprint) == len("loadgen-sim-") + 8

@@ -24,6 +24,8 @@ from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -86,6 +88,7 @@ class Simulator:
         provider = provider_from_env()
         self.tracer = RequestTracer(provider) if provider else None
         self.created = int(time.time())
+        self.fingerprint = protocol.system_fingerprint(f"{self.model_name}: {self.description}")
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -166,7 +169,7 @@ class Simulator:
 
     async def _events(self, job: _Job) -> AsyncIterator[bytes]:
         plan = job.plan
-        writer = ChunkWriter(job.req, job.response_id, self.model_name)
+        writer = ChunkWriter(job.req, job.response_id, self.model_name, self.fingerprint)
         if job.req.chat:
             yield writer.role()
         sent = 0
@@ -192,6 +195,7 @@ class Simulator:
             job.req,
             job.response_id,
             self.model_name,
+            self.fingerprint,
             text,
             plan.tokens,
             plan.finish_reason,
@@ -293,6 +297,9 @@ def create_app(
         Route("/v1/chat/completions", sim.chat, methods=["POST"]),
         Route("/v1/completions", sim.completions, methods=["POST"]),
     ]
-    app = Starlette(routes=routes, lifespan=sim.lifespan)
+    # vLLM's CORS middleware with its defaults (any origin, method, header): its
+    # `vary: Origin` is on every response
+    cors = Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"])
+    app = Starlette(routes=routes, middleware=[cors], lifespan=sim.lifespan)
     app.state.sim = sim
     return app

@@ -48,11 +48,8 @@ class EventStream:
 
     def __init__(self, events: AsyncIterator[bytes], headers: Headers) -> None:
         self._events = events
-        self._headers = [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-cache"),
-            *headers,
-        ]
+        # vLLM's StreamingResponse: no cache-control
+        self._headers = [(b"content-type", b"text/event-stream; charset=utf-8"), *headers]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
