@@ -63,12 +63,6 @@ def events(response: httpx.Response) -> list[Any]:
     ]
 
 
-FINGERPRINT_MOVES = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="proxy: its injected include_usage makes vLLM put system_fingerprint on the usage "
-    "chunk instead of the finish chunk; stripping that chunk loses it (latency_proxy/)",
-)
 CASES = [
     pytest.param(endpoint, stream, options, id=f"{endpoint}-{label}")
     for endpoint in ("chat", "completions")
@@ -104,15 +98,7 @@ def through_both(
     return request_id, direct, proxied, generated
 
 
-@pytest.mark.parametrize(
-    "endpoint,stream,options",
-    [
-        pytest.param(*case.values, id=case.id, marks=FINGERPRINT_MOVES)
-        if case.values[1:] == (True, None)
-        else case
-        for case in CASES
-    ],
-)
+@pytest.mark.parametrize("endpoint,stream,options", CASES)
 def test_client_sees_exactly_vllms_events(
     vllm: VLLMServer,
     vllm_proxy: ProxyProcess,

@@ -24,11 +24,6 @@ pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(600)]
 
 # X-Accel-Buffering: no is the proxy's own, on purpose (an nginx in front must not buffer SSE)
 PROXY_HEADERS = {"x-accel-buffering"}
-PROXY_MISMATCHES = {
-    name: "proxy: its injected include_usage makes vLLM put system_fingerprint on the usage "
-    "chunk instead of the finish chunk; stripping that chunk loses it (latency_proxy/)"
-    for name in ("chat_stream", "completions_stream")
-}
 
 
 @pytest.fixture(scope="module")
@@ -63,18 +58,7 @@ def test_sim_speaks_live_vllms_wire_format(
     assert differences({scenario: live[scenario]}, {scenario: sim[scenario]}) == []
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason),
-        )
-        if (reason := PROXY_MISMATCHES.get(name))
-        else name
-        for name in scenarios(MODEL)
-    ],
-)
+@pytest.mark.parametrize("scenario", scenarios(MODEL))
 def test_proxy_keeps_vllms_wire_format(
     live: dict[str, Any], proxied: dict[str, Any], scenario: str
 ) -> None:
