@@ -26,6 +26,27 @@ def post(url: str, script: dict | None = None, body: object = BODY, **kw) -> htt
     )
 
 
+def stream_in_background(
+    url: str, script: dict, request_id: str = ""
+) -> tuple[threading.Thread, dict]:
+    """A streaming request on its own thread (not started); its bytes or error land in the dict."""
+    result: dict = {}
+    headers = {"x-script": json.dumps(script)}
+    if request_id:
+        headers["x-request-id"] = request_id
+
+    def stream() -> None:
+        try:
+            with httpx.stream(
+                "POST", url + "/v1/chat/completions", json=BODY, timeout=20, headers=headers
+            ) as r:
+                result["raw"] = b"".join(r.iter_raw())
+        except httpx.HTTPError as exc:
+            result["error"] = exc
+
+    return threading.Thread(target=stream), result
+
+
 def test_upstream_refusing_connections_gives_fast_502(start_proxy) -> None:
     proxy = start_proxy("--upstream", f"http://127.0.0.1:{free_port()}")
     t = time.perf_counter()
@@ -151,19 +172,7 @@ def test_oversized_body_gets_413(start_proxy, upstream) -> None:
 
 def test_sigterm_drains_in_flight_streams_then_exits_zero(start_proxy, upstream) -> None:
     proxy = start_proxy("--upstream", upstream.url, "--drain-timeout", "10s")
-    result: dict = {}
-
-    def stream() -> None:
-        with httpx.stream(
-            "POST",
-            proxy.url + "/v1/chat/completions",
-            json=BODY,
-            timeout=20,
-            headers={"x-script": json.dumps({"tokens": 20, "itl": 0.05})},
-        ) as r:
-            result["raw"] = b"".join(r.iter_raw())
-
-    worker = threading.Thread(target=stream)
+    worker, result = stream_in_background(proxy.url, {"tokens": 20, "itl": 0.05})
     with httpx.Client(timeout=5) as admin:
         assert admin.get(proxy.admin + "/readyz").status_code == 200
         worker.start()
@@ -182,22 +191,7 @@ def test_sigterm_drains_in_flight_streams_then_exits_zero(start_proxy, upstream)
 def test_stream_longer_than_the_drain_is_cut_and_still_recorded(start_proxy, upstream) -> None:
     proxy = start_proxy("--upstream", upstream.url, "--drain-timeout", "500ms")
     rid = "cut-" + uuid.uuid4().hex
-    result: dict = {}
-
-    def stream() -> None:
-        with httpx.stream(
-            "POST",
-            proxy.url + "/v1/chat/completions",
-            json=BODY,
-            timeout=20,
-            headers={"x-request-id": rid, "x-script": json.dumps({"tokens": 100, "itl": 0.05})},
-        ) as r:
-            try:
-                result["raw"] = b"".join(r.iter_raw())
-            except httpx.HTTPError as exc:
-                result["error"] = exc
-
-    worker = threading.Thread(target=stream)
+    worker, _ = stream_in_background(proxy.url, {"tokens": 100, "itl": 0.05}, rid)
     worker.start()
     time.sleep(0.3)
     t = time.perf_counter()
