@@ -27,9 +27,10 @@ from loadgen.progress import Progress
 from loadgen.rundir import RunData
 from loadgen.runner import Load, Runner
 from loadgen.schedule import ARRIVALS, plan, shard_count
+from loadgen.sizing import calibrate
 from loadgen.summary import Settings, parse_slos, summarize
 from loadgen.targets import Target, load_file, resolve
-from loadgen.workload import CALIBRATION_WORDS, Lengths, Workload, calibration_text, load_dataset
+from loadgen.workload import Lengths, Sizing, Workload, load_dataset, user_messages
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_DURATION = "15s"
@@ -121,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--tokenizer",
         metavar="tokenizer.json",
-        help="size synthetic prompts with this local tokenizer instead of /tokenize",
+        help="size synthetic prompts with this local tokenizer instead of /tokenize "
+        "(it has no chat template: chat prompts then come out longer by the template)",
     )
     load = p.add_argument_group("load")
     load.add_argument(
@@ -248,17 +250,33 @@ async def _models(args: argparse.Namespace, targets: dict[str, Target]) -> dict[
     return models
 
 
-async def _tokens_per_word(args: argparse.Namespace, target: Target, model: str) -> float:
-    """How many tokens a synthetic word costs: local tokenizer, else /tokenize, else 1."""
-    text = calibration_text()
+async def _prompt_sizing(args: argparse.Namespace, target: Target, model: str) -> Sizing:
+    """Calibrate synthetic prompts: local tokenizer, else the target's /tokenize, else none.
+
+    /tokenize counts in the request's own shape, chat template included; a local tokenizer
+    file has no chat template, so with it chat prompts are sized without the template's cost.
+    """
+    mean = args.input_tokens.mean
     if args.tokenizer:
         from tokenizers import Tokenizer  # optional: only for --tokenizer
 
-        count = len(Tokenizer.from_file(args.tokenizer).encode(text).ids)
+        encoder = Tokenizer.from_file(args.tokenizer)
+
+        async def encode(text: str) -> int:
+            return len(encoder.encode(text).ids)
+
+        sizing = await calibrate(encode, mean, "tokenizer")
     else:
         async with client.session() as http:
-            count = await client.count_tokens(http, target, model, text)
-    return (count or CALIBRATION_WORDS) / CALIBRATION_WORDS
+
+            async def tokenize(text: str) -> int | None:
+                if args.endpoint == "chat":
+                    messages = user_messages(text)
+                    return await client.count_tokens(http, target, model, messages=messages)
+                return await client.count_tokens(http, target, model, prompt=text)
+
+            sizing = await calibrate(tokenize, mean, "tokenize")
+    return sizing or Sizing()
 
 
 async def execute(
@@ -275,9 +293,9 @@ async def execute(
         output_tokens=args.output_tokens,
         rng=rng,
         dataset=load_dataset(args.dataset) if args.dataset else None,
-        tokens_per_word=1.0
+        sizing=Sizing()
         if args.dataset
-        else await _tokens_per_word(args, targets[first], models[first]),
+        else await _prompt_sizing(args, targets[first], models[first]),
         temperature=args.temperature,
         ignore_eos=args.ignore_eos,
     )
@@ -326,7 +344,7 @@ def _meta(
         "sweep": "concurrency" if args.concurrency else "rate",
         "levels": args.concurrency or args.rate,
         "shard": list(args.shard or (0, 1)),
-        "tokens_per_word": w.tokens_per_word,
+        "prompt_sizing": None if w.dataset else w.sizing.meta(),
     }
 
 

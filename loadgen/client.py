@@ -151,15 +151,27 @@ async def send(
 
 
 async def count_tokens(
-    http: aiohttp.ClientSession, target: Target, model: str, text: str
+    http: aiohttp.ClientSession,
+    target: Target,
+    model: str,
+    *,
+    prompt: str | None = None,
+    messages: list[dict[str, Any]] | None = None,
 ) -> int | None:
-    """The server's token count for text via vLLM's /tokenize, or None when it has none."""
+    """The server's token count via vLLM's /tokenize, or None when it has none.
+
+    A prompt counts as a completion's would (with BOS); messages as a chat request's would
+    (chat template applied, with the assistant's generation prompt).
+    """
+    body: dict[str, Any] = {"model": model}
+    if messages is not None:
+        body |= {"messages": messages, "add_generation_prompt": True}
+    else:
+        body["prompt"] = prompt
     try:
         async with asyncio.timeout(10):
             async with http.post(
-                target.endpoint("/tokenize"),
-                json={"model": model, "prompt": text},
-                headers=target.headers,
+                target.endpoint("/tokenize"), json=body, headers=target.headers
             ) as resp:
                 if resp.status != 200:
                     return None

@@ -1,9 +1,11 @@
 """What each request asks for: prompts and lengths, synthetic or from a dataset.
 
-Synthetic prompts are runs of common words behind a random nonce (so a server's prefix cache
-cannot turn one prompt into a cheap repeat of another), sized to the requested input length
-with a tokens-per-word ratio: measured by the server's /tokenize when it has one, 1.0
-otherwise. The server's own usage counts are what results report either way.
+Synthetic prompts are additive in tokens: a fixed lead word, then words drawn at random from
+those that are exactly one token each in the target's tokenizer, so a prompt of n words costs
+`overhead + n` tokens, where the overhead (chat template, BOS, the lead word) is the same for
+every request. Random words make every prompt unique from its first few words on, so a
+server's prefix cache cannot turn one prompt into a cheap repeat of another. sizing.py finds
+the words and the overhead; the server's own usage counts are what results report either way.
 """
 
 from __future__ import annotations
@@ -15,16 +17,50 @@ from typing import Any
 
 import numpy as np
 
+# Candidates for one-token words: common English, so most tokenizers have each as one token.
 # fmt: off
-_WORDS = (
+WORDS = (
     "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as",
     "by", "at", "from", "his", "her", "this", "which", "are", "be", "or", "an", "it",
     "not", "have", "had", "were", "has", "their", "they", "one", "all", "been", "more", "would",
     "when", "there", "other", "some", "time", "into", "only", "its", "new", "two", "first", "after",
     "also", "many", "most", "over", "such", "made", "years", "may", "where", "used",
+    "about", "back", "because", "before", "between", "both", "can", "could", "day", "down",
+    "each", "even", "get", "good", "great", "here", "how", "just", "know", "last", "life",
+    "like", "long", "make", "much", "must", "never", "now", "number", "old", "our", "out",
+    "own", "part", "people", "per", "place", "point", "right", "said", "same", "second", "see",
+    "should", "since", "small", "still", "than", "then", "these", "three", "through", "under",
+    "very", "way", "well", "what", "while", "who", "will", "work", "world", "year", "you",
 )
 # fmt: on
-CALIBRATION_WORDS = 1000
+LEAD = WORDS[0]  # every prompt starts with it: its cost, whatever it is, is part of the overhead
+
+
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    """How synthetic prompts are sized: `overhead + n` tokens for n words after the lead.
+
+    source says what measured it: the server's /tokenize, a local tokenizer file, or nothing
+    (`none`: one token per word assumed, no overhead beyond the lead word).
+    """
+
+    words: tuple[str, ...] = WORDS
+    overhead: int = 1
+    source: str = "none"
+
+    def meta(self) -> dict[str, Any]:
+        return {"source": self.source, "overhead": self.overhead, "words": len(self.words)}
+
+
+def synthetic_text(tokens: int, sizing: Sizing, rng: np.random.Generator) -> str:
+    """The lead word and enough random one-token words to make `tokens` tokens in all."""
+    picks = rng.integers(0, len(sizing.words), size=max(0, tokens - sizing.overhead))
+    return LEAD + "".join(" " + sizing.words[i] for i in picks)
+
+
+def user_messages(text: str) -> list[dict[str, Any]]:
+    """A chat request's messages for a plain-text prompt (and what calibration counts)."""
+    return [{"role": "user", "content": text}]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,18 +100,6 @@ class Prompt:
     max_tokens: int | None = None
 
 
-def synthetic_text(tokens: int, tokens_per_word: float, rng: np.random.Generator) -> str:
-    words = max(1, round(tokens / tokens_per_word) - 2)  # the nonce takes about two tokens
-    picks = rng.integers(0, len(_WORDS), size=words)
-    nonce = format(int(rng.integers(0, 2**40)), "x")
-    return nonce + " " + " ".join(_WORDS[i] for i in picks)
-
-
-def calibration_text() -> str:
-    """A fixed text whose token count, divided by CALIBRATION_WORDS, gives tokens per word."""
-    return " ".join(_WORDS[i % len(_WORDS)] for i in range(CALIBRATION_WORDS))
-
-
 def load_dataset(path: str | Path) -> list[Prompt]:
     """JSONL of {"prompt"} or {"messages"} (optional "max_tokens"), or ShareGPT JSON."""
     path = Path(path)
@@ -113,7 +137,7 @@ class Workload:
     output_tokens: Lengths
     rng: np.random.Generator
     dataset: list[Prompt] | None = None
-    tokens_per_word: float = 1.0
+    sizing: Sizing = Sizing()
     temperature: float = 0.0
     ignore_eos: bool = True
 
@@ -124,8 +148,7 @@ class Workload:
     def _prompt(self) -> Prompt:
         if self.dataset:
             return self.dataset[int(self.rng.integers(0, len(self.dataset)))]
-        text = synthetic_text(self.input_tokens.draw(self.rng), self.tokens_per_word, self.rng)
-        return Prompt(text=text)
+        return Prompt(text=synthetic_text(self.input_tokens.draw(self.rng), self.sizing, self.rng))
 
     def body(self, model: str) -> dict[str, Any]:
         prompt = self._prompt()
@@ -139,7 +162,7 @@ class Workload:
         if self.ignore_eos:
             body["ignore_eos"] = True
         if self.endpoint == "chat":
-            body["messages"] = prompt.messages or [{"role": "user", "content": prompt.text}]
+            body["messages"] = prompt.messages or user_messages(prompt.text)
         else:
             body["prompt"] = prompt.text if prompt.text is not None else _flatten(prompt.messages)
         return body

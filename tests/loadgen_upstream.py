@@ -10,8 +10,11 @@ POST /control with JSON changes the script for later requests:
   {"ttft": s, "itl": s}                       timing
   {"stall_at": n, "stall_s": s}               the n-th request (from 1) freezes the whole server
   {"fail_every": k, "fail_status": 500}       every k-th request fails with that status
+  {"count_prompts": true}                     usage counts the prompt as /tokenize does
+                                              (otherwise prompt_tokens is always 7)
 GET /arrivals lists requests as they arrived ({"at": epoch seconds, "id": X-Request-ID});
-POST /tokenize counts two tokens per word; /health answers 200.
+POST /tokenize counts like a small tokenizer with a chat template (see `prompt_tokens`);
+/health answers 200.
 """
 
 from __future__ import annotations
@@ -28,6 +31,19 @@ from collections.abc import Iterator
 
 import uvloop
 from aiohttp import web
+
+
+def prompt_tokens(body: dict) -> int:
+    """A word of up to four letters is one token, a longer one two; a prompt has a BOS token;
+    a chat message costs three more for its role header, the generation prompt two."""
+
+    def text(value: str) -> int:
+        return sum(1 if len(word) <= 4 else 2 for word in value.split())
+
+    if "messages" in body:
+        content = sum(3 + text(m["content"]) for m in body["messages"])
+        return content + (2 if body.get("add_generation_prompt", True) else 0)
+    return 1 + text(body["prompt"])
 
 
 def chunk(payload: dict) -> bytes:
@@ -51,7 +67,7 @@ class Upstream:
 
     async def tokenize(self, request: web.Request) -> web.Response:
         body = await request.json()
-        return web.json_response({"count": 2 * len(body.get("prompt", "").split())})
+        return web.json_response({"count": prompt_tokens(body)})
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "scripted"}]})
@@ -100,7 +116,12 @@ class Upstream:
                 choice["finish_reason"] = "length"
             await response.write(chunk({**base, "choices": [choice]}))
         if (body.get("stream_options") or {}).get("include_usage"):
-            usage = {"prompt_tokens": 7, "completion_tokens": tokens, "total_tokens": tokens + 7}
+            prompt = prompt_tokens(body) if script.get("count_prompts") else 7
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": tokens,
+                "total_tokens": tokens + prompt,
+            }
             await response.write(chunk({**base, "choices": [], "usage": usage}))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()

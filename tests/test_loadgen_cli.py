@@ -1,5 +1,5 @@
 """`python -m loadgen` end to end against the scripted upstream: run directories, workers,
-shards and merge, compare, prompt calibration."""
+shards and merge, compare; prompt calibration against the scripted upstream and loadgen.sim."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from loadgen_upstream import running
+from loadgen_upstream import control, running
 
-from loadgen import rundir
+from loadgen import embedded, rundir
 from loadgen.cli import _shard, main
+from loadgen.workload import WORDS
 
 REPO = Path(__file__).parent.parent
 QUICK = ["--output-tokens", "3", "--input-tokens", "32", "--warmup", "0.2s", "--no-progress"]
@@ -195,51 +196,88 @@ def test_compare_two_runs(upstream: str, tmp_path: Path, capsys) -> None:
     assert "- TTFT ≤ 1 ms at P99: too few samples to tell" in text
 
 
-def test_prompt_calibration(upstream: str, tmp_path: Path) -> None:
-    """Synthetic prompts are sized by the server's /tokenize, or by a local tokenizer file."""
-    assert (
-        main(
-            [
-                "--target",
-                upstream,
-                "--requests",
-                "2",
-                "--concurrency",
-                "1",
-                "--out",
-                str(tmp_path / "srv"),
-                *QUICK,
-            ]
-        )
-        == 0
-    )
-    assert rundir.read(tmp_path / "srv").meta["tokens_per_word"] == 2.0  # the scripted /tokenize
-    tokenizers = pytest.importorskip("tokenizers")
-    from loadgen.workload import calibration_text
+def calibrated_run(target: str, out: Path, *flags: str, tokens: int = 37) -> rundir.RunData:
+    """A short run with fixed prompt lengths; its run directory."""
+    argv = ["--target", target, "--requests", "4", "--concurrency", "2", "--out", str(out)]
+    assert main([*argv, *QUICK, "--input-tokens", str(tokens), *flags]) == 0
+    return rundir.read(out)
 
-    vocab = {w: i for i, w in enumerate(["[UNK]", *sorted(set(calibration_text().split()))])}
-    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+
+def prompt_lengths(data: rundir.RunData) -> set[int]:
+    return {r.input_tokens for r in data.records if not r.excluded}
+
+
+@pytest.mark.parametrize(("endpoint", "overhead"), [("chat", 6), ("completions", 2)])
+def test_prompts_hit_the_length_the_upstream_counts(
+    upstream: str, tmp_path: Path, endpoint: str, overhead: int
+) -> None:
+    """The scripted upstream counts words of 5+ letters as two tokens and has a chat template;
+    every prompt still comes out at exactly --input-tokens, as its usage reports."""
+    control(upstream, count_prompts=True)
+    data = calibrated_run(upstream, tmp_path / "run", "--endpoint", endpoint)
+    assert prompt_lengths(data) == {37}
+    short_words = sum(len(w) <= 4 for w in WORDS)
+    assert data.meta["prompt_sizing"] == {
+        "source": "tokenize",
+        "overhead": overhead,
+        "words": short_words,
+    }
+
+
+def test_prompts_sized_by_a_local_tokenizer(upstream: str, tmp_path: Path) -> None:
+    """A BPE tokenizer.json with the upstream's rule: words of up to four letters are one
+    token, longer ones several; a BOS token. Completions come out exact without /tokenize's
+    help; chat is sized without the template (a tokenizer file has none)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    letters = sorted(set("".join(WORDS)))
+    vocab = {token: i for i, token in enumerate(["<s>", "<unk>", *letters])}
+    merges = []
+    for word in (w for w in WORDS if len(w) <= 4):
+        for i in range(1, len(word)):
+            if word[: i + 1] not in vocab:
+                vocab[word[: i + 1]] = len(vocab)
+                merges.append((word[:i], word[i]))
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab, merges, unk_token="<unk>"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    tok.save(str(tmp_path / "tokenizer.json"))
-    assert (
-        main(
-            [
-                "--target",
-                upstream,
-                "--requests",
-                "2",
-                "--concurrency",
-                "1",
-                "--tokenizer",
-                str(tmp_path / "tokenizer.json"),
-                "--out",
-                str(tmp_path / "tok"),
-                *QUICK,
-            ]
-        )
-        == 0
+    tok.post_processor = tokenizers.processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", 0)]
     )
-    assert rundir.read(tmp_path / "tok").meta["tokens_per_word"] == 1.0
+    tok.save(str(tmp_path / "tokenizer.json"))
+    control(upstream, count_prompts=True)
+    local = ("--tokenizer", str(tmp_path / "tokenizer.json"))
+    data = calibrated_run(upstream, tmp_path / "completions", *local, "--endpoint", "completions")
+    assert prompt_lengths(data) == {37}
+    assert data.meta["prompt_sizing"]["source"] == "tokenizer"
+    chat = calibrated_run(upstream, tmp_path / "chat", *local, "--endpoint", "chat")
+    assert prompt_lengths(chat) == {37 - 1 + 3 + 2}  # no BOS in chat; role and generation
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """loadgen.sim in fixed timing: its /tokenize counts whitespace runs plus a chat template."""
+    port = embedded.free_port()
+    command = [sys.executable, "-m", "loadgen.sim", "--ttft", "5ms", "--itl", "1ms"]
+    log = tmp_path_factory.mktemp("sim") / "sim.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*command, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        embedded.wait_ready(url + "/health", process)
+        yield url
+    finally:
+        embedded.stop(process)
+
+
+@pytest.mark.parametrize(("endpoint", "overhead"), [("chat", 3), ("completions", 1)])
+def test_prompts_hit_the_length_the_simulator_counts(
+    sim: str, tmp_path: Path, endpoint: str, overhead: int
+) -> None:
+    data = calibrated_run(sim, tmp_path / "run", "--endpoint", endpoint, tokens=100)
+    assert prompt_lengths(data) == {100}
+    sizing = data.meta["prompt_sizing"]
+    assert sizing == {"source": "tokenize", "overhead": overhead, "words": len(WORDS)}
 
 
 def test_bad_input_is_a_clean_error(tmp_path: Path, capsys) -> None:

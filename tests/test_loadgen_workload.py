@@ -1,15 +1,28 @@
-"""Prompts, lengths, datasets, request bodies, and target resolution."""
+"""Prompts, their calibration, lengths, datasets, request bodies, and target resolution."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from loadgen_upstream import prompt_tokens
 
+from loadgen.sizing import Count, calibrate
 from loadgen.targets import Target, load_file, resolve
-from loadgen.workload import Lengths, Workload, load_dataset, synthetic_text
+from loadgen.workload import (
+    LEAD,
+    WORDS,
+    Lengths,
+    Sizing,
+    Workload,
+    load_dataset,
+    synthetic_text,
+    user_messages,
+)
 
 EXAMPLE_TARGETS = Path(__file__).parent.parent / "examples" / "targets.toml"
 
@@ -26,14 +39,66 @@ def test_lengths() -> None:
             Lengths.parse(bad)
 
 
-@pytest.mark.parametrize("ratio", [1.0, 1.3])
-def test_synthetic_prompt_hits_the_length(ratio: float) -> None:
+def test_synthetic_prompt_is_the_lead_and_one_token_words() -> None:
     rng = np.random.default_rng(1)
-    text = synthetic_text(512, ratio, rng)
-    words = text.split()
-    # nonce ≈ 2 tokens, every other word `ratio` tokens
-    assert 2 + (len(words) - 1) * ratio == pytest.approx(512, abs=2)
-    assert synthetic_text(512, ratio, rng).split()[0] != words[0]  # no shared prefix
+    sizing = Sizing(words=("a", "b", "c"), overhead=5, source="tokenize")
+    text = synthetic_text(512, sizing, rng)
+    lead, *words = text.split(" ")
+    assert lead == LEAD and len(words) == 512 - 5 and set(words) == {"a", "b", "c"}
+    assert synthetic_text(3, sizing, rng) == LEAD  # shorter than the overhead: the lead alone
+    starts = {" ".join(synthetic_text(64, sizing, rng).split()[:9]) for _ in range(50)}
+    assert len(starts) == 50  # no shared prefix beyond the lead word
+    uncalibrated = synthetic_text(100, Sizing(), rng).split()
+    assert len(uncalibrated) == 100 and set(uncalibrated) <= set(WORDS)  # one token per word
+
+
+def counter(tokens: Callable[[str], int | None]) -> Count:
+    async def count(text: str) -> int | None:
+        return tokens(text)
+
+    return count
+
+
+@pytest.mark.parametrize(
+    ("shape", "overhead"),
+    [
+        (lambda text: {"prompt": text}, 1 + 1),  # BOS, the lead
+        (lambda text: {"messages": user_messages(text)}, 3 + 2 + 1),  # role, generation, lead
+    ],
+    ids=["completions", "chat"],
+)
+def test_calibration_makes_every_length_exact(shape: Callable, overhead: int) -> None:
+    """The scripted upstream's tokenizer: long words cost two tokens, chat has a template."""
+
+    def tokens(text: str) -> int:
+        return prompt_tokens(shape(text))
+
+    sizing = asyncio.run(calibrate(counter(tokens), 300, "tokenize"))
+    assert sizing.source == "tokenize" and sizing.overhead == overhead
+    assert sizing.words == tuple(w for w in WORDS if len(w) <= 4)
+    rng = np.random.default_rng(2)
+    for length in range(overhead, 1200, 7):
+        assert tokens(synthetic_text(length, sizing, rng)) == length
+
+
+def test_calibration_corrects_a_count_that_does_not_add_up() -> None:
+    """A tokenizer that adds a token to prompts longer than 50 words, which the overhead's
+    measure (32 words) cannot see: the check at the mean length corrects for it."""
+
+    def tokens(text: str) -> int:
+        words = len(text.split())
+        return words + (words > 50)
+
+    sizing = asyncio.run(calibrate(counter(tokens), 200, "tokenizer"))
+    assert sizing.overhead == 2
+    rng = np.random.default_rng(3)
+    assert {tokens(synthetic_text(n, sizing, rng)) - n for n in range(60, 400)} == {0}
+
+
+def test_calibration_without_a_count() -> None:
+    assert asyncio.run(calibrate(counter(lambda text: None), 100, "tokenize")) is None
+    # every word costs two tokens: none qualifies, so there is nothing to size with
+    assert asyncio.run(calibrate(counter(lambda text: 2 * len(text.split())), 100, "x")) is None
 
 
 def test_chat_and_completions_bodies() -> None:

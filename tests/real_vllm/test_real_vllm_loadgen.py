@@ -99,18 +99,7 @@ def test_summary_is_complete(loadgen_runs: dict[str, Run], endpoint: str) -> Non
         assert isinstance(target["valid"], bool) and "invalid_reasons" in target
 
 
-CALIBRATION = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="loadgen sizes prompts with a mean tokens-per-word ratio from /tokenize (cli.py "
-    "_tokens_per_word) and ignores the chat template, so prompts miss the requested length",
-)
-
-
-@pytest.mark.parametrize(
-    "endpoint",
-    [pytest.param("chat", marks=CALIBRATION), pytest.param("completions", marks=CALIBRATION)],
-)
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
 def test_tokenize_calibration_hits_input_tokens_exactly(
     loadgen_runs: dict[str, Run], endpoint: str
 ) -> None:
