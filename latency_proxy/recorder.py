@@ -14,6 +14,8 @@ from collections import deque
 
 from latency_proxy.exchange import Exchange
 
+MAX_PENDING = 256  # covers a large batch of streams ending together
+
 
 class Recorder:
     def __init__(self) -> None:
@@ -21,7 +23,13 @@ class Recorder:
         self._task: asyncio.Task[None] | None = None
 
     def submit(self, exchange: Exchange, t_end: float) -> None:
-        """Queue a finished exchange; t_end (its last byte) is already fixed."""
+        """Queue a finished exchange; t_end (its last byte) is already fixed.
+
+        The queue is bounded: when requests end faster than one per loop turn for long, the
+        oldest record is written inline, so memory stays flat under any load."""
+        if len(self._pending) >= MAX_PENDING:
+            oldest, oldest_end = self._pending.popleft()
+            oldest.finish(oldest_end)
         self._pending.append((exchange, t_end))
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drain())
