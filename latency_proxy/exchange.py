@@ -18,7 +18,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from latency_proxy import instruments as ins
 from latency_proxy import semconv as sc
 from latency_proxy.config import Route
-from latency_proxy.logs import escape, request_id_var, trace_ids_var
+from latency_proxy.logs import bind_request, escape
 from latency_proxy.meter import RequestTiming, StreamMeter
 from latency_proxy.model_call import ModelCall
 from latency_proxy.redact import ContentPolicy, request_texts
@@ -67,8 +67,7 @@ class Exchange:
     def labels(self) -> tuple[str, str, str]:
         call = self.call
         operation = call.operation if call and call.operation else ""
-        model = self.telemetry.model_label(call.model if call else None)
-        return operation, model, self.route.name if self.route else ""
+        return operation, self.recorded_model() or "", self.route.name if self.route else ""
 
     def recorded_model(self) -> str | None:
         """The request's model name as sinks may record it (see telemetry.ModelLabels)."""
@@ -138,6 +137,16 @@ class Exchange:
         if upstream_kind is not None:
             self.upstream_error_kind = upstream_kind
 
+    @property
+    def request_overhead_s(self) -> float | None:
+        """Request in to request handed to the upstream client."""
+        return None if self.t_upstream_call is None else self.t_upstream_call - self.t0
+
+    @property
+    def event_overhead_s(self) -> float | None:
+        """Mean per chunk, upstream bytes in to client send done."""
+        return self.overhead_event_sum / self.overhead_events if self.overhead_events else None
+
     def _wall_ns(self, t: float) -> int:
         return self.wall0_ns + int((t - self.t0) * 1e9)
 
@@ -147,8 +156,7 @@ class Exchange:
             return
         self.finished = True
         context = self.server_span.get_span_context()
-        request_id_var.set(self.request_id)  # finish may run outside the request's task
-        trace_ids_var.set((format(context.trace_id, "032x"), format(context.span_id, "016x")))
+        bind_request(self.request_id, context)  # finish may run outside the request's task
         timing = self.meter.finish(t_end) if self.meter is not None else None
         call = self.call
         if call and call.model and 200 <= self.status < 400 and self.upstream_error_kind is None:
@@ -188,10 +196,8 @@ class Exchange:
         observe(ins.DURATION, timing.e2e_s)
         observe(ins.TOKEN_USAGE, timing.input_tokens, "input")
         observe(ins.TOKEN_USAGE, timing.output_tokens, "output")
-        if self.t_upstream_call is not None:
-            observe(ins.OVERHEAD, self.t_upstream_call - self.t0, "request")
-        if self.overhead_events:
-            observe(ins.OVERHEAD, self.overhead_event_sum / self.overhead_events, "event")
+        observe(ins.OVERHEAD, self.request_overhead_s, "request")
+        observe(ins.OVERHEAD, self.event_overhead_s, "event")
         if not (self.call and self.call.stream):
             return
         observe(ins.TIME_TO_FIRST_CHUNK, timing.time_to_first_chunk_s)
@@ -212,12 +218,11 @@ class Exchange:
         server, client = self.server_span, self.client_span
         server.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, self.status)
         server.set_attribute(sc.OUTCOME_ATTR, self.outcome)
-        if self.t_upstream_call is not None:
-            server.set_attribute(sc.OVERHEAD_REQUEST_S, self.t_upstream_call - self.t0)
-        if self.overhead_events:
-            server.set_attribute(
-                sc.OVERHEAD_EVENT_S, self.overhead_event_sum / self.overhead_events
-            )
+        overheads = {
+            sc.OVERHEAD_REQUEST_S: self.request_overhead_s,
+            sc.OVERHEAD_EVENT_S: self.event_overhead_s,
+        }
+        server.set_attributes({k: v for k, v in overheads.items() if v is not None})
         transport_failed = self.upstream_error_kind in ("connect", "timeout", "protocol")
         if self.status >= 500 or transport_failed or self.outcome == PROXY_ERROR:
             server.set_attribute(sc.ERROR_TYPE, self.error_type or str(self.status))

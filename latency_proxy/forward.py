@@ -23,7 +23,7 @@ from latency_proxy import exchange as ex
 from latency_proxy import semconv as sc
 from latency_proxy.config import Route
 from latency_proxy.identity import request_id_from
-from latency_proxy.logs import request_id_var, trace_ids_var
+from latency_proxy.logs import bind_request
 from latency_proxy.meter import StreamMeter
 from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.recorder import Recorder
@@ -135,9 +135,7 @@ class Forwarder:
             self._server_attributes(scope, request_id, measured),
             start_time=wall0,
         )
-        context = server_span.get_span_context()
-        request_id_var.set(request_id)
-        trace_ids_var.set((format(context.trace_id, "032x"), format(context.span_id, "016x")))
+        bind_request(request_id, server_span.get_span_context())
         exchange = ex.Exchange(
             telemetry=self.telemetry,
             request_id=request_id,
@@ -158,9 +156,9 @@ class Forwarder:
             exchange.fail(ex.PROXY_ERROR, type(exc).__name__)
             log.error("unhandled error", exc_info=exc)
             if exchange.status == 0:
-                exchange.status = 500
-                body = error_body(500, "internal proxy error", "InternalServerError")
-                await send_json(send, 500, body, request_id)
+                await self._send_error(
+                    exchange, send, 500, "internal proxy error", "InternalServerError"
+                )
         finally:
             self.recorder.submit(exchange, perf_counter())
 
@@ -192,7 +190,6 @@ class Forwarder:
             len(headers) > self.settings.max_headers
             or sum(len(k) + len(v) for k, v in headers) > self.settings.max_header_bytes
         ):
-            exchange.call = ModelCall(operation=MEASURED_PATHS.get(scope["path"]), body=b"")
             await self._reject(
                 exchange,
                 send,
@@ -209,7 +206,6 @@ class Forwarder:
                 int(declared) if declared and declared.isdigit() else None,
             )
         except BodyTooLarge:
-            exchange.call = ModelCall(operation=MEASURED_PATHS.get(scope["path"]), body=b"")
             await self._reject(
                 exchange,
                 send,
@@ -281,13 +277,28 @@ class Forwarder:
         param: str | None = None,
         retry_after: float | None = None,
     ) -> None:
-        exchange.status = status
+        if exchange.call is None:  # refused before the body was read: still a model call
+            exchange.call = ModelCall(operation=MEASURED_PATHS.get(exchange.path), body=b"")
         exchange.fail(ex.REJECTED, kind)
-        body = error_body(status, message, kind, param)
-        exchange.bytes_out = len(body)
         extra = None
         if retry_after is not None:
             extra = [(b"retry-after", str(max(1, round(retry_after))).encode())]
+        await self._send_error(exchange, send, status, message, kind, param, extra)
+
+    @staticmethod
+    async def _send_error(
+        exchange: ex.Exchange,
+        send: Send,
+        status: int,
+        message: str,
+        kind: str,
+        param: str | None = None,
+        extra: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        """Answer with the proxy's own OpenAI-style error."""
+        exchange.status = status
+        body = error_body(status, message, kind, param)
+        exchange.bytes_out = len(body)
         await send_json(send, status, body, exchange.request_id, extra)
 
     # -- the upstream call -----------------------------------------------------------------
@@ -428,12 +439,9 @@ class Forwarder:
     async def _upstream_failed(
         self, exchange: ex.Exchange, send: Send, status: int, outcome: str, kind: str, message: str
     ) -> None:
-        exchange.status = status
         exchange.fail(outcome, kind, kind)
         kind_name = "GatewayTimeout" if status == 504 else "BadGateway"
-        body = error_body(status, message, kind_name)
-        exchange.bytes_out = len(body)
-        await send_json(send, status, body, exchange.request_id)
+        await self._send_error(exchange, send, status, message, kind_name)
 
     async def _relay_body(
         self, exchange: ex.Exchange, response: aiohttp.ClientResponse, call: ModelCall, send: Send

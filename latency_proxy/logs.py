@@ -14,6 +14,7 @@ import traceback
 from typing import Any
 
 import orjson
+from opentelemetry.trace import SpanContext
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "request_id", default=None
@@ -24,6 +25,12 @@ trace_ids_var: contextvars.ContextVar[tuple[str, str] | None] = contextvars.Cont
 
 logger = logging.getLogger("latency_proxy")
 _CONTROL = {c: f"\\x{c:02x}" for c in range(32)}
+
+
+def bind_request(request_id: str, context: SpanContext) -> None:
+    """Stamp the log lines of the current task with a request's id and trace context."""
+    request_id_var.set(request_id)
+    trace_ids_var.set((format(context.trace_id, "032x"), format(context.span_id, "016x")))
 
 
 def escape(text: str, limit: int = 256) -> str:

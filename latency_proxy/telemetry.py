@@ -182,7 +182,6 @@ class Telemetry:
                 BatchSpanProcessor(_CountingSpanExporter(_span_exporter(env), dropped))
             )
         self.tracer: Tracer = self.tracer_provider.get_tracer("latency_proxy")
-        self.exporting_traces = _exporting("TRACES", env)
 
     def instrument(self, spec: instruments.Spec) -> instruments.Instrument:
         return self.instruments[spec.name]
