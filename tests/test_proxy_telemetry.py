@@ -8,8 +8,7 @@ import time
 import uuid
 
 import httpx
-import pytest
-from conftest import proxy_env
+from conftest import LATE, on_time, proxy_env
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -58,14 +57,14 @@ def test_server_and_client_spans_continue_the_incoming_trace(proxy, upstream, ot
     assert a["gen_ai.response.finish_reasons"] == ["length"]
     assert a["gen_ai.response.id"] == "chatcmpl-" + rid
     assert a["server.address"] == "127.0.0.1"
-    assert 0.195 <= a["latency_proxy.ttft_s"] <= 0.26
-    assert a["latency_proxy.tpot_s"] == pytest.approx(0.05, abs=0.01)
+    assert on_time(a["latency_proxy.ttft_s"], 0.2)
+    assert on_time(a["latency_proxy.tpot_s"] * 4, 4 * 0.05)
     assert a["latency_proxy.ttfnt_n"] == [3]
-    assert 0.295 <= a["latency_proxy.ttfnt_s"][0] <= 0.36
+    assert on_time(a["latency_proxy.ttfnt_s"][0], 0.2 + 2 * 0.05)
     assert a["latency_proxy.chunks"] == 5
     assert [name for name, _ in client.events] == ["gen_ai.first_token"]
     assert server.attributes["http.response.status_code"] == 200
-    assert server.attributes["latency_proxy.overhead.request_s"] < 0.05
+    assert server.attributes["latency_proxy.overhead.request_s"] < LATE  # ≪ the 0.4 s upstream
     assert server.status_code != "ERROR" and client.status_code != "ERROR"
     # the upstream got the CLIENT span's context, so vLLM's own span lands under it
     sent = next(r for r in upstream.received if r.headers.get("x-request-id") == rid)
@@ -214,23 +213,32 @@ def test_otlp_grpc_export_carries_spans_and_metrics(start_proxy, upstream) -> No
     from otlp_receiver import OTLPReceiver
 
     with OTLPReceiver() as rx:
-        env = proxy_env(None, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint,
-                        OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
+        env = proxy_env(
+            None, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="grpc"
+        )
         proxy = start_proxy("--upstream", upstream.url, env=env)
         rid = "grpc-" + uuid.uuid4().hex
-        httpx.post(proxy.url + "/v1/completions", json={"model": "m", "prompt": "x",
-                                                        "stream": True},
-                   headers={"x-request-id": rid, "x-script": json.dumps({"tokens": 3})},
-                   timeout=10)
+        httpx.post(
+            proxy.url + "/v1/completions",
+            json={"model": "m", "prompt": "x", "stream": True},
+            headers={"x-request-id": rid, "x-script": json.dumps({"tokens": 3})},
+            timeout=10,
+        )
         spans = spans_of(rx, rid)
-        assert {s.kind for s in spans if s.attributes.get("latency_proxy.request_id") == rid} \
-            == {"SERVER", "CLIENT"}
-        points = rx.wait_for_metrics(lambda ms: any(
-            m.name == "gen_ai.server.time_to_first_token" for m in ms), timeout=10)
+        assert {s.kind for s in spans if s.attributes.get("latency_proxy.request_id") == rid} == {
+            "SERVER",
+            "CLIENT",
+        }
+        points = rx.wait_for_metrics(
+            lambda ms: any(m.name == "gen_ai.server.time_to_first_token" for m in ms), timeout=10
+        )
         ttft = [m for m in points if m.name == "gen_ai.server.time_to_first_token"]
         assert ttft[-1].attributes["gen_ai.request.model"] == "m"
         assert ttft[-1].count >= 1
         assert ttft[-1].explicit_bounds[:3] == (0.001, 0.0015, 0.00225)  # our buckets
-        client = next(s for s in spans if s.kind == "CLIENT"
-                      and s.attributes.get("latency_proxy.request_id") == rid)
+        client = next(
+            s
+            for s in spans
+            if s.kind == "CLIENT" and s.attributes.get("latency_proxy.request_id") == rid
+        )
         assert any(e.trace_id == client.trace_id for e in ttft[-1].exemplars)
