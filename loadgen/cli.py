@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -34,6 +35,7 @@ from loadgen.workload import Lengths, Sizing, Workload, load_dataset, user_messa
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_DURATION = "15s"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EPILOG = """\
 defaults make a quick run (8 concurrent streams, 15 s per target after 2 s warmup, 512 input /
 64 output tokens). The seeds' methodology is one flag set away:
@@ -313,8 +315,11 @@ async def execute(
             )
         )
     blocks_per_target = args.blocks or (2 if len(targets) > 1 else 1)
+    stop_on_signal(runner, data.meta)
     try:
         for level in args.concurrency or args.rate:
+            if runner.stopped:
+                break
             if args.concurrency:
                 load = Load(concurrency=shard_count(level, shard, shards))
             else:
@@ -323,6 +328,8 @@ async def execute(
             blocks = plan(list(targets), blocks_per_target, args.warmup, args.duration, requests)
             await runner.run(blocks, load, sweep_level=level)
     finally:
+        for signum in STOP_SIGNALS:
+            asyncio.get_running_loop().remove_signal_handler(signum)
         for task in helpers:
             task.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
@@ -330,6 +337,26 @@ async def execute(
     data.phases = runner.result.phases
     data.loop_lag = runner.result.loop_lag
     return data
+
+
+def stop_on_signal(runner: Runner, meta: dict[str, Any]) -> None:
+    """The first Ctrl-C or SIGTERM ends the run early and keeps what was measured; a second
+    one stops at once (the default handlers are back)."""
+    loop = asyncio.get_running_loop()
+
+    def interrupt(signum: signal.Signals) -> None:
+        for each in STOP_SIGNALS:
+            loop.remove_signal_handler(each)
+        meta["interrupted_by"] = signum.name
+        runner.stop()
+        print(
+            f"\nloadgen: {signum.name}: ending the run, keeping what was measured "
+            "(again to stop at once)",
+            file=sys.stderr,
+        )
+
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, interrupt, signum)
 
 
 def _meta(
@@ -388,21 +415,45 @@ def _child_argv(args: argparse.Namespace, specs: list[str], out: Path, index: in
 def run_workers(
     args: argparse.Namespace, specs: list[str], out: Path, env: dict[str, str], gpu: list[str]
 ) -> tuple[RunData, dict]:
-    """--workers N: N shard processes started together, then merged exactly."""
-    children = []
+    """--workers N: N shard processes started together, then merged exactly.
+
+    Workers run in sessions of their own, so a Ctrl-C or SIGTERM reaches only this process,
+    which passes each one on to every worker: the first ends their runs early (each writes
+    what it measured, merged as usual), a second stops them at once.
+    """
+    children: list[subprocess.Popen] = []
+    signals: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        signals.append(signum)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in STOP_SIGNALS}
     try:
         for index in range(args.workers):
+            if signals:
+                break
             argv = _child_argv(args, specs, out, index)
             if index == 0:
                 argv += [item for url in gpu for item in ("--gpu-metrics", url)]
-            children.append(subprocess.Popen(argv, env={**os.environ, **env}))
+            children.append(
+                subprocess.Popen(argv, env={**os.environ, **env}, start_new_session=True)
+            )
         failed = [c.args for c in children if c.wait() != 0]
     finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         for child in children:
             embedded.stop(child)
-    if failed:
+    shard_dirs = [out / "shards" / f"shard-{i}" for i in range(len(children))]
+    if signals:
+        shard_dirs = [d for d in shard_dirs if (d / rundir.RUN).exists()]
+        if not shard_dirs:
+            raise KeyboardInterrupt
+    elif failed:
         raise SystemExit(f"loadgen: {len(failed)} worker(s) failed")
-    shard_dirs = [out / "shards" / f"shard-{i}" for i in range(args.workers)]
     return merge.merge_dirs(shard_dirs, out, command=_command(args))
 
 
@@ -429,6 +480,8 @@ def run(args: argparse.Namespace, out: Path, stack: embedded.Stack | None) -> di
         target = resolve(spec, file_targets, overrides=overrides)
         targets[target.name] = target
     data = uvloop.run(execute(args, targets, gpu))
+    if not data.phases:
+        raise KeyboardInterrupt  # stopped before any load was sent: nothing to write
     summary = summarize(
         data.records, data.phases, data.loop_lag, data.gpu, data.settings, data.meta["sweep"]
     )
@@ -469,4 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(report.console_table(summary))
     print(f"results: {out}/ (summary.json, requests.jsonl, report.md)")
+    if summary["interrupted"]:
+        print("loadgen: interrupted: partial results, marked invalid", file=sys.stderr)
+        return 130
     return 0

@@ -70,6 +70,7 @@ def _spawn(log_dir: Path, module: str, *args: str) -> subprocess.Popen:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C is loadgen's to handle: it stops them last
         )
 
 

@@ -102,6 +102,9 @@ def markdown(
     lines = ["# loadgen report", ""]
     if meta.get("command"):
         lines += ["```", meta["command"], "```", ""]
+    if summary.get("interrupted"):
+        by = meta.get("interrupted_by", "a signal")
+        lines += [f"**Interrupted** by {by}: partial results, the last block cut short.", ""]
     for name, t in summary["targets"].items():
         lines += target_section(name, t)
     sweep = summary.get("sweep")

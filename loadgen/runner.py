@@ -49,7 +49,8 @@ class Phase:
     [start_at, end_at] is when its measured requests were due (warmup and cooldown left
     out): a target's active time, the denominator of its throughput, is the union of these.
     done_at is when its last measured request finished; the client's loop lag and GPU samples
-    count for the block up to then.
+    count for the block up to then. An interrupted block (Ctrl-C, SIGTERM) ends at the
+    interruption; the requests then in flight were cancelled and are not records.
     """
 
     target: str
@@ -58,6 +59,7 @@ class Phase:
     end_at: float
     level: float | None = None
     done_at: float | None = None
+    interrupted: bool = False
 
     @property
     def busy(self) -> tuple[float, float]:
@@ -82,12 +84,26 @@ class Runner:
     on_record: Callable[[Record], None] | None = None
     clock: Clock = field(default_factory=Clock)
     result: RunResult = field(default_factory=RunResult)
+    stopped: bool = False
+    _budget: _Budget | None = None
+
+    def stop(self) -> None:
+        """End the run now, keeping what was measured (Ctrl-C, SIGTERM).
+
+        The block under way ends at once and is marked interrupted; its requests in flight
+        are cancelled (a cut-off stream has no E2E to report) and later blocks do not start.
+        """
+        self.stopped = True
+        if self._budget is not None:
+            self._budget.interrupt()
 
     async def run(self, blocks: list[Block], load: Load, sweep_level: float | None = None) -> None:
         sessions = {name: client.session() for name in self.targets}
         monitor = asyncio.create_task(self._watch_loop())
         try:
             for block in blocks:
+                if self.stopped:
+                    break
                 ramp = block.warmup_s if block.index == 0 else self._ramp(block)
                 http = sessions[block.target]
                 if load.concurrency is not None:
@@ -103,6 +119,7 @@ class Runner:
                         epoch(budget.closed_at or budget.warm_end),
                         sweep_level,
                         epoch(budget.done_at or time.perf_counter()),
+                        budget.interrupted,
                     )
                 )
         finally:
@@ -154,7 +171,7 @@ class Runner:
         level: float | None,
     ) -> _Budget:
         start = time.perf_counter()
-        budget = _Budget(block, start, ramp)
+        budget = self._budget = _Budget(block, start, ramp)
         # workers start spread over the ramp, so they do not hit the server as one herd
         stagger = ramp / max(1, concurrency)
 
@@ -183,7 +200,7 @@ class Runner:
     ) -> _Budget:
         assert load.rate is not None
         start = time.perf_counter()
-        budget = _Budget(block, start, ramp)
+        budget = self._budget = _Budget(block, start, ramp)
 
         async def one(intended: float, excluded: str | None) -> None:
             await self._one(http, block, intended, excluded, level)
@@ -243,6 +260,7 @@ class _Budget:
         self.closed_at = self.end  # when the last measured request was due
         self.in_flight = 0  # measured requests not finished yet
         self.done_at: float | None = None  # when the last one finished
+        self.interrupted = False
         self.over = asyncio.Event()
 
     def take(self, intended: float) -> str | None:
@@ -265,6 +283,17 @@ class _Budget:
         if excluded is None:
             self.in_flight -= 1
             self.check()
+
+    def interrupt(self) -> None:
+        """End the block now: nothing more is due, nothing in flight is waited for."""
+        if self.over.is_set():
+            return
+        now = max(time.perf_counter(), self.warm_end)  # a block cut in its warmup measured nothing
+        self.interrupted = True
+        if self.closed_at is None or self.closed_at > now:
+            self.closed_at = now
+        self.done_at = now
+        self.over.set()
 
     def check(self) -> None:
         """End the block once the measured part is over and none of it is in flight."""

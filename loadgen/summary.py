@@ -6,6 +6,7 @@ own active time (the union of its blocks), so interleaving does not halve anyone
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -177,6 +178,13 @@ def _target(
     send_lag = _lag_block([r.send_lag_s for r in measured])
     loop = _lag_block([lag for at, lag in loop_lag if _within(at, intervals)])
     reasons = []
+    cut = [p for p in phases if p.interrupted]
+    if cut:
+        when = time.strftime("%H:%M:%S UTC", time.gmtime(cut[0].done_at or cut[0].end_at))
+        reasons.append(
+            f"interrupted at {when} in block {cut[0].target}#{cut[0].block}: fewer blocks than "
+            "planned, and requests in flight then were cancelled and are not counted"
+        )
     if not ok:
         reasons.append("no successful requests")
     if send_lag["p99"] is not None and send_lag["p99"] > settings.max_send_lag_s:
@@ -265,8 +273,10 @@ def summarize(
     top-level `targets` describe its highest level.
     """
     levels = sorted({p.level for p in phases if p.level is not None})
+    interrupted = any(p.interrupted for p in phases)
     if len(levels) <= 1:
-        return {"version": 1, "targets": _level(records, phases, loop_lag, gpu, settings)}
+        targets = _level(records, phases, loop_lag, gpu, settings)
+        return {"version": 1, "interrupted": interrupted, "targets": targets}
     points = []
     for level in levels:
         level_phases = [p for p in phases if p.level == level]
@@ -275,6 +285,7 @@ def summarize(
         points.append({"level": level, "targets": targets})
     return {
         "version": 1,
+        "interrupted": interrupted,
         "targets": points[-1]["targets"],
         "sweep": {"kind": sweep, "points": points},
     }

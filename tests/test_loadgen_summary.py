@@ -167,6 +167,23 @@ def test_sweep_summary_has_one_point_per_level() -> None:
     assert s["targets"]["a"]["metrics"]["ttft_s"]["p50"] > 0.45
 
 
+def test_an_interrupted_level_is_marked_and_earlier_levels_stay_valid() -> None:
+    low = records("a", 100, 0.3, 6)
+    high = records("a", 20, 0.6, 7)
+    for r in high:
+        r.level = 32
+    cut = Phase("a", 0, T0 + 10, T0 + 12, 32, T0 + 12, interrupted=True)
+    s = summarize(low + high, [Phase("a", 0, T0, T0 + 10, 8), cut], [], [], Settings(), "rate")
+    first, last = s["sweep"]["points"]
+    assert s["interrupted"] is True
+    assert first["targets"]["a"]["valid"] is True
+    assert last["targets"]["a"]["valid"] is False
+    (reason,) = last["targets"]["a"]["invalid_reasons"]
+    assert reason.startswith("interrupted at ") and "block a#0" in reason
+    assert last["targets"]["a"]["throughput"]["active_s"] == 2  # up to the interruption
+    assert summarize(low, phases("a"), [], [], Settings())["interrupted"] is False
+
+
 def _run_dir(path: Path, recs: list[Record], ph: list[Phase], shard: int) -> Path:
     data = RunData(recs, ph, [(T0 + 1, 0.001)], [], Settings(), {"shard": [shard, 2]})
     summary = summarize(data.records, data.phases, data.loop_lag, data.gpu, data.settings)
