@@ -23,7 +23,7 @@ import numpy as np
 import uvloop
 
 from latency_proxy.units import parse_duration, parse_size
-from loadgen import client, compare, embedded, gpu_metrics, merge, report, rundir
+from loadgen import client, compare, embedded, gpu_metrics, merge, report, rundir, sync
 from loadgen.progress import Progress
 from loadgen.rundir import RunData
 from loadgen.runner import Load, Runner
@@ -175,6 +175,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="run shard i of N (or N, index from $JOB_COMPLETION_INDEX); combine with `merge`",
     )
     load.add_argument(
+        "--sync-dir",
+        metavar="DIR",
+        help="shards wait for each other in DIR (a shared volume; fresh per run) and start "
+        "their load at the same moment (--workers does this on its own)",
+    )
+    load.add_argument(
+        "--sync-timeout",
+        type=parse_duration,
+        default=600.0,
+        help="how long a shard waits for the others in --sync-dir (default 10m)",
+    )
+    load.add_argument(
         "--timeout", type=parse_duration, default=600.0, help="per request (default 10m)"
     )
     load.add_argument("--seed", type=int, default=0)
@@ -315,6 +327,9 @@ async def execute(
             )
         )
     blocks_per_target = args.blocks or (2 if len(targets) > 1 else 1)
+    if args.sync_dir:
+        at = await sync.start_together(Path(args.sync_dir), shard, shards, args.sync_timeout)
+        data.meta["synced_start_at"] = at
     stop_on_signal(runner, data.meta)
     try:
         for level in args.concurrency or args.rate:
@@ -381,7 +396,7 @@ def _command(args: argparse.Namespace) -> str:
 
 def _child_argv(args: argparse.Namespace, specs: list[str], out: Path, index: int) -> list[str]:
     """The command line of worker `index`: this one, minus what the parent handles."""
-    drop_with_value = {"--workers", "--out", "--target", "--model", "--gpu-metrics"}
+    drop_with_value = {"--workers", "--out", "--target", "--model", "--gpu-metrics", "--sync-dir"}
     drop = {"--embedded", "--progress", "--no-progress"}
     argv, skip = [], False
     for item in args.argv:
@@ -408,6 +423,8 @@ def _child_argv(args: argparse.Namespace, specs: list[str], out: Path, index: in
         f"{index}/{args.workers}",
         "--out",
         str(shard_out),
+        "--sync-dir",
+        str(out / "shards" / "sync"),
         "--no-progress",
     ]
 

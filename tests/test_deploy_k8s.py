@@ -145,6 +145,7 @@ def test_loadgen_job_shards_add_up_and_share_a_volume():
     args = container["args"]
     assert f"--shard=$(SHARD_INDEX)/{shards}" in args
     assert "--out=/results/$(RUN_ID)/shard-$(SHARD_INDEX)" in args
+    assert "--sync-dir=/results/$(RUN_ID)/sync" in args  # on the shared volume, fresh per run
     index = container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"]
     assert index == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
     script = merge["spec"]["template"]["spec"]["containers"][0]["command"][-1]

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import on_time
 from loadgen_upstream import control, running
 
 from loadgen import embedded, rundir
@@ -159,6 +160,11 @@ def test_workers_run_as_processes_with_one_result(upstream: str, tmp_path: Path)
     assert target["requests"]["ok"] == 10
     assert {r.shard for r in rundir.read(out).records} == {0, 1}
     assert (out / "shards" / "shard-1" / "summary.json").exists()
+    # the workers waited for each other and began their first block at one moment
+    shards = [rundir.read(out / "shards" / f"shard-{i}") for i in (0, 1)]
+    assert shards[0].meta["synced_start_at"] == shards[1].meta["synced_start_at"]
+    first_blocks = [s.phases[0].start_at - s.meta["synced_start_at"] for s in shards]
+    assert all(on_time(at, 0.2) for at in first_blocks)  # after the 0.2 s warmup
 
 
 def test_compare_two_runs(upstream: str, tmp_path: Path, capsys) -> None:
