@@ -38,7 +38,10 @@ def _pct(block: dict[str, Any], key: str) -> str:
         need = stats.min_samples(stats.PERCENTILES[key])
         return f"n/a (needs ≥{need})" if block.get("count") else "—"
     ci = (block.get("ci95") or {}).get(key)
-    return f"{ms(value)} [{ms(ci[0])}–{ms(ci[1])}]" if ci else ms(value)
+    if not ci:
+        return ms(value)
+    low, high = ("…" if bound is None else ms(bound) for bound in ci)  # … a side left unbounded
+    return f"{ms(value)} [{low}–{high}]"
 
 
 def _rate(value: float | None, unit: str = "") -> str:

@@ -94,7 +94,7 @@ def figures(record: Record, metric: str) -> list[float]:
     return [] if value is None else [value]
 
 
-def _compat(ok: Sequence[Record], rng: np.random.Generator) -> dict[str, Any]:
+def _compat(ok: Sequence[Record]) -> dict[str, Any]:
     """The same requests under vLLM bench serve's and AIPerf's definitions (from actual send)."""
     ttft = [r.ttft_s - r.send_lag_s for r in ok if r.ttft_s is not None]
     e2e = [r.e2e_s - r.send_lag_s for r in ok if r.e2e_s is not None]
@@ -108,17 +108,17 @@ def _compat(ok: Sequence[Record], rng: np.random.Generator) -> dict[str, Any]:
         "vllm_bench": {
             "definition": "from actual send; tpot = (e2e - ttft) / (output_tokens - 1); "
             "itl = gaps between chunks",
-            "ttft_s": stats.describe(ttft, rng, ci=False),
-            "tpot_s": stats.describe(decode, rng, ci=False),
-            "itl_s": stats.describe(itl, rng, ci=False),
-            "e2el_s": stats.describe(e2e, rng, ci=False),
+            "ttft_s": stats.describe(ttft, ci=False),
+            "tpot_s": stats.describe(decode, ci=False),
+            "itl_s": stats.describe(itl, ci=False),
+            "e2el_s": stats.describe(e2e, ci=False),
         },
         "aiperf": {
             "definition": "from actual send; inter_token_latency = "
             "(request_latency - ttft) / (output_tokens - 1)",
-            "time_to_first_token_s": stats.describe(ttft, rng, ci=False),
-            "inter_token_latency_s": stats.describe(decode, rng, ci=False),
-            "request_latency_s": stats.describe(e2e, rng, ci=False),
+            "time_to_first_token_s": stats.describe(ttft, ci=False),
+            "inter_token_latency_s": stats.describe(decode, ci=False),
+            "request_latency_s": stats.describe(e2e, ci=False),
         },
     }
 
@@ -158,18 +158,16 @@ def _target(
     loop_lag: Sequence[tuple[float, float]],
     gpu: Sequence[GpuSample],
     settings: Settings,
-    rng: np.random.Generator,
 ) -> dict[str, Any]:
     active = active_seconds((p.start_at, p.end_at) for p in phases if p.target == name)
     intervals = [p.busy for p in phases if p.target == name]
     measured = [r for r in records if r.target == name and not r.excluded]
     ok = [r for r in measured if r.ok]
     metrics = {
-        metric: stats.describe([v for r in ok for v in figures(r, metric)], rng)
-        for metric in METRICS
+        metric: stats.describe([v for r in ok for v in figures(r, metric)]) for metric in METRICS
     }
-    metrics["input_tokens"] = stats.describe([r.input_tokens for r in ok], rng, ci=False)
-    metrics["output_tokens"] = stats.describe([r.output_tokens for r in ok], rng, ci=False)
+    metrics["input_tokens"] = stats.describe([r.input_tokens for r in ok], ci=False)
+    metrics["output_tokens"] = stats.describe([r.output_tokens for r in ok], ci=False)
     output_tokens = sum(r.output_tokens or 0 for r in ok)
     good = sum(
         stats.meets_slo({"ttft": r.ttft_s, "tpot": r.tpot_s, "e2e": r.e2e_s}, settings.slo)
@@ -221,7 +219,7 @@ def _target(
         "client": {"send_lag_s": send_lag, "loop_lag_s": loop},
         "valid": not reasons,
         "invalid_reasons": reasons,
-        "compat": _compat(ok, rng),
+        "compat": _compat(ok),
         "gpu": _gpu(gpu, intervals),
         "mbu": _mbu(ok, active, metrics, settings),
     }
@@ -255,8 +253,7 @@ def _level(
     settings: Settings,
 ) -> dict[str, Any]:
     names = list(dict.fromkeys([p.target for p in phases] + [r.target for r in records]))
-    rng = np.random.default_rng(settings.seed)
-    return {name: _target(name, records, phases, loop_lag, gpu, settings, rng) for name in names}
+    return {name: _target(name, records, phases, loop_lag, gpu, settings) for name in names}
 
 
 def summarize(
@@ -267,7 +264,7 @@ def summarize(
     settings: Settings,
     sweep: str | None = None,
 ) -> dict[str, Any]:
-    """The whole summary.json; deterministic for a given settings.seed.
+    """The whole summary.json; a function of its inputs alone.
 
     A sweep (several load levels) gets one point per level under `sweep.points`, and the
     top-level `targets` describe its highest level.

@@ -24,30 +24,50 @@ def test_unsupported_percentile_is_none_not_the_maximum() -> None:
     assert stats.percentile(data, 0.999) is None
     assert stats.percentile(data, 0.99) == pytest.approx(np.quantile(data, 0.99))
     assert stats.percentile(np.array([]), 0.5) is None
-    assert stats.percentile_ci(data, 0.999, np.random.default_rng(0)) is None
+    assert stats.percentile_ci(data, 0.999) is None
 
 
 def test_describe_block_shape_and_values() -> None:
-    rng = np.random.default_rng(1)
     values = [float(v) for v in range(1, 201)] + [None]
-    block = stats.describe(values, rng)
+    block = stats.describe(values)
     assert block["count"] == 200
     assert block["p50"] == pytest.approx(100.5)
     assert block["mean"] == pytest.approx(100.5)
     assert block["p999"] is None and block["ci95"]["p999"] is None
     low, high = block["ci95"]["p50"]
     assert low <= block["p50"] <= high
-    assert "ci95" not in stats.describe(values, rng, ci=False)
-    empty = stats.describe([], rng)
+    assert "ci95" not in stats.describe(values, ci=False)
+    empty = stats.describe([])
     assert empty["count"] == 0 and empty["mean"] is None and empty["p50"] is None
 
 
-@given(st.lists(st.floats(0, 1e3, allow_nan=False), min_size=2, max_size=300), st.integers(0, 99))
-@settings(max_examples=60, deadline=None)
-def test_ci_brackets_lie_within_the_data(values: list[float], seed: int) -> None:
+@given(
+    st.lists(st.floats(0, 1e3, allow_nan=False), min_size=2, max_size=300),
+    st.sampled_from(list(stats.PERCENTILES.values())),
+)
+@settings(max_examples=100, deadline=None)
+def test_ci_brackets_lie_within_the_data_around_the_estimate(values: list[float], p: float) -> None:
     data = np.sort(np.asarray(values))
-    low, high = stats.percentile_ci(data, 0.5, np.random.default_rng(seed))
-    assert data[0] <= low <= high <= data[-1]
+    ci = stats.percentile_ci(data, p)
+    if len(data) < stats.min_samples(p):
+        assert ci is None
+        return
+    low, high = ci
+    estimate = stats.percentile(data, p)
+    assert data[0] <= (estimate if low is None else low) <= estimate
+    assert estimate <= (estimate if high is None else high) <= data[-1]
+
+
+@pytest.mark.parametrize(
+    ("n", "p", "bounded"),
+    [(5, 0.5, (False, False)), (6, 0.5, (True, True)), (200, 0.99, (True, False)),
+     (367, 0.99, (True, False)), (368, 0.99, (True, True)), (1000, 0.999, (True, False)),
+     (3687, 0.999, (True, False)), (3688, 0.999, (True, True))],
+)  # fmt: skip
+def test_a_side_the_sample_cannot_bound_is_none(n: int, p: float, bounded: tuple) -> None:
+    """P(all n samples below the quantile) = p^n: an upper bound needs p^n ≤ 2.5%."""
+    low, high = stats.order_statistic_ranks(n, p, 0.95)
+    assert (low is not None, high is not None) == bounded
 
 
 def test_bootstrap_matches_a_resampling_bootstrap() -> None:
@@ -62,9 +82,10 @@ def test_bootstrap_matches_a_resampling_bootstrap() -> None:
         assert np.quantile(fast, q) == pytest.approx(np.quantile(brute, q), rel=0.01)
 
 
-@pytest.mark.parametrize(("p", "n"), [(0.5, 200), (0.9, 500), (0.99, 2000)])
+@pytest.mark.parametrize(("p", "n"), [(0.5, 200), (0.9, 500), (0.99, 400), (0.99, 2000)])
 def test_ci_coverage_on_synthetic_data(p: float, n: int) -> None:
-    """95% CIs of a lognormal's quantiles contain the true quantile about 95% of the time."""
+    """95% CIs of a lognormal's quantiles contain the true quantile at least 95% of the time,
+    P99 of 400 samples (4 beyond it) included: where a bootstrap covered ~85%."""
     rng = np.random.default_rng(3)
     sigma = 0.6
     true = math.exp(sigma * _normal_ppf(p))
@@ -72,10 +93,10 @@ def test_ci_coverage_on_synthetic_data(p: float, n: int) -> None:
     hits = 0
     for _ in range(trials):
         data = np.sort(rng.lognormal(0, sigma, n))
-        low, high = stats.percentile_ci(data, p, rng)
+        low, high = stats.percentile_ci(data, p)
         hits += low <= true <= high
     coverage = hits / trials
-    assert 0.89 <= coverage <= 0.995, coverage
+    assert 0.93 <= coverage <= 0.995, coverage  # ± 2.5 standard errors of 300 trials
 
 
 def _normal_ppf(p: float) -> float:
