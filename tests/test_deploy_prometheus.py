@@ -1,4 +1,8 @@
-"""deploy/prometheus: config and rules checked by promtool, rules unit-tested by promtool."""
+"""deploy/prometheus: config and rules checked by promtool, rules unit-tested by promtool.
+
+The unit tests also run against the rules as Kubernetes gets them: the groups of the
+PrometheusRule in deploy/k8s/rules (generated from these rule files).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROMETHEUS = ROOT / "deploy" / "prometheus"
 RULES = sorted((PROMETHEUS / "rules").glob("*.yml"))
 UNIT_TESTS = sorted((PROMETHEUS / "tests").glob("*.yml"))
+PROMETHEUSRULE = ROOT / "deploy" / "k8s" / "rules" / "prometheusrule.yaml"
 
 
 def promtool(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -57,6 +62,31 @@ def test_rules_unit_tests_can_fail(tmp_path):
     for path in UNIT_TESTS:
         (tmp_path / "tests" / path.name).write_text(path.read_text())
     done = promtool("test", "rules", *(p.name for p in UNIT_TESTS), cwd=tmp_path / "tests")
+    assert done.returncode != 0 and "LatencyProxyTTFTP99OverSLO" in done.stdout + done.stderr
+
+
+def run_unit_tests_on_prometheusrule(tmp_path: Path, edit=lambda text: text):
+    """The unit tests, with the PrometheusRule's groups (through `edit`) as their one rule file."""
+    spec = yaml.safe_load(PROMETHEUSRULE.read_text())["spec"]
+    (tmp_path / "rules").mkdir(parents=True)
+    rules = tmp_path / "rules" / "prometheusrule.yml"
+    rules.write_text(edit(yaml.safe_dump({"groups": spec["groups"]}, sort_keys=False)))
+    (tmp_path / "tests").mkdir()
+    for path in UNIT_TESTS:
+        unit = yaml.safe_load(path.read_text())
+        unit["rule_files"] = ["../rules/prometheusrule.yml"]
+        (tmp_path / "tests" / path.name).write_text(yaml.safe_dump(unit, sort_keys=False))
+    checked = promtool("check", "rules", str(rules))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    return promtool("test", "rules", *(p.name for p in UNIT_TESTS), cwd=tmp_path / "tests")
+
+
+def test_rules_unit_tests_pass_on_the_kubernetes_prometheusrule(tmp_path):
+    done = run_unit_tests_on_prometheusrule(tmp_path / "same")
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_unit_tests_on_prometheusrule(
+        tmp_path / "other", lambda text: text.replace("p99_rate5m > 0.8", "p99_rate5m > 2")
+    )
     assert done.returncode != 0 and "LatencyProxyTTFTP99OverSLO" in done.stdout + done.stderr
 
 
