@@ -334,6 +334,7 @@ async def execute(
     try:
         for level in args.concurrency or args.rate:
             if runner.stopped:
+                runner.cut_short()
                 break
             if args.concurrency:
                 load = Load(concurrency=shard_count(level, shard, shards))

@@ -97,12 +97,19 @@ class Runner:
         if self._budget is not None:
             self._budget.interrupt()
 
+    def cut_short(self) -> None:
+        """Mark the last block interrupted: the run ends before its plan does, even when the
+        stop came between two blocks."""
+        if self.result.phases:
+            self.result.phases[-1].interrupted = True
+
     async def run(self, blocks: list[Block], load: Load, sweep_level: float | None = None) -> None:
         sessions = {name: client.session() for name in self.targets}
         monitor = asyncio.create_task(self._watch_loop())
         try:
             for block in blocks:
                 if self.stopped:
+                    self.cut_short()
                     break
                 ramp = block.warmup_s if block.index == 0 else self._ramp(block)
                 http = sessions[block.target]

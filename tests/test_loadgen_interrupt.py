@@ -9,10 +9,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+import uvloop
 from loadgen_upstream import arrivals, running
 
 from loadgen import rundir
+from loadgen.runner import Load, Runner
+from loadgen.schedule import plan
+from loadgen.targets import Target
+from loadgen.workload import Lengths, Workload
 
 REPO = Path(__file__).parent.parent
 
@@ -71,3 +77,20 @@ def test_sigterm_to_workers_merges_their_partial_shards(upstream: str, tmp_path:
     assert [p.interrupted for p in data.phases] == [True, True]
     for shard in (0, 1):
         assert rundir.read_summary(out / "shards" / f"shard-{shard}")["interrupted"] is True
+
+
+def test_a_stop_between_blocks_still_marks_the_run_cut_short(upstream: str) -> None:
+    rng = np.random.default_rng(0)
+    workload = Workload("chat", Lengths(16, 16), Lengths(2, 2), rng)
+    runner = Runner({"t": Target("t", upstream)}, {"t": "scripted"}, workload, rng, 30.0)
+    blocks = plan(["t"], 2, 0.0, None, 4)
+
+    async def go() -> None:
+        await runner.run(blocks[:1], Load(concurrency=2))
+        runner.stop()  # the first block is over: there is nothing to cut inside one
+        await runner.run(blocks[1:], Load(concurrency=2))
+
+    uvloop.run(go())
+    (phase,) = runner.result.phases
+    assert phase.interrupted
+    assert len([r for r in runner.result.records if not r.excluded]) == 2  # block 0's share
