@@ -213,16 +213,49 @@ def test_tokenize_counts_prompts_as_the_completions_endpoints_do() -> None:
         completion = httpx.post(
             server.url + "/v1/completions", json={"prompt": "a b c d e", "max_tokens": 2}
         ).json()
-        too_long = httpx.post(
-            server.url + "/v1/completions", json={"prompt": "a b c d e", "max_tokens": 96}
+        cut = httpx.post(
+            server.url + "/v1/completions",
+            json={"prompt": "a b c d e", "max_tokens": 96, "ignore_eos": True},
         )
+        too_long = httpx.post(server.url + "/v1/completions", json={"prompt": "a " * 101})
     assert count.json()["count"] == chat.json()["usage"]["prompt_tokens"] == 1 + 3 + 1
     assert count.json()["max_model_len"] == 100 and len(count.json()["tokens"]) == 5
     assert text["count"] == completion["usage"]["prompt_tokens"] == 5
     assert chat.json()["choices"][0]["message"]["role"] == "assistant"
     assert chat.json()["usage"]["completion_tokens"] == 2
+    # vLLM 0.32 cuts max_tokens to what the context has left instead of refusing
+    assert cut.status_code == 200 and cut.json()["usage"]["completion_tokens"] == 95
+    assert cut.json()["choices"][0]["finish_reason"] == "length"
     assert too_long.status_code == 400
-    assert "maximum context length is 100" in too_long.json()["error"]["message"]
+    assert too_long.json()["error"]["param"] == "input_tokens"
+    assert "maximum context length is 100 tokens" in too_long.json()["error"]["message"]
+
+
+def test_detokenize_reads_back_what_tokenize_returned() -> None:
+    text = "the  quick brown\tfox, jumps"
+    messages = [{"role": "user", "content": text}]
+    with serve(ttft=0.0, itl=0.0, served_model_name="m1") as server:
+        url = server.url
+        ids = httpx.post(url + "/tokenize", json={"prompt": text}).json()["tokens"]
+        back = httpx.post(url + "/detokenize", json={"model": "m1", "tokens": ids})
+        again = httpx.post(url + "/tokenize", json={"prompt": back.json()["prompt"]}).json()
+        chat_ids = httpx.post(url + "/tokenize", json={"messages": messages}).json()["tokens"]
+        chat_text = httpx.post(url + "/detokenize", json={"tokens": chat_ids}).json()["prompt"]
+        strs = httpx.post(url + "/tokenize", json={"prompt": "a b", "return_token_strs": True})
+        unknown = httpx.post(url + "/detokenize", json={"tokens": [7, 8, ids[0]]}).json()
+        empty = httpx.post(url + "/detokenize", json={"tokens": []}).json()
+        bad = httpx.post(url + "/detokenize", json={"tokens": [-1]}, headers={"X-Request-Id": "d1"})
+        other = httpx.post(url + "/detokenize", json={"model": "m2", "tokens": [1]})
+    assert back.status_code == 200 and back.json() == {"prompt": "the quick brown fox, jumps"}
+    assert back.headers["x-request-id"]  # echoed or made, as on every route
+    assert again["tokens"] == ids  # a round trip: whitespace is all a text loses
+    assert chat_text == "<|user|> the quick brown fox, jumps <|assistant|>"
+    assert strs.json()["token_strs"] == ["a", "b"]
+    assert unknown == {"prompt": "the"} and empty == {"prompt": ""}  # unknown ids: nothing
+    assert bad.status_code == 400 and bad.headers["x-request-id"] == "d1"
+    assert bad.json()["error"]["param"] == "body.tokens.0"
+    assert bad.json()["error"]["type"] == "Bad Request"
+    assert other.status_code == 404 and other.json()["error"]["type"] == "NotFoundError"
 
 
 def test_errors_look_like_vllm_errors() -> None:
@@ -243,7 +276,7 @@ def test_errors_look_like_vllm_errors() -> None:
     assert unknown.status_code == 404 and unknown.headers["x-request-id"] == "bad-1"
     assert unknown.json() == {
         "error": {
-            "message": "The model `gpt-9` does not exist.",
+            "message": "The model `gpt-9` does not exist. Valid aliases: sim.",
             "type": "NotFoundError",
             "param": "model",
             "code": 404,

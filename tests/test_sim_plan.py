@@ -40,6 +40,18 @@ def test_token_ids_are_stable_and_in_vocabulary() -> None:
     assert all(0 <= tokenizer.token_id(w) < tokenizer.VOCAB_SIZE for w in tokenizer.WORDS)
 
 
+def test_the_vocabulary_reads_ids_back_to_the_tokens_it_gave_them_for() -> None:
+    vocabulary = tokenizer.Vocabulary(capacity=3)
+    ids = vocabulary.ids(["a", "b", "a"])
+    assert ids == [tokenizer.token_id(t) for t in ["a", "b", "a"]]
+    assert vocabulary.text(ids) == "a b a"
+    assert vocabulary.text([12345]) == ""  # never handed out
+    vocabulary.ids(["c", "d"])  # capacity 3: "b" was used least recently
+    assert vocabulary.text(ids) == "a a"
+    words = tokenizer.Vocabulary().ids(tokenizer.WORDS)
+    assert len(set(words)) == len(tokenizer.WORDS)  # wide ids: distinct words, distinct ids
+
+
 def test_a_completion_retokenizes_to_its_token_count() -> None:
     plan = plan_output(1234, 300, ignore_eos=True)
     assert len(tokenizer.text_tokens("".join(plan.pieces))) == plan.tokens == 300

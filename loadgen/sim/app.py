@@ -8,7 +8,8 @@ Give either `preset` (a presets.Preset or a preset name: the continuous-batching
 and its performance model) or both `ttft` and `itl` in seconds (fixed timing, see fixed.py;
 `max_model_len` and `mean_output_tokens` apply to fixed mode only, a preset has its own).
 The served model name defaults to the preset's, or "sim" in fixed mode. Routes:
-POST /v1/chat/completions, /v1/completions, /tokenize; GET /v1/models, /health, /metrics.
+POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize; GET /v1/models, /health,
+/metrics.
 The engine starts and stops with the app's lifespan, so run it under a server (uvicorn) or
 an ASGI client that runs the lifespan.
 """
@@ -88,6 +89,7 @@ class Simulator:
         provider = provider_from_env()
         self.tracer = RequestTracer(provider) if provider else None
         self.created = int(time.time())
+        self.vocabulary = tokenizer.Vocabulary()
         self.fingerprint = protocol.system_fingerprint(f"{self.model_name}: {self.description}")
 
     @contextlib.asynccontextmanager
@@ -122,20 +124,30 @@ class Simulator:
         return Response(body, headers={"content-type": content_type})
 
     async def tokenize(self, request: Request) -> Response:
+        request_id = _request_id(request)
         try:
-            data = protocol.parse_json(await request.body())
-            self._check_model(data.get("model"))
-            tokens = protocol.prompt_tokens(data, chat="messages" in data)
+            req = protocol.parse_tokenize(await request.body())
+            self._check_model(req.model)
+            tokens = protocol.tokenize_tokens(req)
         except ApiError as exc:
-            return _error(exc)
-        return JSONResponse(
-            {
-                "count": len(tokens),
-                "max_model_len": self.max_model_len,
-                "tokens": [tokenizer.token_id(t) for t in tokens],
-                "token_strs": None,
-            }
-        )
+            return _error(exc, request_id)
+        body = {
+            "count": len(tokens),
+            "max_model_len": self.max_model_len,
+            "tokens": self.vocabulary.ids(tokens),
+            "token_strs": tokens if req.token_strs else None,
+        }
+        return JSONResponse(body, headers={"x-request-id": request_id})
+
+    async def detokenize(self, request: Request) -> Response:
+        request_id = _request_id(request)
+        try:
+            model, ids = protocol.parse_detokenize(await request.body())
+            self._check_model(model)
+        except ApiError as exc:
+            return _error(exc, request_id)
+        body = {"prompt": self.vocabulary.text(ids)}
+        return JSONResponse(body, headers={"x-request-id": request_id})
 
     async def chat(self, request: Request) -> Any:
         return await self._generate(request, chat=True)
@@ -147,11 +159,11 @@ class Simulator:
 
     async def _generate(self, request: Request, chat: bool) -> Any:
         arrival = time.monotonic()
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        request_id = _request_id(request)
         try:
             req = protocol.parse_generation(await request.body(), chat)
             self._check_model(req.model)
-            plan = self._plan(req)
+            plan = self._plan(req, protocol.admit(req, self.max_model_len))
         except ApiError as exc:
             return _error(exc, request_id)
         job = _Job(
@@ -202,21 +214,10 @@ class Simulator:
             plan.stop_reason,
         )
 
-    def _plan(self, req: GenerationRequest) -> OutputPlan:
-        prompt = len(req.prompt)
-        room = self.max_model_len - prompt
-        if room < 1 or (req.max_tokens is not None and req.max_tokens > room):
-            wanted = prompt + (req.max_tokens or 0)
-            raise ApiError(
-                400,
-                f"This model's maximum context length is {self.max_model_len} tokens. However, "
-                f"you requested {wanted} tokens ({prompt} in the messages, "
-                f"{req.max_tokens or 0} in the completion). Please reduce the length of the "
-                "messages or completion.",
-            )
+    def _plan(self, req: GenerationRequest, max_tokens: int) -> OutputPlan:
         return plan_output(
             tokenizer.fingerprint(req.prompt),
-            req.max_tokens or room,
+            max_tokens,
             ignore_eos=req.ignore_eos,
             stop=req.stop,
             seed=self.seed,
@@ -224,8 +225,10 @@ class Simulator:
         )
 
     def _check_model(self, model: str | None) -> None:
-        if model is not None and model != self.model_name:
-            raise ApiError(404, f"The model `{model}` does not exist.", "model")
+        """vLLM's model check: no model (or "") means the served one."""
+        if model and model != self.model_name:
+            message = f"The model `{model}` does not exist. Valid aliases: {self.model_name}."
+            raise ApiError(404, message, "model")
 
     def _finished(self, job: _Job) -> None:
         self.metrics.on_finish(job.seq, job.plan.finish_reason)
@@ -261,8 +264,13 @@ class _Job:
     trace_context: dict[str, str]  # traceparent/tracestate, kept only when tracing
 
 
-def _error(exc: ApiError, request_id: str | None = None) -> Response:
-    headers = {"x-request-id": request_id} if request_id else None
+def _request_id(request: Request) -> str:
+    """The client's X-Request-Id, else a new one (vLLM with --enable-request-id-headers)."""
+    return request.headers.get("x-request-id") or uuid.uuid4().hex
+
+
+def _error(exc: ApiError, request_id: str) -> Response:
+    headers = {"x-request-id": request_id}
     return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
 
@@ -294,6 +302,7 @@ def create_app(
         Route("/v1/models", sim.models, methods=["GET"]),
         Route("/metrics", sim.metrics_endpoint, methods=["GET"]),
         Route("/tokenize", sim.tokenize, methods=["POST"]),
+        Route("/detokenize", sim.detokenize, methods=["POST"]),
         Route("/v1/chat/completions", sim.chat, methods=["POST"]),
         Route("/v1/completions", sim.completions, methods=["POST"]),
     ]

@@ -7,7 +7,11 @@ The rule is deliberately simple so a client can build a prompt of an exact lengt
   tokens (text parts of a list content count, other parts do not); one more token opens the
   assistant's turn (the generation prompt). No other special tokens (no BOS).
 
-Token ids are a stable hash of the token text. Generated text is words from a fixed
+Token ids are a stable 31-bit hash of the token text, wide enough that distinct tokens
+practically never share one. A hash cannot be read backwards, so `Vocabulary` remembers the
+tokens the simulator has given ids for (its /tokenize answers) and /detokenize reads ids
+back through it: detokenizing what /tokenize returned gives the tokens joined by single
+spaces, which tokenizes to the same ids again. Generated text is words from a fixed
 vocabulary, one word per token, separated by single spaces, so re-tokenizing a completion
 gives back its token count.
 """
@@ -16,10 +20,11 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-VOCAB_SIZE = 32000
+VOCAB_SIZE = 2**31
 _WORD = re.compile(r"\S+")
 _ROLE_HEADER = "<|{role}|>"
 _GENERATION_PROMPT = "<|assistant|>"
@@ -39,6 +44,32 @@ def text_tokens(text: str) -> list[str]:
 
 def token_id(token: str) -> int:
     return zlib.crc32(token.encode()) % VOCAB_SIZE
+
+
+class Vocabulary:
+    """The tokens behind the ids the simulator has handed out: the `capacity` most recently
+    used distinct ones (bounded memory however varied the prompts). An id it does not know
+    detokenizes to nothing, as an id beyond a real vocabulary does in vLLM."""
+
+    def __init__(self, capacity: int = 1 << 16) -> None:
+        self._capacity = capacity
+        self._tokens: OrderedDict[int, str] = OrderedDict()
+
+    def ids(self, tokens: Iterable[str]) -> list[int]:
+        """The tokens' ids, remembered for `text`."""
+        ids = []
+        for token in tokens:
+            tid = token_id(token)
+            self._tokens[tid] = token
+            self._tokens.move_to_end(tid)
+            ids.append(tid)
+        while len(self._tokens) > self._capacity:
+            self._tokens.popitem(last=False)
+        return ids
+
+    def text(self, ids: Iterable[int]) -> str:
+        """The text of token ids: their tokens joined by single spaces (unknown ids left out)."""
+        return " ".join(token for tid in ids if (token := self._tokens.get(tid)) is not None)
 
 
 def message_text(content: Any) -> str:

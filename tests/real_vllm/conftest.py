@@ -23,7 +23,9 @@ from otlp_receiver import OTLPReceiver
 
 HERE = Path(__file__).resolve().parent
 MODEL = "tiny"
-MAX_MODEL_LEN = 8192  # room for an answer long enough to outlast delivery stalls (aborts)
+# room for an answer long enough to outlast delivery stalls (aborts); error messages show it,
+# so the simulator is compared at the same length (wire_format.py)
+MAX_MODEL_LEN = 8192
 START_TIMEOUT = float(os.environ.get("REAL_VLLM_START_TIMEOUT", "240"))
 
 

@@ -11,12 +11,13 @@ from conftest import ProxyProcess
 
 from real_vllm.conftest import MODEL, VLLMServer
 from real_vllm.wire_format import (
+    KNOWN_SIM_MISMATCHES,
     capture,
     capture_sim,
+    captured_names,
     differences,
     load_fixture,
     save_fixture,
-    scenarios,
 )
 
 # the first test also waits for the session fixtures: the tiny model and vLLM's start
@@ -43,7 +44,8 @@ def sim() -> dict[str, Any]:
 def proxied(vllm_proxy: ProxyProcess) -> dict[str, Any]:
     captured = capture(vllm_proxy.url, MODEL)
     for record in captured.values():
-        record["headers"] = sorted(set(record["headers"]) - PROXY_HEADERS)
+        if "headers" in record:  # not in the compact "lax_coercion" record
+            record["headers"] = sorted(set(record["headers"]) - PROXY_HEADERS)
     return captured
 
 
@@ -51,14 +53,22 @@ def test_recorded_fixture_is_what_vllm_sends(live: dict[str, Any]) -> None:
     assert differences(load_fixture(), live) == [], "re-record with REAL_VLLM_RECORD=1"
 
 
-@pytest.mark.parametrize("scenario", scenarios(MODEL))
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_SIM_MISMATCHES[name]))
+        if name in KNOWN_SIM_MISMATCHES
+        else name
+        for name in captured_names(MODEL)
+    ],
+)
 def test_sim_speaks_live_vllms_wire_format(
     live: dict[str, Any], sim: dict[str, Any], scenario: str
 ) -> None:
     assert differences({scenario: live[scenario]}, {scenario: sim[scenario]}) == []
 
 
-@pytest.mark.parametrize("scenario", scenarios(MODEL))
+@pytest.mark.parametrize("scenario", captured_names(MODEL))
 def test_proxy_keeps_vllms_wire_format(
     live: dict[str, Any], proxied: dict[str, Any], scenario: str
 ) -> None:
