@@ -316,20 +316,33 @@ def test_cors_as_vllm_configures_it() -> None:
     assert "POST" in preflight.headers["access-control-allow-methods"]
 
 
-def test_output_length_without_max_tokens_is_seeded_and_stops_with_stop() -> None:
-    body = {"prompt": "a prompt of some words"}
+def test_natural_output_length_is_seeded_and_stops_with_stop() -> None:
+    body = {"prompt": "a prompt of some words", "max_tokens": 1000}
     with serve(ttft=0.0, itl=0.0, mean_output_tokens=20, seed=3) as server:
         first = httpx.post(server.url + "/v1/completions", json=body).json()
         again = httpx.post(server.url + "/v1/completions", json=body).json()
     with serve(ttft=0.0, itl=0.0, mean_output_tokens=20, seed=4) as server:
         reseeded = [
-            httpx.post(server.url + "/v1/completions", json={"prompt": f"prompt {i}"}).json()
+            httpx.post(
+                server.url + "/v1/completions", json={**body, "prompt": f"prompt {i}"}
+            ).json()
             for i in range(5)
         ]
     assert first["choices"][0]["finish_reason"] == "stop"
     assert first["choices"][0]["text"] == again["choices"][0]["text"]
     assert first["usage"] == again["usage"]
     assert len({r["usage"]["completion_tokens"] for r in reseeded}) > 1
+
+
+def test_without_max_tokens_completions_stop_at_16_and_chat_at_eos() -> None:
+    """vLLM's CompletionRequest defaults max_tokens to 16; a chat request has no default."""
+    with serve(ttft=0.0, itl=0.0, mean_output_tokens=200, seed=3) as server:
+        completion = httpx.post(server.url + "/v1/completions", json={"prompt": "a b"}).json()
+        chat = httpx.post(server.url + "/v1/chat/completions", json={"messages": MESSAGES}).json()
+    assert completion["usage"]["completion_tokens"] == 16
+    assert completion["choices"][0]["finish_reason"] == "length"
+    assert chat["choices"][0]["finish_reason"] == "stop"
+    assert chat["usage"]["completion_tokens"] != 16
 
 
 # the engine: a preset in real time

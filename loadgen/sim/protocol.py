@@ -68,6 +68,7 @@ from loadgen.sim.validation import (
 __all__ = ["ApiError"]  # re-exported: errors.py defines it
 
 DONE = b"data: [DONE]\n\n"
+COMPLETIONS_MAX_TOKENS = 16  # CompletionRequest's default in vLLM (chat has none)
 EMPTY_CONVERSATION = (
     "Cannot apply chat template to an empty conversation. Provide at least one message."
 )
@@ -227,7 +228,10 @@ def admit(req: GenerationRequest, max_model_len: int) -> int:
             count,
         )
     room = max_model_len - prompt
-    max_tokens = room if req.max_tokens is None else min(room, req.max_tokens)
+    requested = req.max_tokens
+    if requested is None and not req.chat:
+        requested = COMPLETIONS_MAX_TOKENS
+    max_tokens = room if requested is None else min(room, requested)
     # SamplingParams._verify_args, in its order
     if req.n < 1:
         raise ApiError(400, f"n must be at least 1, got {req.n}.")
