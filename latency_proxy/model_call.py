@@ -17,6 +17,8 @@ MEASURED_PATHS = {
     "/v1/chat/completions": sc.OPERATION_CHAT,
     "/v1/completions": sc.OPERATION_TEXT_COMPLETION,
 }
+# vLLM validates bodies with pydantic in lax mode: these strings (any case) mean true
+_LAX_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 
 
 @dataclass(slots=True)
@@ -43,6 +45,15 @@ def model_of(body: bytes) -> str | None:
     return model if isinstance(model, str) else None
 
 
+def streams(value: Any) -> bool:
+    """Whether vLLM will stream: `"stream": "yes"` or `1` does, as `true` does."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return value == 1
+    return isinstance(value, str) and value.lower() in _LAX_TRUE
+
+
 def inspect(path: str, body: bytes, continuous_usage: bool) -> ModelCall:
     """Parse a measured request; ask for usage when the client did not."""
     call = ModelCall(operation=MEASURED_PATHS.get(path), body=body)
@@ -54,7 +65,7 @@ def inspect(path: str, body: bytes, continuous_usage: bool) -> ModelCall:
         return call
     model = payload.get("model")
     call.model = model if isinstance(model, str) else None
-    call.stream = payload.get("stream") is True
+    call.stream = streams(payload.get("stream"))
     max_tokens = payload.get("max_completion_tokens", payload.get("max_tokens"))
     if isinstance(max_tokens, int) and not isinstance(max_tokens, bool):
         call.max_tokens = max_tokens

@@ -42,9 +42,10 @@ def test_stream_with_usage_asked_is_byte_identical(proxy, upstream, path: str) -
     assert response.headers["content-type"].startswith("text/event-stream")
 
 
-def test_injected_usage_is_stripped_events_identical(proxy, upstream) -> None:
+@pytest.mark.parametrize("stream", [True, "yes", "On", 1])  # vLLM reads all as true
+def test_injected_usage_is_stripped_events_identical(proxy, upstream, stream) -> None:
     rid = "inj-" + uuid.uuid4().hex
-    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    body = {"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
     headers = {"x-request-id": rid, "x-script": FAST}
     _, direct = stream_bytes(upstream.url + "/v1/chat/completions", body, headers)
     _, proxied = stream_bytes(proxy.url + "/v1/chat/completions", body, headers)
