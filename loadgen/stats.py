@@ -35,10 +35,14 @@ def min_samples(p: float) -> int:
     return math.ceil(round(1.0 / (1.0 - p), 9))
 
 
+def supported(n: int, p: float) -> bool:
+    """Whether n samples can give a p-quantile (at least one lies beyond it)."""
+    return n >= min_samples(p)
+
+
 def percentile(sorted_values: np.ndarray, p: float) -> float | None:
     """Linear-interpolated percentile (numpy's default, as vLLM bench uses), or None."""
-    n = len(sorted_values)
-    if n == 0 or n < min_samples(p):
+    if not supported(len(sorted_values), p):
         return None
     return float(np.quantile(sorted_values, p))
 
@@ -66,7 +70,7 @@ def percentile_ci(
     """CI of the p-quantile (see the module docstring), None when the percentile is
     unsupported; a side the sample cannot bound at this confidence is None."""
     n = len(sorted_values)
-    if n == 0 or n < min_samples(p):
+    if not supported(n, p):
         return None
     low, high = order_statistic_ranks(n, p, confidence)
     return (
