@@ -344,8 +344,7 @@ async def execute(
             blocks = plan(list(targets), blocks_per_target, args.warmup, args.duration, requests)
             await runner.run(blocks, load, sweep_level=level)
     finally:
-        for signum in STOP_SIGNALS:
-            asyncio.get_running_loop().remove_signal_handler(signum)
+        default_signal_handlers()
         for task in helpers:
             task.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
@@ -355,14 +354,20 @@ async def execute(
     return data
 
 
+def default_signal_handlers() -> None:
+    """Give Ctrl-C and SIGTERM back their default effect (stop at once)."""
+    loop = asyncio.get_running_loop()
+    for signum in STOP_SIGNALS:
+        loop.remove_signal_handler(signum)
+
+
 def stop_on_signal(runner: Runner, meta: dict[str, Any]) -> None:
     """The first Ctrl-C or SIGTERM ends the run early and keeps what was measured; a second
     one stops at once (the default handlers are back)."""
     loop = asyncio.get_running_loop()
 
     def interrupt(signum: signal.Signals) -> None:
-        for each in STOP_SIGNALS:
-            loop.remove_signal_handler(each)
+        default_signal_handlers()
         meta["interrupted_by"] = signum.name
         runner.stop()
         print(
