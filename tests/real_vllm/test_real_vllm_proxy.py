@@ -232,6 +232,8 @@ def test_client_disconnect_aborts_the_request_in_vllm(
         pytest.fail(f"the client needed over 3 s to read 3 events, 3 times (last {took:.1f} s)")
     (line,) = vllm_proxy.request_logs(request_id)
     assert line["outcome"] == "client_abort"
+    # the proxy's part: it ended the exchange (and closed vLLM's connection) at the hang-up
+    assert line["e2e_s"] < took + 2.0, f"the proxy noticed the hang-up late: {line}"
     tokens = vllm.settled_metric("vllm:generation_tokens_total") - generated
     assert vllm.metric("vllm:num_requests_running") == 0
     assert tokens < max_tokens, (
