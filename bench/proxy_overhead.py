@@ -25,14 +25,11 @@ import json
 import multiprocessing
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,6 +41,7 @@ import uvloop
 from latency_proxy.meter import StreamMeter
 from latency_proxy.sse import SSEParser
 from latency_proxy.units import parse_duration
+from loadgen.processes import free_port, running
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -234,48 +232,10 @@ async def _run_cell(cell: Cell) -> CellResult:
 # --- the processes under test -----------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_ready(url: str, process: subprocess.Popen, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{process.args[:3]} exited with {process.returncode}")
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as response:
-            if response.status == 200:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"{url} not ready after {timeout}s")
-
-
-@contextlib.contextmanager
-def running(args: Sequence[str], ready_url: str, log: Path) -> Iterator[subprocess.Popen]:
-    """A child process, ready when ready_url answers 200; stopped (and reaped) on exit."""
-    with log.open("wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
-    try:
-        try:
-            wait_ready(ready_url, process)
-        except RuntimeError as exc:
-            raise RuntimeError(f"{exc}; log: {log.read_text()[-2000:]}") from None
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def start_upstream(tmp: Path):
     port = free_port()
     args = [sys.executable, str(HERE / "sse_upstream.py"), "--port", str(port)]
-    return port, running(args, f"http://127.0.0.1:{port}/v1/models", tmp / "upstream.log")
+    return port, running(args, f"http://127.0.0.1:{port}/v1/models", tmp / "upstream.log", cwd=REPO)
 
 
 def start_nginx(nginx: str, upstream: int, tmp: Path):
@@ -283,7 +243,7 @@ def start_nginx(nginx: str, upstream: int, tmp: Path):
     conf = tmp / "nginx.conf"
     conf.write_text(NGINX_CONF.format(tmp=tmp, upstream=upstream, port=port))
     args = [nginx, "-p", str(tmp), "-e", str(tmp / "error.log"), "-c", str(conf)]
-    return port, running(args, f"http://127.0.0.1:{port}/v1/models", tmp / "nginx.log")
+    return port, running(args, f"http://127.0.0.1:{port}/v1/models", tmp / "nginx.log", cwd=REPO)
 
 
 def start_proxy(upstream: int, tmp: Path):
@@ -301,7 +261,7 @@ def start_proxy(upstream: int, tmp: Path):
         "--admin-port",
         str(admin),
     ]
-    return port, running(args, f"http://127.0.0.1:{admin}/healthz", tmp / "proxy.log")
+    return port, running(args, f"http://127.0.0.1:{admin}/healthz", tmp / "proxy.log", cwd=REPO)
 
 
 # --- figures and the report -------------------------------------------------------------------

@@ -26,7 +26,6 @@ import asyncio
 import gc
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -40,15 +39,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from latency_proxy.sse import SSEParser
 from latency_proxy.units import parse_duration
+from loadgen.processes import NotReady, free_port, stop, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -130,15 +124,12 @@ def start_sim(args: argparse.Namespace, port: int) -> subprocess.Popen[bytes]:
         os.setpriority(os.PRIO_PROCESS, process.pid, args.nice)
     if args.realtime:
         os.sched_setscheduler(process.pid, os.SCHED_FIFO, os.sched_param(1))
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return process
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise SystemExit("simulator did not start")
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/health", process)
+    except NotReady as exc:
+        stop(process)
+        raise SystemExit(f"simulator did not start: {exc}") from None
+    return process
 
 
 def sim_view(port: int) -> str:
@@ -271,8 +262,7 @@ def main() -> None:
                 f"{max(0.0, busy[1] - client) / wall * 100:.0f}% of CPU 1"
             )
         finally:
-            process.terminate()
-            process.wait(10)
+            stop(process)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,9 @@ query that returns no series, or only NaN, fails the test.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import re
 import shutil
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -26,7 +24,6 @@ from typing import NamedTuple
 import httpx
 import pytest
 import yaml
-from conftest import free_port
 from dashboard_queries import (
     ROOT,
     dashboards,
@@ -37,40 +34,14 @@ from dashboard_queries import (
     variable_queries,
 )
 
+from loadgen.processes import free_port, running
+
 pytestmark = pytest.mark.prometheus
 
 PROMETHEUS = shutil.which("prometheus")
 MODEL = "llama-70b"
 LOAD_SECONDS = 12.0
 RATE_INTERVAL = "5s"  # Grafana: max(step + scrape, 4 x scrape) = 4 s at a 1 s scrape; a bit more
-
-
-def wait_ok(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited with {proc.returncode}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"{url} not ready after {timeout}s")
-
-
-@contextlib.contextmanager
-def started(args: list[str], ready_url: str, log: Path) -> Iterator[subprocess.Popen]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-    try:
-        wait_ok(ready_url, proc)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def prometheus_config(proxy_admin: str, sim: str) -> dict:
@@ -131,10 +102,10 @@ def scraped(tmp_path_factory, start_proxy) -> Iterator[Scraped]:
         pytest.skip("Debian's prometheus binary is not installed (apt-get install prometheus)")
     tmp = tmp_path_factory.mktemp("live")
     sim, prom, refused = free_port(), free_port(), free_port()
-    with started(
+    with running(
         [sys.executable, "-m", "loadgen.sim", "--preset", "llama-70b-awq-tp4-a100",
          "--host", "127.0.0.1", "--port", str(sim)],
-        f"http://127.0.0.1:{sim}/health", tmp / "sim.log",
+        f"http://127.0.0.1:{sim}/health", tmp / "sim.log", cwd=ROOT, timeout_s=30,
     ):  # fmt: skip
         proxy = start_proxy(
             "--upstream", f"{MODEL}=http://127.0.0.1:{sim}",
@@ -145,10 +116,10 @@ def scraped(tmp_path_factory, start_proxy) -> Iterator[Scraped]:
         config.write_text(
             yaml.safe_dump(prometheus_config(f"127.0.0.1:{proxy.admin_port}", f"127.0.0.1:{sim}"))
         )
-        with started(
+        with running(
             [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
              f"--web.listen-address=127.0.0.1:{prom}", "--enable-feature=exemplar-storage"],
-            f"http://127.0.0.1:{prom}/-/ready", tmp / "prometheus.log",
+            f"http://127.0.0.1:{prom}/-/ready", tmp / "prometheus.log", cwd=ROOT, timeout_s=30,
         ):  # fmt: skip
             start = time.time()
             seen = asyncio.run(load(proxy.url, LOAD_SECONDS))
