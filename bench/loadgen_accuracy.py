@@ -18,13 +18,12 @@ from pathlib import Path
 import numpy as np
 import uvloop
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from loadgen_upstream import running  # a test helper, imported by path
-
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from loadgen.runner import Load, Runner
 from loadgen.schedule import plan
 from loadgen.targets import Target
 from loadgen.workload import Lengths, Workload
+from tests.support.loadgen_upstream import running  # a test helper, imported by path
 
 
 def cpu_s() -> float:

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ProxyProcess, free_port, proxy_env
-from otlp_receiver import OTLPReceiver
+
+from loadgen.processes import free_port
+from tests.support.otlp_receiver import OTLPReceiver
+from tests.support.proxy import ProxyProcess, proxy_env
 
 HERE = Path(__file__).resolve().parent
 MODEL = "tiny"

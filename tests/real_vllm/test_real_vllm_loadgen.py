@@ -9,9 +9,10 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import ROOT, ProxyProcess
 
-from real_vllm.conftest import MODEL, VLLMServer
+from tests.real_vllm.conftest import MODEL, VLLMServer
+from tests.support import ROOT
+from tests.support.proxy import ProxyProcess
 
 # the first test also waits for the session fixtures: the tiny model and vLLM's start
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(600)]

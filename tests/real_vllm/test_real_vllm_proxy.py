@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from conftest import ProxyProcess
-from otlp_receiver import OTLPReceiver, ReceivedSpan
 
 from latency_proxy.sse import SSEParser
-from real_vllm.conftest import MAX_MODEL_LEN, MODEL, VLLMServer
+from tests.real_vllm.conftest import MAX_MODEL_LEN, MODEL, VLLMServer
+from tests.support.otlp_receiver import OTLPReceiver, ReceivedSpan
+from tests.support.proxy import ProxyProcess
 
 # the first test also waits for the session fixtures: the tiny model and vLLM's start
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(600)]

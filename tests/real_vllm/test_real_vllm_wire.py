@@ -7,10 +7,9 @@ import os
 from typing import Any
 
 import pytest
-from conftest import ProxyProcess
 
-from real_vllm.conftest import MODEL, VLLMServer
-from real_vllm.wire_format import (
+from tests.real_vllm.conftest import MODEL, VLLMServer
+from tests.real_vllm.wire_format import (
     KNOWN_SIM_MISMATCHES,
     capture,
     capture_sim,
@@ -19,6 +18,7 @@ from real_vllm.wire_format import (
     load_fixture,
     save_fixture,
 )
+from tests.support.proxy import ProxyProcess
 
 # the first test also waits for the session fixtures: the tiny model and vLLM's start
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(600)]

@@ -26,12 +26,12 @@ from typing import Any
 
 import httpx
 import orjson
-from conftest import free_port
-from scripted_upstream import ServerThread
 
 from latency_proxy.sse import SSEParser
+from loadgen.processes import free_port
 from loadgen.sim.app import create_app
-from real_vllm.conftest import MAX_MODEL_LEN  # the simulator's too: error messages show it
+from tests.real_vllm.conftest import MAX_MODEL_LEN  # the simulator's too: error messages show it
+from tests.support.scripted_upstream import ServerThread
 
 FIXTURE = Path(__file__).with_name("vllm_wire.json")
 REQUEST_ID = "wire-shape-1"

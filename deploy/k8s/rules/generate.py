@@ -4,7 +4,7 @@ The rule files are the one source of truth: Compose's Prometheus loads them as t
 promtool unit-tests them (deploy/prometheus/tests). prometheus-operator reads rules only from
 PrometheusRule objects, and kustomize cannot turn a file into a structured field (a generator
 makes strings, a patch cannot read a plain rule file), so this script writes the object and
-tests/test_deploy_k8s.py fails while the committed file and the rule files differ.
+tests/deploy/test_k8s.py fails while the committed file and the rule files differ.
 
     python deploy/k8s/rules/generate.py           # rewrite prometheusrule.yaml
     python deploy/k8s/rules/generate.py --check   # exit 1, with a diff, if it is stale

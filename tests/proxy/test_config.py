@@ -1,0 +1,84 @@
+"""Settings precedence (flags > env > file > defaults) and clear errors at start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from latency_proxy.config import ConfigError, Route, load_settings
+from tests.support import ROOT
+
+
+def test_defaults_and_routes() -> None:
+    s = load_settings({"upstream": ["http://a:8000/", "qwen-72b=http://b:8001"]}, environ={})
+    assert s.routes == (Route("default", "http://a:8000"), Route("qwen-72b", "http://b:8001"))
+    assert (s.port, s.admin_port, s.content_capture, s.first_n_tokens) == (8080, 9464, "off", (3,))
+    assert s.default_route == Route("default", "http://a:8000")
+
+
+def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text(
+        'port = 7000\nadmin-port = 7001\nread-timeout = "10s"\n'
+        'first-n-tokens = [1, 5]\n[routes]\nllama = "http://f:1"\n'
+    )
+    env = {
+        "LATENCY_PROXY_PORT": "7100",
+        "LATENCY_PROXY_CONFIG": str(config),
+        "LATENCY_PROXY_CONTINUOUS_USAGE": "true",
+    }
+    s = load_settings({"port": "7200"}, environ=env)
+    assert (s.port, s.admin_port, s.read_timeout, s.first_n_tokens) == (7200, 7001, 10.0, (1, 5))
+    assert s.continuous_usage is True
+    assert s.routes == (Route("llama", "http://f:1"),)
+    s = load_settings({}, environ={**env, "LATENCY_PROXY_UPSTREAM": "http://e:1 m=http://e:2"})
+    assert [r.name for r in s.routes] == ["default", "m"]
+    assert s.port == 7100
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({}, "no upstream"),
+        ({"upstream": ["ftp://x"]}, "http(s) URL"),
+        ({"upstream": ["http://x:8000/v1"]}, "without /v1"),
+        ({"upstream": ["a=http://x", "a=http://y"]}, "more than once"),
+        ({"upstream": ["http://x"], "read_timeout": "soon"}, "--read-timeout"),
+        ({"upstream": ["http://x"], "max_body_size": "lots"}, "--max-body-size"),
+        ({"upstream": ["http://x"], "content_capture": "everything"}, "--content-capture"),
+        ({"upstream": ["http://x"], "port": "9464"}, "must differ"),
+        ({"upstream": ["http://x"], "first_n_tokens": "0"}, "--first-n-tokens"),
+    ],
+)
+def test_bad_settings_say_what_and_how(flags: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_settings(flags, environ={})
+
+
+def test_unknown_file_key_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('upstreem = "http://x"\n')
+    with pytest.raises(ConfigError, match="unknown key 'upstreem'"):
+        load_settings({"config": str(config)}, environ={})
+
+
+def test_cli_exits_2_with_a_one_line_error() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "latency_proxy", "--upstream", "nope"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+    )
+    assert run.returncode == 2
+    assert run.stderr.strip().startswith("latency-proxy: error: --upstream 'nope'")
+    assert "Traceback" not in run.stderr
+
+
+def test_example_config_loads() -> None:
+    s = load_settings({"config": str(ROOT / "examples" / "latency-proxy.toml")}, environ={})
+    assert [r.name for r in s.routes] == ["llama-70b", "qwen-72b"]
+    assert s.first_n_tokens == (1, 3, 10)

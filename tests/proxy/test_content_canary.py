@@ -1,0 +1,95 @@
+"""Capture off: prompt and completion text reach no log line, span, metric or error message.
+
+A canary string rides in prompts, completions, headers and bodies down every path — ok,
+non-streaming, malformed, upstream errors, upstream death, client abort, 413, 404 — and is
+then searched for in the proxy's whole log output, every OTLP payload and /metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+
+from tests.support.proxy import disconnect_mid_stream, proxy_env
+
+CANARY = "CANARY-7f3a9c-do-not-leak"
+
+
+def test_canary_never_leaves_the_proxy_with_capture_off(start_proxy, upstream) -> None:
+    from tests.support.otlp_receiver import OTLPReceiver
+
+    with OTLPReceiver() as otlp:
+        proxy = start_proxy(
+            "--upstream", upstream.url, "--max-body-size", "4KiB", env=proxy_env(otlp)
+        )
+        prompt = {"role": "user", "content": f"my secret is {CANARY}"}
+        chat = {"model": "m", "messages": [prompt]}
+        answer = {"text": f" {CANARY} "}
+        cases: list[tuple[str, bytes, dict]] = [
+            (
+                "/v1/chat/completions",
+                json.dumps({**chat, "stream": True}).encode(),
+                {"tokens": 3, **answer},
+            ),
+            ("/v1/chat/completions", json.dumps(chat).encode(), {"tokens": 2, **answer}),
+            (
+                "/v1/completions",
+                json.dumps(
+                    {
+                        "model": "m",
+                        "prompt": CANARY,
+                        "stream": True,
+                        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+                    }
+                ).encode(),
+                {"tokens": 2, **answer},
+            ),
+            ("/v1/chat/completions", f'{{"model": "m", "messages": ["{CANARY}'.encode(), {}),
+            (
+                "/v1/chat/completions",
+                json.dumps(chat).encode(),
+                {"status": 400, "error_body": json.dumps({"error": {"message": CANARY}})},
+            ),
+            (
+                "/v1/chat/completions",
+                json.dumps(chat).encode(),
+                {"status": 500, "error_body": json.dumps({"error": {"message": CANARY}})},
+            ),
+            (
+                "/v1/chat/completions",
+                json.dumps({**chat, "stream": True}).encode(),
+                {"tokens": 5, "die_after": 2, **answer},
+            ),
+            ("/v1/chat/completions", json.dumps({**chat, "pad": CANARY * 300}).encode(), {}),
+            ("/tokenize", json.dumps({"model": "m", "prompt": CANARY}).encode(), {}),
+        ]
+        with httpx.Client(timeout=10) as client:
+            for path, body, script in cases:
+                client.post(
+                    proxy.url + path,
+                    content=body,
+                    headers={
+                        "x-script": json.dumps(script),
+                        "authorization": f"Bearer {CANARY}",
+                        "content-type": "application/json",
+                    },
+                )
+        script = json.dumps({"tokens": 100, "itl": 0.02, "text": CANARY})
+        disconnect_mid_stream(
+            proxy.url,
+            json.dumps({**chat, "stream": True}).encode(),
+            {"x-script": script},
+            CANARY.encode(),
+        )
+        time.sleep(0.5)
+        metrics = proxy.metrics() + proxy.metrics(openmetrics=True)
+        otlp.wait_for_spans(lambda spans: len(spans) >= len(cases) + 1, timeout=10)
+        proxy.stop()
+        logs = proxy.output()
+        assert logs.count('"msg":"request"') == len(cases) + 1
+        assert CANARY not in logs
+        assert CANARY not in metrics
+        payloads = otlp.raw_payloads()
+        assert payloads and not any(CANARY.encode() in p for p in payloads)

@@ -1,0 +1,206 @@
+"""Faults and bad input: each gets a clear answer, and nothing hangs or crashes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+
+from loadgen.processes import free_port
+from tests.support.proxy import disconnect_mid_stream
+
+BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}
+
+
+def post(url: str, script: dict | None = None, body: object = BODY, **kw) -> httpx.Response:
+    headers = {"x-script": json.dumps(script or {}), **kw.pop("headers", {})}
+    return httpx.post(
+        url + "/v1/chat/completions",
+        json=body,
+        headers=headers,
+        timeout=kw.pop("timeout", 20),
+        **kw,
+    )
+
+
+def stream_in_background(
+    url: str, script: dict, request_id: str = ""
+) -> tuple[threading.Thread, dict]:
+    """A streaming request on its own thread (not started); its bytes or error land in the dict."""
+    result: dict = {}
+    headers = {"x-script": json.dumps(script)}
+    if request_id:
+        headers["x-request-id"] = request_id
+
+    def stream() -> None:
+        try:
+            with httpx.stream(
+                "POST", url + "/v1/chat/completions", json=BODY, timeout=20, headers=headers
+            ) as r:
+                result["raw"] = b"".join(r.iter_raw())
+        except httpx.HTTPError as exc:
+            result["error"] = exc
+
+    return threading.Thread(target=stream), result
+
+
+def test_upstream_refusing_connections_gives_fast_502(start_proxy) -> None:
+    proxy = start_proxy("--upstream", f"http://127.0.0.1:{free_port()}")
+    t = time.perf_counter()
+    r = post(proxy.url)
+    assert time.perf_counter() - t < 1.0
+    assert r.status_code == 502
+    assert r.json()["error"]["type"] == "BadGateway"
+    assert 'kind="connect"' in proxy.metrics()
+    assert proxy.request_logs(r.headers["x-request-id"])[0]["outcome"] == "upstream_error"
+
+
+def test_upstream_silent_before_headers_gives_504(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", upstream.url, "--read-timeout", "400ms")
+    t = time.perf_counter()
+    r = post(proxy.url, {"headers_delay": 3})
+    assert 0.35 < time.perf_counter() - t < 1.5
+    assert r.status_code == 504 and r.json()["error"]["type"] == "GatewayTimeout"
+    log = proxy.request_logs(r.headers["x-request-id"])[0]
+    assert log["outcome"] == "upstream_timeout"
+
+
+def test_upstream_silent_mid_stream_ends_the_stream(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", upstream.url, "--read-timeout", "400ms")
+    t = time.perf_counter()
+    with httpx.stream(
+        "POST",
+        proxy.url + "/v1/chat/completions",
+        json=BODY,
+        timeout=10,
+        headers={"x-script": json.dumps({"tokens": 5, "hang_after": 2})},
+    ) as r:
+        raw = b"".join(r.iter_raw())
+    assert time.perf_counter() - t < 2.0
+    assert raw.count(b'"content":"tok ') == 2
+    log = proxy.request_logs(r.headers["x-request-id"])[0]
+    assert (log["outcome"], log["status"]) == ("upstream_timeout", 200)
+
+
+@pytest.mark.parametrize("status", [400, 404, 422, 500, 503])
+def test_upstream_error_status_passes_through_unchanged(proxy, upstream, status: int) -> None:
+    error = json.dumps({"object": "error", "message": "scripted failure", "code": status})
+    script = {"status": status, "error_body": error}
+    direct = post(upstream.url, script)
+    r = post(proxy.url, script)
+    assert r.status_code == status
+    assert r.content == direct.content
+
+
+def test_upstream_dying_mid_stream_ends_client_stream_cleanly(proxy) -> None:
+    t = time.perf_counter()
+    with httpx.stream(
+        "POST",
+        proxy.url + "/v1/chat/completions",
+        json=BODY,
+        timeout=10,
+        headers={"x-script": json.dumps({"tokens": 9, "itl": 0.01, "die_after": 3})},
+    ) as r:
+        raw = b"".join(r.iter_raw())  # raises if the chunked body were left unterminated
+    assert time.perf_counter() - t < 2.0
+    assert raw.count(b'"content":"tok ') == 3 and b"[DONE]" not in raw
+    log = proxy.request_logs(r.headers["x-request-id"])[0]
+    assert log["outcome"] == "upstream_error" and log["output_tokens"] == 3
+    assert 'kind="protocol"' in proxy.metrics()
+
+
+def test_client_disconnect_cancels_upstream_within_a_second(proxy, upstream) -> None:
+    rid = "gone-" + uuid.uuid4().hex
+    closed = disconnect_mid_stream(
+        proxy.url,
+        json.dumps(BODY).encode(),
+        {"x-request-id": rid, "x-script": json.dumps({"tokens": 1000, "itl": 0.02})},
+        b"tok ",
+        3,
+    )
+    deadline = closed + 3
+    while time.perf_counter() < deadline and not any(r == rid for r, _ in upstream.disconnects):
+        time.sleep(0.02)
+    seen = [t for r, t in upstream.disconnects if r == rid]
+    assert seen and seen[0] - closed < 1.0
+    assert proxy.request_logs(rid)[0]["outcome"] == "client_abort"
+
+
+def test_malformed_json_is_forwarded_and_upstream_error_reaches_client(proxy) -> None:
+    r = httpx.post(
+        proxy.url + "/v1/chat/completions",
+        content=b'{"model": "m", "messages": [',
+        headers={"content-type": "application/json"},
+        timeout=10,
+    )
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == "bad json"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[]",
+        b'"string"',
+        b'{"model": 5, "stream": "yes"}',
+        b'{"stream": true, "stream_options": 3}',
+        b"",
+    ],
+)
+def test_odd_but_valid_json_never_crashes(proxy, body: bytes) -> None:
+    r = httpx.post(proxy.url + "/v1/completions", content=body, timeout=10)
+    assert r.status_code in (200, 400)
+    assert "x-request-id" in r.headers
+
+
+def test_oversized_body_gets_413(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", upstream.url, "--max-body-size", "1KiB")
+    before = len(upstream.received)
+    r = post(proxy.url, body={"model": "m", "prompt": "x" * 2000})
+    assert r.status_code == 413
+    assert r.json()["error"]["type"] == "RequestTooLarge"
+    r = httpx.post(
+        proxy.url + "/v1/completions", content=(b"x" * 600 for _ in range(3)), timeout=10
+    )  # chunked, no content-length: counted while read
+    assert r.status_code == 413
+    assert len(upstream.received) == before
+    assert 'outcome="rejected"' in proxy.metrics()
+
+
+def test_sigterm_drains_in_flight_streams_then_exits_zero(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", upstream.url, "--drain-timeout", "10s")
+    worker, result = stream_in_background(proxy.url, {"tokens": 20, "itl": 0.05})
+    with httpx.Client(timeout=5) as admin:
+        assert admin.get(proxy.admin + "/readyz").status_code == 200
+        worker.start()
+        time.sleep(0.3)
+        proxy.process.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+        ready = admin.get(proxy.admin + "/readyz")  # kept-alive connection, still answered
+        assert ready.status_code == 503 and ready.json()["status"] == "draining"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(proxy.url + "/health", timeout=2)  # no longer accepting
+    worker.join(15)
+    assert result["raw"].count(b'"content":"tok ') == 20 and b"[DONE]" in result["raw"]
+    assert proxy.process.wait(15) == 0
+
+
+def test_stream_longer_than_the_drain_is_cut_and_still_recorded(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", upstream.url, "--drain-timeout", "500ms")
+    rid = "cut-" + uuid.uuid4().hex
+    worker, _ = stream_in_background(proxy.url, {"tokens": 100, "itl": 0.05}, rid)
+    worker.start()
+    time.sleep(0.3)
+    t = time.perf_counter()
+    proxy.process.send_signal(signal.SIGTERM)
+    assert proxy.process.wait(15) == 0
+    assert time.perf_counter() - t < 5
+    worker.join(10)
+    (line,) = proxy.request_logs(rid)
+    assert (line["outcome"], line["error_type"]) == ("proxy_error", "shutdown")
+    assert 0 < line["chunks"] < 100

@@ -1,0 +1,263 @@
+"""Hostile or careless input gets a clear answer; secrets and limits hold."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import aiohttp
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from latency_proxy.sse import SSEParser
+from loadgen.processes import free_port
+from tests.support.proxy import proxy_env
+from tests.support.scripted_upstream import ServerThread, Upstream
+
+
+def test_too_many_or_too_large_headers_get_431(proxy) -> None:
+    many = {f"x-h{i}": "v" for i in range(150)}
+    r = httpx.post(
+        proxy.url + "/v1/completions", json={"model": "m", "prompt": "x"}, headers=many, timeout=10
+    )
+    assert r.status_code == 431
+    assert r.json()["error"]["type"] == "RequestHeaderFieldsTooLarge"
+    r = httpx.post(
+        proxy.url + "/v1/completions",
+        json={"model": "m", "prompt": "x"},
+        headers={"x-big": "v" * 40_000},
+        timeout=10,
+    )
+    assert r.status_code == 431
+
+
+def test_concurrency_limit_gives_503_with_retry_after(start_proxy, upstream) -> None:
+    proxy = start_proxy(
+        "--upstream", upstream.url, "--max-concurrent-requests", "2", "--retry-after", "3s"
+    )
+    body = {"model": "m", "stream": True, "prompt": "x"}
+    slow = {"x-script": json.dumps({"tokens": 10, "itl": 0.1})}
+    done = []
+
+    def run() -> None:
+        with httpx.stream(
+            "POST", proxy.url + "/v1/completions", json=body, headers=slow, timeout=10
+        ) as r:
+            done.append((r.status_code, len(b"".join(r.iter_raw()))))
+
+    workers = [threading.Thread(target=run) for _ in range(2)]
+    for w in workers:
+        w.start()
+    time.sleep(0.4)
+    r = httpx.post(proxy.url + "/v1/completions", json=body, timeout=10)
+    assert r.status_code == 503 and r.headers["retry-after"] == "3"
+    assert r.json()["error"]["type"] == "ServiceUnavailable"
+    for w in workers:
+        w.join()
+    assert [s for s, _ in done] == [200, 200]
+    assert httpx.post(proxy.url + "/v1/completions", json=body, timeout=10).status_code == 200
+    assert (
+        'http_response_status_code="503",latency_proxy_route="default",outcome="rejected"'
+        in proxy.metrics()
+    )
+
+
+@pytest.fixture(scope="module")
+def tls_upstream(tmp_path_factory) -> tuple[Upstream, Path]:
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    app = Upstream()
+    port = free_port()
+    app.url = f"https://127.0.0.1:{port}"
+    with ServerThread(app, port, ssl_certfile=str(cert), ssl_keyfile=str(key)):
+        yield app, cert
+
+
+def test_https_upstream_with_ca_bundle(start_proxy, tls_upstream) -> None:
+    app, cert = tls_upstream
+    trusted = start_proxy("--upstream", app.url, "--ca-bundle", str(cert))
+    r = httpx.post(trusted.url + "/v1/completions", json={"model": "m", "prompt": "x"}, timeout=10)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 5
+    untrusted = start_proxy("--upstream", app.url)
+    r = httpx.post(
+        untrusted.url + "/v1/completions", json={"model": "m", "prompt": "x"}, timeout=10
+    )
+    assert r.status_code == 502
+
+
+def test_route_credentials_are_injected_and_never_recorded(
+    start_proxy, upstream, otlp, tmp_path
+) -> None:
+    secret_file = tmp_path / "qwen.key"
+    secret_file.write_text("sk-file-SECRETqwen\n")
+    env = proxy_env(otlp, LLAMA_KEY="sk-env-SECRETllama")
+    proxy = start_proxy(
+        "--upstream",
+        f"llama={upstream.url}",
+        "--upstream",
+        f"qwen={upstream.url}",
+        "--upstream-api-key",
+        "llama=env:LLAMA_KEY",
+        "--upstream-api-key",
+        f"qwen=file:{secret_file}",
+        env=env,
+    )
+    for model, key in (("llama", "sk-env-SECRETllama"), ("qwen", "sk-file-SECRETqwen")):
+        rid = "cred-" + uuid.uuid4().hex
+        httpx.post(
+            proxy.url + "/v1/completions",
+            json={"model": model, "prompt": "x"},
+            headers={"authorization": "Bearer client-own", "x-request-id": rid},
+            timeout=10,
+        )
+        sent = next(r for r in upstream.received if r.headers.get("x-request-id") == rid)
+        assert sent.headers["authorization"] == f"Bearer {key}"
+    otlp.wait_for_spans(lambda spans: len(spans) > 0)
+    time.sleep(0.5)
+    assert "SECRET" not in proxy.output() and "SECRET" not in proxy.metrics()
+    assert not any(b"SECRET" in p for p in otlp.raw_payloads())
+
+
+def test_missing_route_credential_fails_at_start(start_proxy, upstream) -> None:
+    proxy = start_proxy(
+        "--upstream",
+        f"llama={upstream.url}",
+        "--upstream-api-key",
+        "llama=env:NOT_SET_ANYWHERE",
+        ready=False,
+    )
+    assert proxy.process.wait(20) == 2
+    assert "NOT_SET_ANYWHERE: variable is not set" in proxy.output()
+
+
+def test_admin_token_guards_metrics_only(start_proxy, upstream, tmp_path) -> None:
+    token = tmp_path / "admin.token"
+    token.write_text("s3cret-admin\n")
+    proxy = start_proxy("--upstream", upstream.url, "--admin-token-file", str(token))
+    assert httpx.get(proxy.admin + "/metrics").status_code == 401
+    assert (
+        httpx.get(proxy.admin + "/metrics", headers={"authorization": "Bearer wrong"}).status_code
+        == 401
+    )
+    ok = httpx.get(proxy.admin + "/metrics", headers={"authorization": "Bearer s3cret-admin"})
+    assert ok.status_code == 200 and "latency_proxy" in ok.text
+    assert httpx.get(proxy.admin + "/healthz").status_code == 200
+    # the main port never serves admin endpoints: /metrics there is the upstream's
+    assert httpx.get(proxy.url + "/metrics").json()["path"] == "/metrics"
+
+
+def test_no_log_injection_through_ids_or_model_names(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", upstream.url, "--log-format", "text")
+    httpx.post(
+        proxy.url + "/v1/completions",
+        timeout=10,
+        content=json.dumps({"model": "evil\nFORGED level=error msg=x", "prompt": "x"}),
+    )
+    with socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]))) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nx-request-id: a\rFORGED b\r\n\r\n")
+        sock.recv(4096)
+    time.sleep(0.3)
+    lines = proxy.output().splitlines()
+    assert lines and not any(line.startswith("FORGED") for line in lines)
+    assert any("evil\\x0aFORGED" in line for line in lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=64), max_size=20))
+def test_sse_parser_survives_random_bytes(chunks: list[bytes]) -> None:
+    parser = SSEParser()
+    events = []
+    for chunk in chunks:
+        events += parser.feed(chunk)
+    assert b"".join(e.raw for e in events) + parser.remainder() == b"".join(chunks)
+
+
+def _rss_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+)", status).group(1))
+
+
+async def _hammer(url: str, count: int, seed: int) -> dict[int, int]:
+    rng = random.Random(seed)
+    statuses: dict[int, int] = {}
+    bodies = [
+        b"",
+        b"{",
+        b"[]",
+        b"null",
+        b'{"model": 1}',
+        b'{"model": "m", "prompt": "x"}',
+        b'{"model": "m", "stream": true, "prompt": "x"}',
+        b"\xff\xfe\x00",
+        b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true}',
+    ]
+    paths = [
+        "/v1/completions",
+        "/v1/chat/completions",
+        "/health",
+        "/v1/models",
+        "/x/%00/..",
+        "/tokenize",
+    ]
+    connector = aiohttp.TCPConnector(limit=16)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        semaphore = asyncio.Semaphore(16)
+
+        async def one() -> None:
+            body = rng.choice(bodies) + bytes(rng.randrange(256) for _ in range(rng.randrange(4)))
+            headers = {"x-request-id": rng.choice(["ok-1", "bad id\t", "", "x" * 200])}
+            async with (
+                semaphore,
+                session.post(url + rng.choice(paths), data=body, headers=headers) as r,
+            ):
+                await r.read()
+                statuses[r.status] = statuses.get(r.status, 0) + 1
+
+        await asyncio.gather(*(one() for _ in range(count)))
+    return statuses
+
+
+def test_random_requests_never_crash_and_memory_stays_flat(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", upstream.url, "--log-level", "warning")
+    asyncio.run(_hammer(proxy.url, 1000, seed=1))  # warm caches and pools
+    before = _rss_kb(proxy.process.pid)
+    statuses = asyncio.run(_hammer(proxy.url, 10_000, seed=2))
+    after = _rss_kb(proxy.process.pid)
+    assert sum(statuses.values()) == 10_000
+    assert set(statuses) <= {200, 400, 404, 405}, statuses
+    assert after - before < 20_000, f"RSS grew {after - before} kB over 10,000 requests"
+    log = proxy.output()
+    assert "unhandled error" not in log and "Exception in ASGI application" not in log
+    assert httpx.get(proxy.admin + "/healthz").status_code == 200
