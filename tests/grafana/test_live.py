@@ -205,3 +205,19 @@ def test_log_lines_of_the_real_proxy_link_to_traces(scraped):
     for line in requests:
         match = re.search(field["matcherRegex"], line)
         assert match and re.fullmatch(r"[0-9a-f]{32}", match.group(1)), line
+
+
+SPLITS = [q for q in PROM_QUERIES if q.panel.endswith("proxy, rest")]
+
+
+@pytest.mark.parametrize("query", SPLITS, ids=str)
+def test_where_the_time_goes_parts_are_not_negative(scraped, query):
+    """Each part of the TTFT/E2E split is a duration: the derived rest (the proxy's mean minus
+    vLLM's and the proxy's own parts) may not come out below zero beyond noise, which it
+    would if the parts were of different requests or double-counted."""
+    api, start, end, _ = scraped
+    expr = expand(query.text, defaults(BOARDS[query.dashboard]), RATE_INTERVAL)
+    values = [float(v) for s in data(api, expr, start, end, False) for _, v in s["values"]]
+    finite_values = [v for v in values if math.isfinite(v)]
+    assert finite_values, f"no data: {expr}"
+    assert min(finite_values) >= -0.005, f"{query}: {min(finite_values):.4f} s"
