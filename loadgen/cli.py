@@ -25,11 +25,12 @@ import uvloop
 from latency_proxy.units import parse_duration, parse_size
 from loadgen import client, compare, embedded, gpu_metrics, merge, report, rundir, sync
 from loadgen.progress import Progress
-from loadgen.rundir import RunData
+from loadgen.records import RunData, SummarySettings
 from loadgen.runner import Load, Runner
 from loadgen.schedule import ARRIVALS, plan, shard_count
 from loadgen.sizing import calibrate
-from loadgen.summary import Settings, parse_slos, summarize
+from loadgen.slo import parse_slos
+from loadgen.summary import summarize
 from loadgen.targets import Target, load_file, resolve
 from loadgen.workload import Lengths, Sizing, Workload, load_dataset, user_messages
 
@@ -237,8 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    return Settings(
+def _settings(args: argparse.Namespace) -> SummarySettings:
+    return SummarySettings(
         slo=parse_slos(args.slo),
         max_send_lag_s=args.max_send_lag,
         max_loop_lag_s=args.max_loop_lag,
