@@ -1,4 +1,4 @@
-"""Records in, summary.json out. Pure, no I/O: merge and the CLI both call `summarize`.
+"""Records in, summary.json out. Pure, no I/O: merge and run.py both call `summarize`.
 
 Keys under targets.<name> are a contract (DESIGN.md). Each target's throughput is over its
 own active time (the union of its blocks), so interleaving does not halve anyone's rate.
