@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -18,9 +18,8 @@ import orjson
 
 from latency_proxy.meter import StreamMeter
 from latency_proxy.sse import SSEParser
+from loadgen.records import FIRST_N, Record
 from loadgen.targets import Target
-
-FIRST_N = (3,)
 
 
 @dataclass(slots=True)
@@ -32,44 +31,6 @@ class Clock:
 
     def epoch(self, t: float) -> float:
         return self.wall0 + (t - self.perf0)
-
-
-@dataclass(slots=True)
-class Record:
-    """One line of requests.jsonl. Times *_at are epoch seconds; *_s are durations."""
-
-    request_id: str
-    target: str
-    intended_at: float
-    sent_at: float
-    end_at: float
-    send_lag_s: float
-    ok: bool
-    status: int | None = None
-    error: str | None = None
-    excluded: str | None = None  # "warmup" or "cooldown": kept here, left out of results
-    block: int = 0
-    shard: int = 0
-    level: float | None = None  # the sweep's concurrency or rate
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    e2e_s: float | None = None
-    time_to_first_chunk_s: float | None = None
-    ttfnt_s: dict[str, float] = field(default_factory=dict)
-    itl_s: list[float] = field(default_factory=list)
-    tokens_per_chunk: list[int] = field(default_factory=list)
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    token_source: str | None = None
-    finish_reason: str | None = None
-    response_id: str | None = None
-
-    def to_json(self) -> bytes:
-        return orjson.dumps(asdict(self))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Record:
-        return cls(**data)
 
 
 def session(connections: int = 0) -> aiohttp.ClientSession:
@@ -96,7 +57,7 @@ async def send(
         **target.headers,
     }
     payload = orjson.dumps(body)
-    meter = StreamMeter(intended, first_n=FIRST_N)
+    meter = StreamMeter(intended, first_n=(FIRST_N,))
     status: int | None = None
     error: str | None = None
     sent = time.perf_counter()

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from loadgen import rundir, stats
-from loadgen.client import Record
+from loadgen.records import Record, RunData
 from loadgen.report import ms
-from loadgen.rundir import RunData
-from loadgen.summary import figures, parse_slos
+from loadgen.slo import parse_slos
+from loadgen.summary import figures
 
-METRICS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
+COMPARED_METRICS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
 COMPARED_PERCENTILES = ("p50", "p99", "p999")
 SLO_METRICS = {"ttft": ("ttft_s", "TTFT"), "tpot": ("tpot_s", "TPOT"), "e2e": ("e2e_s", "E2E")}
 
@@ -138,7 +138,7 @@ def render(
     title, sub = "#" * level, "#" * (level + 1)
     header = "| metric | " + " | ".join(s.label for s in series) + " |"
     lines = [f"{title} loadgen comparison", "", header, "|---" * (len(series) + 1) + "|"]
-    for metric, label in METRICS:
+    for metric, label in COMPARED_METRICS:
         for pct in COMPARED_PERCENTILES:
             cells = []
             for s in series:
@@ -159,7 +159,7 @@ def render(
     base = series[0]
     lines += ["", f"{sub} Differences against {base.label}", ""]
     for other in series[1:]:
-        for metric, label in METRICS:
+        for metric, label in COMPARED_METRICS:
             a, b = base.values(metric), other.values(metric)
             for pct in COMPARED_PERCENTILES:
                 diff = stats.relative_difference(a, b, stats.PERCENTILES[pct], rng)

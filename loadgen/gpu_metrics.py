@@ -14,7 +14,7 @@ import time
 import aiohttp
 
 from loadgen.client import Clock
-from loadgen.summary import GpuSample
+from loadgen.records import GpuSample
 
 MEMORY = "DCGM_FI_DEV_FB_USED"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
@@ -37,7 +37,9 @@ def parse(text: str, source: str, at: float) -> list[GpuSample]:
             continue
         found.setdefault(gpu, {})[match.group(1)] = value
     return [
-        GpuSample(at, source, gpu, values.get(MEMORY), values.get(POWER))
+        GpuSample(
+            at=at, source=source, gpu=gpu, memory_mib=values.get(MEMORY), power_w=values.get(POWER)
+        )
         for gpu, values in sorted(found.items())
     ]
 

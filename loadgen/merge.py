@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadgen import compare, report, rundir
-from loadgen.rundir import RunData
+from loadgen.records import RunData
 from loadgen.summary import summarize
 
 

@@ -10,7 +10,7 @@ from typing import TextIO
 
 import numpy as np
 
-from loadgen.client import Record
+from loadgen.records import Record
 
 WINDOW = 1000
 

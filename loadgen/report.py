@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
 
 from loadgen import stats
-from loadgen.rundir import RunData
+from loadgen.records import RunData
 
 SHOWN = (
     ("ttft_s", "TTFT"),

@@ -8,29 +8,17 @@ figure from raw data instead of averaging averages.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from loadgen.client import Record
-from loadgen.runner import Phase
-from loadgen.summary import GpuSample, Settings
+from loadgen.records import GpuSample, Phase, Record, RunData, SummarySettings
 
 REQUESTS = "requests.jsonl"
 RUN = "run.json"
 SUMMARY = "summary.json"
-
-
-@dataclass(slots=True)
-class RunData:
-    records: list[Record] = field(default_factory=list)
-    phases: list[Phase] = field(default_factory=list)
-    loop_lag: list[tuple[float, float]] = field(default_factory=list)
-    gpu: list[GpuSample] = field(default_factory=list)
-    settings: Settings = field(default_factory=Settings)
-    meta: dict[str, Any] = field(default_factory=dict)  # command line, load, sweep levels
 
 
 def write(out: str | Path, data: RunData, summary: dict[str, Any]) -> Path:
@@ -67,7 +55,7 @@ def read(path: str | Path) -> RunData:
         phases=[Phase(**p) for p in run["phases"]],
         loop_lag=[(at, lag) for at, lag in run["loop_lag"]],
         gpu=[GpuSample(**s) for s in run["gpu"]],
-        settings=Settings(**run["settings"]),
+        settings=SummarySettings(**run["settings"]),
         meta=run["meta"],
     )
 

@@ -23,7 +23,8 @@ import aiohttp
 import numpy as np
 
 from loadgen import client
-from loadgen.client import Clock, Record
+from loadgen.client import Clock
+from loadgen.records import Phase, Record
 from loadgen.schedule import Block, arrivals
 from loadgen.targets import Target
 from loadgen.workload import Workload
@@ -40,30 +41,6 @@ class Load:
     rate: float | None = None
     arrival: str = "poisson"
     gamma_shape: float = 0.5
-
-
-@dataclass(slots=True)
-class Phase:
-    """One block's measured window, in epoch seconds.
-
-    [start_at, end_at] is when its measured requests were due (warmup and cooldown left
-    out): a target's active time, the denominator of its throughput, is the union of these.
-    done_at is when its last measured request finished; the client's loop lag and GPU samples
-    count for the block up to then. An interrupted block (Ctrl-C, SIGTERM) ends at the
-    interruption; the requests then in flight were cancelled and are not records.
-    """
-
-    target: str
-    block: int
-    start_at: float
-    end_at: float
-    level: float | None = None
-    done_at: float | None = None
-    interrupted: bool = False
-
-    @property
-    def busy(self) -> tuple[float, float]:
-        return self.start_at, self.done_at if self.done_at is not None else self.end_at
 
 
 @dataclass(slots=True)
@@ -120,13 +97,13 @@ class Runner:
                 epoch = self.clock.epoch
                 self.result.phases.append(
                     Phase(
-                        block.target,
-                        block.index,
-                        epoch(budget.warm_end),
-                        epoch(budget.closed_at or budget.warm_end),
-                        sweep_level,
-                        epoch(budget.done_at or time.perf_counter()),
-                        budget.interrupted,
+                        target=block.target,
+                        block=block.index,
+                        start_at=epoch(budget.warm_end),
+                        end_at=epoch(budget.closed_at or budget.warm_end),
+                        level=sweep_level,
+                        done_at=epoch(budget.done_at or time.perf_counter()),
+                        interrupted=budget.interrupted,
                     )
                 )
         finally:

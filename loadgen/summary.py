@@ -1,4 +1,4 @@
-"""Records in, summary.json out. Pure, no I/O: merge and the CLI both call `summarize`.
+"""Records in, summary.json out. Pure, no I/O: merge and run.py both call `summarize`.
 
 Keys under targets.<name> are a contract (DESIGN.md). Each target's throughput is over its
 own active time (the union of its blocks), so interleaving does not halve anyone's rate.
@@ -9,53 +9,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from latency_proxy.units import parse_duration
 from loadgen import stats
-from loadgen.client import Record
-from loadgen.runner import Phase
+from loadgen.records import FIRST_N, GpuSample, Phase, Record, SummarySettings
 
-METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "time_to_first_chunk_s", "ttf3t_s")
-DEFAULT_SLO = {"ttft": 0.8, "tpot": 0.05}
-
-
-def parse_slos(items: Sequence[str]) -> dict[str, float]:
-    """`--slo ttft=800ms --slo tpot=50ms` -> {"ttft": 0.8, "tpot": 0.05}; unnamed keep defaults."""
-    slo = dict(DEFAULT_SLO)
-    for item in items:
-        name, sep, value = item.partition("=")
-        name = name.strip().lower()
-        if not sep or name not in ("ttft", "tpot", "e2e"):
-            raise ValueError(f"not an SLO: {item!r} (use ttft=800ms, tpot=50ms or e2e=10s)")
-        slo[name] = parse_duration(value)
-    return slo
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """What the figures are judged against; stored in run.json so a merge judges alike."""
-
-    slo: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SLO))
-    max_send_lag_s: float = 0.025
-    max_loop_lag_s: float = 0.025
-    weight_bytes: float | None = None
-    kv_bytes_per_token: float = 0.0
-    gpu_bandwidth_bytes_s: float | None = None
-    gpus: int = 1
-    seed: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class GpuSample:
-    at: float  # epoch seconds
-    source: str
-    gpu: str
-    memory_mib: float | None
-    power_w: float | None
+LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "time_to_first_chunk_s", "ttf3t_s")
 
 
 def active_seconds(intervals: Iterable[tuple[float, float]]) -> float:
@@ -90,7 +51,7 @@ def figures(record: Record, metric: str) -> list[float]:
     """One request's values of a metric: its ITL gaps, or its one figure when defined."""
     if metric == "itl_s":
         return record.itl_s
-    value = record.ttfnt_s.get("3") if metric == "ttf3t_s" else getattr(record, metric)
+    value = record.ttfnt_s.get(str(FIRST_N)) if metric == "ttf3t_s" else getattr(record, metric)
     return [] if value is None else [value]
 
 
@@ -159,14 +120,15 @@ def _target(
     phases: Sequence[Phase],
     loop_lag: Sequence[tuple[float, float]],
     gpu: Sequence[GpuSample],
-    settings: Settings,
+    settings: SummarySettings,
 ) -> dict[str, Any]:
     active = active_seconds((p.start_at, p.end_at) for p in phases if p.target == name)
     intervals = [p.busy for p in phases if p.target == name]
     measured = [r for r in records if r.target == name and not r.excluded]
     ok = [r for r in measured if r.ok]
     metrics = {
-        metric: stats.describe([v for r in ok for v in figures(r, metric)]) for metric in METRICS
+        metric: stats.describe([v for r in ok for v in figures(r, metric)])
+        for metric in LATENCY_METRICS
     }
     metrics["input_tokens"] = stats.describe([r.input_tokens for r in ok], ci=False)
     metrics["output_tokens"] = stats.describe([r.output_tokens for r in ok], ci=False)
@@ -229,7 +191,7 @@ def _target(
 
 
 def _mbu(
-    ok: Sequence[Record], active: float, metrics: dict[str, Any], settings: Settings
+    ok: Sequence[Record], active: float, metrics: dict[str, Any], settings: SummarySettings
 ) -> float | None:
     tpot = metrics["tpot_s"]["mean"]
     if not (settings.weight_bytes and settings.gpu_bandwidth_bytes_s and tpot and active):
@@ -252,7 +214,7 @@ def _level(
     phases: Sequence[Phase],
     loop_lag: Sequence[tuple[float, float]],
     gpu: Sequence[GpuSample],
-    settings: Settings,
+    settings: SummarySettings,
 ) -> dict[str, Any]:
     names = list(dict.fromkeys([p.target for p in phases] + [r.target for r in records]))
     return {name: _target(name, records, phases, loop_lag, gpu, settings) for name in names}
@@ -263,7 +225,7 @@ def summarize(
     phases: Sequence[Phase],
     loop_lag: Sequence[tuple[float, float]],
     gpu: Sequence[GpuSample],
-    settings: Settings,
+    settings: SummarySettings,
     sweep: str | None = None,
 ) -> dict[str, Any]:
     """The whole summary.json; a function of its inputs alone.

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import uvloop
 
-from loadgen.client import Record
+from loadgen.records import Record, SummarySettings
 from loadgen.runner import Load, Runner, RunResult
 from loadgen.schedule import plan
-from loadgen.summary import Settings, summarize
+from loadgen.summary import summarize
 from loadgen.targets import Target
 from loadgen.workload import Lengths, Workload
 from tests.support.loadgen_upstream import arrivals, control, running
@@ -78,7 +78,7 @@ def test_ttft_and_tpot_match_the_truth(upstream: str, concurrency: int, requests
     assert first.time_to_first_chunk_s < first.ttft_s / 2  # the role chunk comes at once
     assert first.ttfnt_s["3"] == pytest.approx(TTFT + 2 * ITL, rel=0.1)
     # throughput over the measured window agrees with Little's law: streams / E2E
-    summary = summarize(result.records, result.phases, result.loop_lag, [], Settings())
+    summary = summarize(result.records, result.phases, result.loop_lag, [], SummarySettings())
     rate = summary["targets"]["t"]["throughput"]["requests_per_s"]
     assert rate == pytest.approx(concurrency / np.mean([r.e2e_s for r in records]), rel=0.2)
 
@@ -169,7 +169,7 @@ def test_a_lagging_client_marks_the_run_invalid(upstream: str) -> None:
         output=2,
         on_record=block_the_loop,
     )
-    summary = summarize(result.records, result.phases, result.loop_lag, [], Settings())
+    summary = summarize(result.records, result.phases, result.loop_lag, [], SummarySettings())
     target = summary["targets"]["t"]
     assert target["valid"] is False
     reasons = " ".join(target["invalid_reasons"])

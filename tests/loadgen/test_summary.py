@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 
 from loadgen import compare, gpu_metrics, merge, report, rundir
-from loadgen.client import Record
 from loadgen.progress import Progress
-from loadgen.rundir import RunData
-from loadgen.runner import Phase
-from loadgen.summary import GpuSample, Settings, active_seconds, parse_slos, summarize
+from loadgen.records import GpuSample, Phase, Record, RunData, SummarySettings
+from loadgen.slo import parse_slos
+from loadgen.summary import active_seconds, summarize
 
 T0 = 1_800_000_000.0
 
@@ -50,15 +49,22 @@ def records(target: str, n: int, ttft: float, seed: int, shard: int = 0) -> list
     return out
 
 
+def blank(request_id: str, target: str) -> dict[str, object]:
+    """The fields every record has, for a request that measured nothing at T0."""
+    return dict(
+        request_id=request_id, target=target, intended_at=T0, sent_at=T0, end_at=T0, send_lag_s=0.0
+    )
+
+
 def phases(target: str, start: float = T0, end: float = T0 + 10) -> list[Phase]:
-    return [Phase(target, 0, start, end, 8)]
+    return [Phase(target=target, block=0, start_at=start, end_at=end, level=8)]
 
 
 def test_summary_contract_keys() -> None:
     recs = records("proxy", 1200, 0.3, 1)
-    recs.append(Record("w", "proxy", T0, T0, T0, 0.0, ok=True, excluded="warmup", ttft_s=9.0))
-    recs.append(Record("f", "proxy", T0, T0, T0, 0.0, ok=False, status=500, error="http_500"))
-    summary = summarize(recs, phases("proxy"), [(T0 + 1, 0.001)], [], Settings())
+    recs.append(Record(**blank("w", "proxy"), ok=True, excluded="warmup", ttft_s=9.0))
+    recs.append(Record(**blank("f", "proxy"), ok=False, status=500, error="http_500"))
+    summary = summarize(recs, phases("proxy"), [(T0 + 1, 0.001)], [], SummarySettings())
     t = summary["targets"]["proxy"]
     for metric in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
         for key in ("p50", "p90", "p99", "p999", "mean", "count"):
@@ -85,7 +91,7 @@ def test_summary_contract_keys() -> None:
 
 
 def test_small_samples_do_not_claim_tail_percentiles() -> None:
-    t = summarize(records("a", 150, 0.3, 2), phases("a"), [], [], Settings())["targets"]["a"]
+    t = summarize(records("a", 150, 0.3, 2), phases("a"), [], [], SummarySettings())["targets"]["a"]
     ttft = t["metrics"]["ttft_s"]
     assert ttft["p99"] is not None and ttft["p999"] is None and ttft["ci95"]["p999"] is None
 
@@ -96,10 +102,10 @@ def test_goodput_against_slos() -> None:
         r.ttft_s = 1.0
     for r in recs[25:35]:
         r.tpot_s = 0.06
-    t = summarize(recs, phases("a"), [], [], Settings())["targets"]["a"]
+    t = summarize(recs, phases("a"), [], [], SummarySettings())["targets"]["a"]
     assert t["goodput"]["fraction"] == pytest.approx(0.65)
     assert t["goodput"]["requests_per_s"] == pytest.approx(6.5)
-    loose = Settings(slo=parse_slos(["ttft=2s", "tpot=100ms"]))
+    loose = SummarySettings(slo=parse_slos(["ttft=2s", "tpot=100ms"]))
     assert summarize(recs, phases("a"), [], [], loose)["targets"]["a"]["goodput"]["fraction"] == 1
 
 
@@ -115,12 +121,12 @@ def test_client_bottleneck_marks_the_target_invalid() -> None:
     for r in recs[:10]:
         r.send_lag_s = 0.2
     lag = [(T0 + i * 0.02, 0.05 if i % 10 == 0 else 0.0) for i in range(400)]
-    t = summarize(recs, phases("a"), lag, [], Settings())["targets"]["a"]
+    t = summarize(recs, phases("a"), lag, [], SummarySettings())["targets"]["a"]
     assert t["valid"] is False
     assert any("send lag" in r for r in t["invalid_reasons"])
     assert any("event-loop lag" in r for r in t["invalid_reasons"])
-    none_ok = [Record("x", "b", T0, T0, T0, 0.0, ok=False, error="timeout")]
-    t = summarize(none_ok, phases("b"), [], [], Settings())["targets"]["b"]
+    none_ok = [Record(**blank("x", "b"), ok=False, error="timeout")]
+    t = summarize(none_ok, phases("b"), [], [], SummarySettings())["targets"]["b"]
     assert t["invalid_reasons"] == ["no successful requests"]
 
 
@@ -131,9 +137,15 @@ def test_active_time_is_a_union() -> None:
 
 def test_mbu_and_gpu_summaries() -> None:
     recs = records("a", 100, 0.3, 5)
-    gpu = [GpuSample(T0 + i, "sim", g, 1000.0 + i, 300.0) for i in range(5) for g in ("0", "1")]
-    gpu.append(GpuSample(T0 + 100, "sim", "0", 99999.0, 1.0))  # outside the run: ignored
-    settings = Settings(weight_bytes=40e9, gpu_bandwidth_bytes_s=2e12, gpus=1)
+    gpu = [
+        GpuSample(at=T0 + i, source="sim", gpu=g, memory_mib=1000.0 + i, power_w=300.0)
+        for i in range(5)
+        for g in ("0", "1")
+    ]
+    gpu.append(
+        GpuSample(at=T0 + 100, source="sim", gpu="0", memory_mib=99999.0, power_w=1.0)
+    )  # outside the run: ignored
+    settings = SummarySettings(weight_bytes=40e9, gpu_bandwidth_bytes_s=2e12, gpus=1)
     t = summarize(recs, phases("a"), [], gpu, settings)["targets"]["a"]
     assert t["mbu"] == pytest.approx(40e9 / 0.02 / 2e12)
     assert t["gpu"]["peak_memory_mib"] == 1004.0
@@ -150,8 +162,8 @@ def test_gpu_metrics_parse() -> None:
     )
     samples = gpu_metrics.parse(text, "u", 5.0)
     assert samples == [
-        GpuSample(5.0, "u", "0", 40960.0, 312.5),
-        GpuSample(5.0, "u", "1", 40000.0, None),
+        GpuSample(at=5.0, source="u", gpu="0", memory_mib=40960.0, power_w=312.5),
+        GpuSample(at=5.0, source="u", gpu="1", memory_mib=40000.0, power_w=None),
     ]
 
 
@@ -160,8 +172,11 @@ def test_sweep_summary_has_one_point_per_level() -> None:
     high = records("a", 100, 0.6, 7)
     for r in high:
         r.level = 32
-    ph = [Phase("a", 0, T0, T0 + 10, 8), Phase("a", 0, T0 + 10, T0 + 20, 32)]
-    s = summarize(low + high, ph, [], [], Settings(), sweep="concurrency")
+    ph = [
+        Phase(target="a", block=0, start_at=T0, end_at=T0 + 10, level=8),
+        Phase(target="a", block=0, start_at=T0 + 10, end_at=T0 + 20, level=32),
+    ]
+    s = summarize(low + high, ph, [], [], SummarySettings(), sweep="concurrency")
     assert [p["level"] for p in s["sweep"]["points"]] == [8, 32]
     assert s["targets"] == s["sweep"]["points"][-1]["targets"]
     assert s["targets"]["a"]["metrics"]["ttft_s"]["p50"] > 0.45
@@ -172,8 +187,23 @@ def test_an_interrupted_level_is_marked_and_earlier_levels_stay_valid() -> None:
     high = records("a", 20, 0.6, 7)
     for r in high:
         r.level = 32
-    cut = Phase("a", 0, T0 + 10, T0 + 12, 32, T0 + 12, interrupted=True)
-    s = summarize(low + high, [Phase("a", 0, T0, T0 + 10, 8), cut], [], [], Settings(), "rate")
+    cut = Phase(
+        target="a",
+        block=0,
+        start_at=T0 + 10,
+        end_at=T0 + 12,
+        level=32,
+        done_at=T0 + 12,
+        interrupted=True,
+    )
+    s = summarize(
+        low + high,
+        [Phase(target="a", block=0, start_at=T0, end_at=T0 + 10, level=8), cut],
+        [],
+        [],
+        SummarySettings(),
+        "rate",
+    )
     first, last = s["sweep"]["points"]
     assert s["interrupted"] is True
     assert first["targets"]["a"]["valid"] is True
@@ -181,11 +211,11 @@ def test_an_interrupted_level_is_marked_and_earlier_levels_stay_valid() -> None:
     (reason,) = last["targets"]["a"]["invalid_reasons"]
     assert reason.startswith("interrupted at ") and "block a#0" in reason
     assert last["targets"]["a"]["throughput"]["active_s"] == 2  # up to the interruption
-    assert summarize(low, phases("a"), [], [], Settings())["interrupted"] is False
+    assert summarize(low, phases("a"), [], [], SummarySettings())["interrupted"] is False
 
 
 def _run_dir(path: Path, recs: list[Record], ph: list[Phase], shard: int) -> Path:
-    data = RunData(recs, ph, [(T0 + 1, 0.001)], [], Settings(), {"shard": [shard, 2]})
+    data = RunData(records=recs, phases=ph, loop_lag=[(T0 + 1, 0.001)], meta={"shard": [shard, 2]})
     summary = summarize(data.records, data.phases, data.loop_lag, data.gpu, data.settings)
     return rundir.write(path, data, summary)
 
@@ -193,7 +223,7 @@ def _run_dir(path: Path, recs: list[Record], ph: list[Phase], shard: int) -> Pat
 def test_merge_is_exact(tmp_path: Path) -> None:
     a = records("a", 700, 0.3, 8, shard=0)
     b = records("a", 500, 0.5, 9, shard=1)
-    whole = summarize(a + b, phases("a"), [(T0 + 1, 0.001)] * 2, [], Settings())
+    whole = summarize(a + b, phases("a"), [(T0 + 1, 0.001)] * 2, [], SummarySettings())
     _run_dir(tmp_path / "s0", a, phases("a"), 0)
     _run_dir(tmp_path / "s1", b, phases("a", T0 + 1, T0 + 10), 1)
     _, merged = merge.merge_dirs([tmp_path / "s0", tmp_path / "s1"], tmp_path / "m")
@@ -221,8 +251,8 @@ def test_compare_differences_and_verdicts(tmp_path: Path) -> None:
 
 def test_report_markdown_and_console(tmp_path: Path) -> None:
     recs = records("a", 120, 0.3, 12)
-    data = RunData(recs, phases("a"), [], [], Settings(), {"command": "python -m loadgen x"})
-    summary = summarize(recs, data.phases, [], [], Settings())
+    data = RunData(records=recs, phases=phases("a"), meta={"command": "python -m loadgen x"})
+    summary = summarize(recs, data.phases, [], [], SummarySettings())
     path = report.write(tmp_path, data, summary)
     text = path.read_text()
     assert "python -m loadgen x" in text and "n/a (needs ≥1000)" in text
@@ -238,7 +268,7 @@ def test_progress_line_shows_running_percentiles_and_errors() -> None:
     progress = Progress(stream, label="run")
     for r in records("a", 100, 0.3, 13):
         progress(r)
-    progress(Record("f", "a", T0, T0, T0, 0.0, ok=False, error="timeout"))
+    progress(Record(**blank("f", "a"), ok=False, error="timeout"))
     line = progress.line()
     assert "100 ok" in line and "1 errors" in line
     assert "TTFT P50 30" in line and "P99 " in line

@@ -1,0 +1,87 @@
+"""RunConfig: one load run as its flags asked for it, typed, built once by cli.py.
+
+Everything past the parser reads this, never an argparse Namespace. It is frozen: a run that
+derives from another (a worker's share of a --workers run, a probe of a search) is a
+`dataclasses.replace` of it. It goes through JSON unchanged, which is how the supervisor
+hands each worker process its configuration.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from loadgen.records import SummarySettings
+from loadgen.workload import Lengths
+
+DEFAULT_CONCURRENCY = 8
+DEFAULT_DURATION = "15s"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    command: str  # what was run, for run.json and the report
+    out: Path  # the run directory
+
+    # where load goes
+    targets: tuple[str, ...]  # --target specs in order, without repeats
+    targets_file: str | None
+    model: str | None
+    embedded: bool  # start the simulator and the proxy first (run.on_stack)
+    overrides: Mapping[str, str]  # built-in target name -> URL (the embedded stack's)
+
+    # what each request asks for
+    endpoint: str  # chat | completions
+    input_tokens: Lengths
+    output_tokens: Lengths
+    ignore_eos: bool
+    temperature: float
+    dataset: str | None
+    tokenizer: str | None  # a local tokenizer.json sizes prompts instead of /tokenize
+
+    # how hard, how long
+    sweep: str  # concurrency | rate: what `levels` are
+    levels: tuple[float, ...]  # closed-loop streams (ints) or open-loop requests/s
+    arrival: str
+    gamma_shape: float
+    duration_s: float | None  # measured time per target and level, or
+    requests: int | None  # measured requests per target and level
+    warmup_s: float
+    blocks: int | None  # per target; None: 1, or 2 with several targets
+    timeout_s: float  # per request
+
+    # processes
+    workers: int
+    shard: tuple[int, int]  # (index, count)
+    sync_dir: Path | None
+    sync_timeout_s: float
+
+    # results
+    summary: SummarySettings  # what the figures are judged against; its seed seeds the load
+    gpu_metrics: tuple[str, ...]  # DCGM-style /metrics URLs to sample
+    gpu_interval_s: float
+    progress: bool  # draw the live progress line
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=str)  # Path -> str
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        data: dict[str, Any] = json.loads(text)
+        return cls(
+            **data
+            | {
+                "out": Path(data["out"]),
+                "targets": tuple(data["targets"]),
+                "input_tokens": Lengths(**data["input_tokens"]),
+                "output_tokens": Lengths(**data["output_tokens"]),
+                "levels": tuple(data["levels"]),
+                "shard": tuple(data["shard"]),
+                "sync_dir": Path(data["sync_dir"]) if data["sync_dir"] else None,
+                "summary": SummarySettings(**data["summary"]),
+                "gpu_metrics": tuple(data["gpu_metrics"]),
+            }
+        )

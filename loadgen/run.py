@@ -1,0 +1,215 @@
+"""A load run from its RunConfig: targets resolved, prompts calibrated, levels driven, results.
+
+`main` is what `python -m loadgen` does once its flags are a RunConfig (a worker process
+does the same with its share): `run` starts the embedded stack when asked for, `measure`
+makes one run directory at config.out, in this process or over --workers processes. A
+caller that runs several runs against one stack (say, probes of a search) starts it once,
+takes `on_stack`, and calls `measure` with a `dataclasses.replace` per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import uvloop
+
+from loadgen import client, compare, embedded, gpu_metrics, report, rundir, supervisor, sync
+from loadgen.config import RunConfig
+from loadgen.interrupt import default_signal_handlers, stop_on_signal
+from loadgen.progress import Progress
+from loadgen.records import RunData
+from loadgen.runner import Load, Runner
+from loadgen.schedule import plan, shard_count
+from loadgen.sizing import calibrate
+from loadgen.summary import summarize
+from loadgen.targets import Target, load_file, resolve
+from loadgen.workload import Sizing, Workload, load_dataset, user_messages
+
+
+def main(config: RunConfig) -> int:
+    """Run, print the console table; the exit code (0, 2 for bad input, 130 interrupted)."""
+    try:
+        summary = run(config)
+    except KeyboardInterrupt:
+        print("\nloadgen: interrupted; everything it started is stopped", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, RuntimeError) as exc:
+        print(f"loadgen: {exc}", file=sys.stderr)
+        return 2
+    print(report.console_table(summary))
+    print(f"results: {config.out}/ (summary.json, requests.jsonl, report.md)")
+    if summary["interrupted"]:
+        print("loadgen: interrupted: partial results, marked invalid", file=sys.stderr)
+        return 130
+    return 0
+
+
+def run(config: RunConfig) -> dict[str, Any]:
+    """The whole run, the embedded stack started first (and stopped last) when asked for."""
+    if not config.embedded:
+        return measure(config)
+    with embedded.stack(config.out / "embedded") as stack:
+        return measure(on_stack(config, stack))
+
+
+def on_stack(config: RunConfig, stack: embedded.Stack) -> RunConfig:
+    """The run aimed at a started stack: proxy and direct name it, its gauges are sampled,
+    and --target proxy measures direct as well."""
+    specs = list(config.targets)
+    if "proxy" in specs and "direct" not in specs:
+        # direct first: the baseline of the report's comparison shows what the proxy costs
+        specs.insert(specs.index("proxy"), "direct")
+    return replace(
+        config,
+        embedded=False,
+        targets=tuple(specs),
+        overrides={"proxy": stack.proxy, "direct": stack.direct},
+        gpu_metrics=config.gpu_metrics or (stack.metrics,),
+    )
+
+
+def measure(config: RunConfig) -> dict[str, Any]:
+    """One run directory at config.out (data, summary, report); returns the summary."""
+    if config.workers > 1:
+        return supervisor.run_workers(config)
+    file_targets = load_file(config.targets_file) if config.targets_file else None
+    targets = {}
+    for spec in config.targets:
+        target = resolve(spec, file_targets, overrides=config.overrides)
+        targets[target.name] = target
+    data = uvloop.run(execute(config, targets))
+    if not data.phases:
+        raise KeyboardInterrupt  # stopped before any load was sent: nothing to write
+    summary = summarize(
+        data.records, data.phases, data.loop_lag, data.gpu, data.settings, data.meta["sweep"]
+    )
+    rundir.write(config.out, data, summary)
+    report.write(config.out, data, summary, compare.of_run(data, summary))
+    return summary
+
+
+async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
+    """One process's share of the load, all levels; returns the raw data."""
+    shard, shards = config.shard
+    models = await _models(config, targets)
+    first = next(iter(targets))
+    rng = np.random.default_rng([config.summary.seed, shard])
+    workload = Workload(
+        endpoint=config.endpoint,
+        input_tokens=config.input_tokens,
+        output_tokens=config.output_tokens,
+        rng=rng,
+        dataset=load_dataset(config.dataset) if config.dataset else None,
+        sizing=Sizing()
+        if config.dataset
+        else await _prompt_sizing(config, targets[first], models[first]),
+        temperature=config.temperature,
+        ignore_eos=config.ignore_eos,
+    )
+    progress = Progress(label=f"shard {shard}/{shards}" if shards > 1 else "")
+    runner = Runner(targets, models, workload, rng, config.timeout_s, shard, progress)
+    data = RunData(settings=config.summary, meta=_meta(config, targets, models, workload))
+    helpers = []
+    if config.progress:
+        helpers.append(asyncio.create_task(progress.draw()))
+    if config.gpu_metrics and shard == 0:  # one sampler per run, not per shard
+        urls = list(config.gpu_metrics)
+        helpers.append(
+            asyncio.create_task(
+                gpu_metrics.sample(urls, config.gpu_interval_s, runner.clock, data.gpu)
+            )
+        )
+    blocks_per_target = config.blocks or (2 if len(targets) > 1 else 1)
+    if config.sync_dir:
+        at = await sync.start_together(config.sync_dir, shard, shards, config.sync_timeout_s)
+        data.meta["synced_start_at"] = at
+    stop_on_signal(runner, data.meta)
+    try:
+        for level in config.levels:
+            if runner.stopped:
+                runner.cut_short()
+                break
+            if config.sweep == "concurrency":
+                load = Load(concurrency=shard_count(int(level), shard, shards))
+            else:
+                load = Load(
+                    rate=level / shards, arrival=config.arrival, gamma_shape=config.gamma_shape
+                )
+            requests = shard_count(config.requests, shard, shards) if config.requests else None
+            blocks = plan(
+                list(targets), blocks_per_target, config.warmup_s, config.duration_s, requests
+            )
+            await runner.run(blocks, load, sweep_level=level)
+    finally:
+        default_signal_handlers()
+        for task in helpers:
+            task.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+    data.records = runner.result.records
+    data.phases = runner.result.phases
+    data.loop_lag = runner.result.loop_lag
+    return data
+
+
+async def _models(config: RunConfig, targets: dict[str, Target]) -> dict[str, str]:
+    models = {}
+    async with client.session() as http:
+        for name, target in targets.items():
+            model = config.model or target.model or await client.first_model(http, target)
+            if model is None:
+                raise SystemExit(
+                    f"loadgen: {name} ({target.url}): no --model given, and its /v1/models "
+                    "did not name one (is it running?)"
+                )
+            models[name] = model
+    return models
+
+
+async def _prompt_sizing(config: RunConfig, target: Target, model: str) -> Sizing:
+    """Calibrate synthetic prompts: local tokenizer, else the target's /tokenize, else none.
+
+    /tokenize counts in the request's own shape, chat template included; a local tokenizer
+    file has no chat template, so with it chat prompts are sized without the template's cost.
+    """
+    mean = config.input_tokens.mean
+    if config.tokenizer:
+        from tokenizers import Tokenizer  # optional: only for --tokenizer
+
+        encoder = Tokenizer.from_file(config.tokenizer)
+
+        async def encode(text: str) -> int:
+            return len(encoder.encode(text).ids)
+
+        sizing = await calibrate(encode, mean, "tokenizer")
+    else:
+        async with client.session() as http:
+
+            async def tokenize(text: str) -> int | None:
+                if config.endpoint == "chat":
+                    messages = user_messages(text)
+                    return await client.count_tokens(http, target, model, messages=messages)
+                return await client.count_tokens(http, target, model, prompt=text)
+
+            sizing = await calibrate(tokenize, mean, "tokenize")
+    return sizing or Sizing()
+
+
+def _meta(
+    config: RunConfig, targets: dict[str, Target], models: dict[str, str], w: Workload
+) -> dict[str, Any]:
+    """What the run was, for the report; no headers (they may carry credentials)."""
+    return {
+        "command": config.command,
+        "started_at": time.time(),
+        "targets": {n: {"url": t.url, "model": models[n]} for n, t in targets.items()},
+        "endpoint": config.endpoint,
+        "sweep": config.sweep,
+        "levels": list(config.levels),
+        "shard": list(config.shard),
+        "prompt_sizing": None if w.dataset else w.sizing.meta(),
+    }

@@ -1,0 +1,21 @@
+"""`python -m loadgen.worker`: one process of a --workers run; internal, supervisor.py starts it.
+
+Its configuration arrives as a RunConfig in JSON on stdin rather than as a command line, so
+what the supervisor decided (shard, run directory, sync point, targets) comes typed, with
+nothing to re-parse. It then runs, prints and exits as `python -m loadgen` would.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from loadgen import run
+from loadgen.config import RunConfig
+
+
+def main() -> int:
+    return run.main(RunConfig.from_json(sys.stdin.read()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
