@@ -7,16 +7,13 @@ readings. Whatever happens (an error, Ctrl-C), everything started here is stoppe
 from __future__ import annotations
 
 import contextlib
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from loadgen.processes import free_port, stop, wait_ready
 
 PRESET = "llama-70b-awq-tp4-a100"
 READY_TIMEOUT_S = 60.0
@@ -27,39 +24,6 @@ class Stack:
     direct: str  # the simulator's base URL
     proxy: str  # the proxy's base URL
     metrics: str  # the simulator's DCGM-style gauges
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = READY_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{process.args[2]} exited with {process.returncode} before ready")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} not ready after {timeout_s:.0f} s")
-
-
-def stop(process: subprocess.Popen) -> None:
-    """SIGTERM for a graceful shutdown, SIGKILL after 5 s."""
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def _spawn(log_dir: Path, module: str, *args: str) -> subprocess.Popen:
@@ -85,7 +49,7 @@ def stack(log_dir: Path, sim_args: tuple[str, ...] = ("--preset", PRESET)) -> It
         sim_cmd = (*sim_args, "--host", "127.0.0.1", "--port", str(sim_port))
         sim = _spawn(log_dir, "loadgen.sim", *sim_cmd)
         processes.append(sim)
-        wait_ready(direct + "/health", sim)
+        wait_ready(direct + "/health", sim, READY_TIMEOUT_S)
         proxy_port, admin_port = free_port(), free_port()
         proxy = _spawn(
             log_dir,
@@ -100,7 +64,7 @@ def stack(log_dir: Path, sim_args: tuple[str, ...] = ("--preset", PRESET)) -> It
             str(admin_port),
         )
         processes.append(proxy)
-        wait_ready(f"http://127.0.0.1:{admin_port}/healthz", proxy)
+        wait_ready(f"http://127.0.0.1:{admin_port}/healthz", proxy, READY_TIMEOUT_S)
         proxy_url = f"http://127.0.0.1:{proxy_port}"
         yield Stack(direct=direct, proxy=proxy_url, metrics=direct + "/metrics")
     finally:

@@ -14,9 +14,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from loadgen import embedded, merge, rundir
+from loadgen import merge, rundir
 from loadgen.config import RunConfig
 from loadgen.interrupt import STOP_SIGNALS
+from loadgen.processes import stop
 
 WORKER = (sys.executable, "-m", "loadgen.worker")
 
@@ -73,7 +74,7 @@ def run_workers(config: RunConfig) -> dict:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         for child in children:
-            embedded.stop(child)
+            stop(child)
     shard_dirs = [shard_dir(config.out, i) for i in range(len(children))]
     if signals:
         shard_dirs = [d for d in shard_dirs if (d / rundir.RUN).exists()]

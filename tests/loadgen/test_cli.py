@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import embedded, rundir
+from loadgen import rundir
 from loadgen.cli import _shard, main
+from loadgen.processes import free_port, stop, wait_ready
 from loadgen.workload import WORDS
 from tests.support import ROOT
 from tests.support.loadgen_upstream import control, running
@@ -261,7 +262,7 @@ def test_prompts_sized_by_a_local_tokenizer(upstream: str, tmp_path: Path) -> No
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """loadgen.sim in fixed timing: its /tokenize counts whitespace runs plus a chat template."""
-    port = embedded.free_port()
+    port = free_port()
     command = [sys.executable, "-m", "loadgen.sim", "--ttft", "5ms", "--itl", "1ms"]
     log = tmp_path_factory.mktemp("sim") / "sim.log"
     with log.open("wb") as out:
@@ -270,10 +271,10 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
     try:
         url = f"http://127.0.0.1:{port}"
-        embedded.wait_ready(url + "/health", process)
+        wait_ready(url + "/health", process)
         yield url
     finally:
-        embedded.stop(process)
+        stop(process)
 
 
 @pytest.mark.parametrize(("endpoint", "overhead"), [("chat", 3), ("completions", 1)])
