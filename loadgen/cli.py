@@ -194,6 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a DCGM exporter's /metrics to sample (repeatable)",
     )
     r.add_argument("--gpu-interval", type=parse_duration, default=1.0)
+    r.add_argument(
+        "--server-metrics",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a Prometheus /metrics (vLLM's, the proxy's admin port) to sample when each "
+        "block's measured window opens and closes: where the time went (repeatable)",
+    )
     r.add_argument("--weight-bytes", type=parse_size, help="model weights, e.g. 140GB (for MBU)")
     r.add_argument("--kv-bytes-per-token", type=parse_size, default=0)
     r.add_argument(
@@ -267,6 +275,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         ),
         gpu_metrics=tuple(args.gpu_metrics),
         gpu_interval_s=args.gpu_interval,
+        server_metrics=tuple(args.server_metrics),
         progress=args.progress if args.progress is not None else sys.stderr.isatty(),
     )
 

@@ -63,6 +63,7 @@ class RunConfig:
     summary: SummarySettings  # what the figures are judged against; its seed seeds the load
     gpu_metrics: tuple[str, ...]  # DCGM-style /metrics URLs to sample
     gpu_interval_s: float
+    server_metrics: tuple[str, ...]  # Prometheus /metrics URLs sampled around each block
     progress: bool  # draw the live progress line
 
     def to_json(self) -> str:
@@ -83,5 +84,6 @@ class RunConfig:
                 "sync_dir": Path(data["sync_dir"]) if data["sync_dir"] else None,
                 "summary": SummarySettings(**data["summary"]),
                 "gpu_metrics": tuple(data["gpu_metrics"]),
+                "server_metrics": tuple(data["server_metrics"]),
             }
         )

@@ -23,7 +23,8 @@ READY_TIMEOUT_S = 60.0
 class Stack:
     direct: str  # the simulator's base URL
     proxy: str  # the proxy's base URL
-    metrics: str  # the simulator's DCGM-style gauges
+    metrics: str  # the simulator's /metrics: vLLM's series and DCGM-style gauges
+    proxy_metrics: str  # the proxy's admin /metrics
 
 
 def _spawn(log_dir: Path, module: str, *args: str) -> subprocess.Popen:
@@ -66,7 +67,12 @@ def stack(log_dir: Path, sim_args: tuple[str, ...] = ("--preset", PRESET)) -> It
         processes.append(proxy)
         wait_ready(f"http://127.0.0.1:{admin_port}/healthz", proxy, READY_TIMEOUT_S)
         proxy_url = f"http://127.0.0.1:{proxy_port}"
-        yield Stack(direct=direct, proxy=proxy_url, metrics=direct + "/metrics")
+        yield Stack(
+            direct=direct,
+            proxy=proxy_url,
+            metrics=direct + "/metrics",
+            proxy_metrics=f"http://127.0.0.1:{admin_port}/metrics",
+        )
     finally:
         for process in reversed(processes):
             stop(process)

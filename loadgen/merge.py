@@ -27,6 +27,7 @@ def combine(shards: Sequence[RunData]) -> RunData:
         merged.phases.extend(shard.phases)
         merged.loop_lag.extend(shard.loop_lag)
         merged.gpu.extend(shard.gpu)
+        merged.server.extend(shard.server)  # only shard 0 samples servers
     merged.records.sort(key=lambda r: r.intended_at)
     merged.loop_lag.sort()
     merged.gpu.sort(key=lambda s: s.at)
@@ -42,7 +43,13 @@ def merge_dirs(
     if command is not None:
         data.meta["command"] = command
     summary = summarize(
-        data.records, data.phases, data.loop_lag, data.gpu, data.settings, data.meta.get("sweep")
+        data.records,
+        data.phases,
+        data.loop_lag,
+        data.gpu,
+        data.settings,
+        data.meta.get("sweep"),
+        server=data.server,
     )
     out = rundir.write(out, data, summary)
     report.write(out, data, summary, compare.of_run(data, summary))

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from loadgen.server_metrics import ServerWindow
 from loadgen.slo import DEFAULT_SLO
 
 FIRST_N = 3  # a record's ttfnt_s holds the time to this many tokens (summary's ttf3t_s)
@@ -110,5 +111,6 @@ class RunData:
     phases: list[Phase] = field(default_factory=list)
     loop_lag: list[tuple[float, float]] = field(default_factory=list)  # (epoch, lag_s)
     gpu: list[GpuSample] = field(default_factory=list)
+    server: list[ServerWindow] = field(default_factory=list)  # --server-metrics windows
     settings: SummarySettings = field(default_factory=SummarySettings)
     meta: dict[str, Any] = field(default_factory=dict)  # command line, load, sweep levels

@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
 
-from loadgen import stats
+from loadgen import stats, timesplit
 from loadgen.records import RunData
 
 SHOWN = (
@@ -93,7 +93,7 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         f"TTFT P50 {ms(vb['ttft_s']['p50'])} ms, TPOT P50 {ms(vb['tpot_s']['p50'])} ms, "
         f"ITL P50 {ms(vb['itl_s']['p50'])} ms"
     )
-    return [*lines, ""]
+    return [*lines, "", *timesplit.markdown(name, t)]
 
 
 def markdown(
@@ -259,6 +259,35 @@ def plot_sweep(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def plot_time_split(summary: dict[str, Any], path: Path) -> None:
+    """Where the time went: each target's mean TTFT and E2E as stacked bars of their parts."""
+    bars = [
+        (f"{name} {split.figure}", split)
+        for name, t in summary["targets"].items()
+        for split in timesplit.splits(t)
+    ]
+    fig, ax = plt.subplots(figsize=(10, 0.6 * len(bars) + 1.5))
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {label: cycle[i % len(cycle)] for i, label in enumerate(timesplit.MEANING)}
+    labelled: set[str] = set()
+    for y, (_, split) in enumerate(bars):
+        left = 0.0
+        for label, value in split.parts:
+            width = max(0.0, value) * 1e3  # a rest below zero is noise: drawn as nothing
+            ax.barh(y, width, left=left, color=colors[label],
+                    label=None if label in labelled else label)  # fmt: skip
+            labelled.add(label)
+            left += width
+    ax.set_yticks(range(len(bars)), [label for label, _ in bars])
+    ax.invert_yaxis()
+    ax.set_xlabel("mean (ms)")
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | None = None) -> Path:
     """report.md (with the comparison section, if any) and its plots into the run directory."""
     plots = ["latency_cdf.png", "timeline.png"]
@@ -267,6 +296,9 @@ def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | N
     if summary.get("sweep"):
         plots.append("throughput_latency.png")
         plot_sweep(summary, out / plots[-1])
+    if any(timesplit.splits(t) for t in summary["targets"].values()):
+        plots.append("time_split.png")
+        plot_time_split(summary, out / plots[-1])
     path = out / "report.md"
     path.write_text(markdown(summary, data.meta, plots, comparison))
     return path

@@ -58,8 +58,8 @@ def run(config: RunConfig) -> dict[str, Any]:
 
 
 def on_stack(config: RunConfig, stack: embedded.Stack) -> RunConfig:
-    """The run aimed at a started stack: proxy and direct name it, its gauges are sampled,
-    and --target proxy measures direct as well."""
+    """The run aimed at a started stack: proxy and direct name it, its gauges and both servers'
+    metrics are sampled, and --target proxy measures direct as well."""
     specs = list(config.targets)
     if "proxy" in specs and "direct" not in specs:
         # direct first: the baseline of the report's comparison shows what the proxy costs
@@ -70,6 +70,7 @@ def on_stack(config: RunConfig, stack: embedded.Stack) -> RunConfig:
         targets=tuple(specs),
         overrides={"proxy": stack.proxy, "direct": stack.direct},
         gpu_metrics=config.gpu_metrics or (stack.metrics,),
+        server_metrics=config.server_metrics or (stack.metrics, stack.proxy_metrics),
     )
 
 
@@ -86,7 +87,13 @@ def measure(config: RunConfig) -> dict[str, Any]:
     if not data.phases:
         raise KeyboardInterrupt  # stopped before any load was sent: nothing to write
     summary = summarize(
-        data.records, data.phases, data.loop_lag, data.gpu, data.settings, data.meta["sweep"]
+        data.records,
+        data.phases,
+        data.loop_lag,
+        data.gpu,
+        data.settings,
+        data.meta["sweep"],
+        server=data.server,
     )
     rundir.write(config.out, data, summary)
     report.write(config.out, data, summary, compare.of_run(data, summary))
@@ -113,6 +120,8 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
     )
     progress = Progress(label=f"shard {shard}/{shards}" if shards > 1 else "")
     runner = Runner(targets, models, workload, rng, config.timeout_s, shard, progress)
+    if shard == 0:  # one sampler per run, not per shard: shards share the servers
+        runner.server_metrics = config.server_metrics
     data = RunData(settings=config.summary, meta=_meta(config, targets, models, workload))
     helpers = []
     if config.progress:
@@ -153,6 +162,7 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
     data.records = runner.result.records
     data.phases = runner.result.phases
     data.loop_lag = runner.result.loop_lag
+    data.server = runner.result.server
     return data
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from loadgen.records import GpuSample, Phase, Record, RunData, SummarySettings
+from loadgen.server_metrics import ServerWindow
 
 REQUESTS = "requests.jsonl"
 RUN = "run.json"
@@ -34,6 +35,7 @@ def write(out: str | Path, data: RunData, summary: dict[str, Any]) -> Path:
         "phases": [asdict(p) for p in data.phases],
         "loop_lag": data.loop_lag,
         "gpu": [asdict(s) for s in data.gpu],
+        "server": [w.to_dict() for w in data.server],
     }
     (out / RUN).write_bytes(orjson.dumps(run))
     (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
@@ -55,6 +57,7 @@ def read(path: str | Path) -> RunData:
         phases=[Phase(**p) for p in run["phases"]],
         loop_lag=[(at, lag) for at, lag in run["loop_lag"]],
         gpu=[GpuSample(**s) for s in run["gpu"]],
+        server=[ServerWindow.from_dict(w) for w in run.get("server", [])],
         settings=SummarySettings(**run["settings"]),
         meta=run["meta"],
     )

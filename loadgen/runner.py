@@ -22,10 +22,11 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from loadgen import client
+from loadgen import client, server_metrics
 from loadgen.client import Clock
 from loadgen.records import Phase, Record
 from loadgen.schedule import Block, arrivals
+from loadgen.server_metrics import ServerWindow, Snapshot
 from loadgen.targets import Target
 from loadgen.workload import Workload
 
@@ -48,6 +49,7 @@ class RunResult:
     records: list[Record] = field(default_factory=list)
     phases: list[Phase] = field(default_factory=list)
     loop_lag: list[tuple[float, float]] = field(default_factory=list)  # (epoch, lag_s)
+    server: list[ServerWindow] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -59,6 +61,7 @@ class Runner:
     timeout_s: float = 600.0
     shard: int = 0
     on_record: Callable[[Record], None] | None = None
+    server_metrics: tuple[str, ...] = ()  # scraped when each block's measured window opens/closes
     clock: Clock = field(default_factory=Clock)
     result: RunResult = field(default_factory=RunResult)
     stopped: bool = False
@@ -90,6 +93,7 @@ class Runner:
                     break
                 ramp = block.warmup_s if block.index == 0 else self._ramp(block)
                 http = sessions[block.target]
+                opening = self._scrape_after(ramp) if self.server_metrics else None
                 if load.concurrency is not None:
                     budget = await self._closed(block, ramp, load.concurrency, http, sweep_level)
                 else:
@@ -106,6 +110,8 @@ class Runner:
                         interrupted=budget.interrupted,
                     )
                 )
+                if opening is not None:
+                    await self._close_window(block, opening, sweep_level)
         finally:
             monitor.cancel()
             for http in sessions.values():
@@ -218,6 +224,43 @@ class Runner:
         finally:
             await _cancel(tasks)
         return budget
+
+    def _scrape_after(self, delay: float) -> asyncio.Task[list[Snapshot]]:
+        """Scrape the servers when the block's measured window opens (after its warmup)."""
+
+        async def later() -> list[Snapshot]:
+            await asyncio.sleep(delay)
+            return await self._scrape()
+
+        return asyncio.create_task(later())
+
+    async def _scrape(self) -> list[Snapshot]:
+        return await server_metrics.scrape(
+            self.server_metrics, self.clock.epoch(time.perf_counter())
+        )
+
+    async def _close_window(
+        self, block: Block, opening: asyncio.Task[list[Snapshot]], level: float | None
+    ) -> None:
+        """Scrape again now that the block's last measured request finished; keep the
+        difference for each endpoint read both times. A block cut short before its window
+        opened has none."""
+        if not opening.done():
+            opening.cancel()
+            await asyncio.gather(opening, return_exceptions=True)
+            return
+        opened = {s.source: s for s in opening.result()}
+        for closed in await self._scrape():
+            if closed.source in opened:
+                self.result.server.append(
+                    server_metrics.difference(
+                        opened[closed.source],
+                        closed,
+                        target=block.target,
+                        block=block.index,
+                        level=level,
+                    )
+                )
 
     async def _watch_loop(self) -> None:
         samples = self.result.loop_lag

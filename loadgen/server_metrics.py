@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -132,44 +133,133 @@ def figure(histogram: Histogram, source: str) -> dict[str, object] | None:
     return out
 
 
-def window(
-    before: Iterable[Snapshot], after: Iterable[Snapshot]
-) -> tuple[dict[str, dict[str, object] | None], dict[str, object], list[str]]:
-    """The server figures of one measured window, its gauges, and notes on what was not clean.
+@dataclass(slots=True, kw_only=True)
+class ServerWindow:
+    """One block's measured window as one endpoint saw it: what changed between two scrapes.
 
-    A figure comes from the one endpoint whose histogram moved during the window; when two
-    endpoints moved for the same figure (two servers busy at once, or one endpoint in front
-    of another's traffic) it is left null and said so, never silently mixed.
+    Stored in run.json, so a summary is recomputed from it like from the records.
     """
-    opened = {s.source: s for s in before}
-    figures: dict[str, dict[str, object] | None] = dict.fromkeys(FIGURES)
-    gauges: dict[str, object] = {}
+
+    target: str
+    block: int
+    level: float | None
+    source: str
+    opened_at: float  # epoch seconds of the two scrapes
+    closed_at: float
+    histograms: dict[str, Histogram]  # family -> the requests that finished in the window
+    gauges: dict[str, tuple[float | None, float]]  # GAUGES key -> (at opening, at closing)
+    preemptions: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "block": self.block,
+            "level": self.level,
+            "source": self.source,
+            "opened_at": self.opened_at,
+            "closed_at": self.closed_at,
+            "histograms": {
+                name: {
+                    "buckets": [["+Inf" if math.isinf(le) else le, n] for le, n in h.buckets],
+                    "sum": h.sum,
+                    "count": h.count,
+                }
+                for name, h in self.histograms.items()
+            },
+            "gauges": {key: list(pair) for key, pair in self.gauges.items()},
+            "preemptions": self.preemptions,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServerWindow:
+        histograms = {
+            name: Histogram(
+                tuple((float(le), n) for le, n in h["buckets"]), h["sum"], h["count"]
+            )
+            for name, h in data["histograms"].items()
+        }
+        gauges = {key: (start, end) for key, (start, end) in data["gauges"].items()}
+        return cls(**{**data, "histograms": histograms, "gauges": gauges})
+
+
+def difference(
+    before: Snapshot, after: Snapshot, *, target: str, block: int, level: float | None
+) -> ServerWindow:
+    """What one endpoint's series did between two of its scrapes."""
+    empty = Histogram((), 0.0, 0.0)
+    histograms = {
+        name: h - before.histograms.get(name, empty) for name, h in after.histograms.items()
+    }
+    gauges = {
+        key: (before.scalars.get(name), after.scalars[name])
+        for key, name in GAUGES.items()
+        if name in after.scalars
+    }
+    preemptions = (
+        after.scalars[PREEMPTIONS] - before.scalars.get(PREEMPTIONS, 0.0)
+        if PREEMPTIONS in after.scalars
+        else None
+    )
+    return ServerWindow(
+        target=target,
+        block=block,
+        level=level,
+        source=after.source,
+        opened_at=before.at,
+        closed_at=after.at,
+        histograms=histograms,
+        gauges=gauges,
+        preemptions=preemptions,
+    )
+
+
+def _added(histograms: Sequence[Histogram]) -> Histogram:
+    counts: dict[float, float] = {}
+    for h in histograms:
+        for le, n in h.buckets:
+            counts[le] = counts.get(le, 0.0) + n
+    total, count = sum(h.sum for h in histograms), sum(h.count for h in histograms)
+    return Histogram(tuple(sorted(counts.items())), total, count)
+
+
+def server_block(windows: Sequence[ServerWindow]) -> dict[str, Any] | None:
+    """summary.json's `targets.<name>.server`, from one target's windows at one level.
+
+    A figure comes from the one endpoint whose histogram moved during the target's windows
+    (their deltas added up); when two endpoints moved for the same figure (two servers busy
+    at once, or one endpoint counting another's traffic) it is left null and said so in
+    `notes`, never silently mixed. None when no endpoint was sampled.
+    """
+    if not windows:
+        return None
+    block: dict[str, Any] = dict.fromkeys(FIGURES)
     notes: list[str] = []
-    moved: dict[str, list[tuple[str, Histogram]]] = {}
-    for end in after:
-        start = opened.get(end.source)
-        if start is None:
-            notes.append(f"{end.source}: no scrape when the window opened")
-            continue
-        for key, (name, _) in FIGURES.items():
-            if name in end.histograms:
-                delta = end.histograms[name] - start.histograms.get(
-                    name, Histogram((), 0.0, 0.0)
-                )
-                if delta.count > 0:
-                    moved.setdefault(key, []).append((end.source, delta))
-        for key, name in GAUGES.items():
-            if name in end.scalars:
-                gauges[key] = {"start": start.scalars.get(name), "end": end.scalars[name]}
-        if PREEMPTIONS in end.scalars:
-            gauges["preemptions"] = end.scalars[PREEMPTIONS] - start.scalars.get(PREEMPTIONS, 0.0)
-    for key, found in moved.items():
-        if len(found) == 1:
-            figures[key] = figure(found[0][1], found[0][0])
-        else:
-            sources = ", ".join(source for source, _ in found)
-            notes.append(f"{key}: several endpoints moved in this window ({sources}); not mixed")
-    return figures, gauges, notes
+    for key, (name, _) in FIGURES.items():
+        by_source: dict[str, list[Histogram]] = {}
+        for w in windows:
+            h = w.histograms.get(name)
+            if h is not None and h.count > 0:
+                by_source.setdefault(w.source, []).append(h)
+        if len(by_source) == 1:
+            ((source, found),) = by_source.items()
+            block[key] = figure(_added(found), source)
+        elif by_source:
+            sources = ", ".join(sorted(by_source))
+            notes.append(f"{key}: several endpoints moved in these windows ({sources}); not mixed")
+    gauges: dict[str, Any] = {}
+    for key in GAUGES:
+        pairs = [w.gauges[key] for w in windows if key in w.gauges]
+        if pairs:
+            gauges[key] = {
+                "start_max": max((s for s, _ in pairs if s is not None), default=None),
+                "end_max": max(e for _, e in pairs),
+            }
+    preempted = [w.preemptions for w in windows if w.preemptions is not None]
+    gauges["preemptions"] = sum(preempted) if preempted else None
+    block["gauges"] = gauges
+    block["sources"] = sorted({w.source for w in windows})
+    block["notes"] = notes
+    return block
 
 
 async def scrape(urls: Iterable[str], clock_epoch: float) -> list[Snapshot]:

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from loadgen import stats
+from loadgen import server_metrics, stats
 from loadgen.records import FIRST_N, GpuSample, Phase, Record, SummarySettings
+from loadgen.server_metrics import ServerWindow
 
 LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "time_to_first_chunk_s", "ttf3t_s")
 
@@ -121,6 +122,7 @@ def _target(
     loop_lag: Sequence[tuple[float, float]],
     gpu: Sequence[GpuSample],
     settings: SummarySettings,
+    server: Sequence[ServerWindow],
 ) -> dict[str, Any]:
     active = active_seconds((p.start_at, p.end_at) for p in phases if p.target == name)
     intervals = [p.busy for p in phases if p.target == name]
@@ -186,6 +188,7 @@ def _target(
         "compat": _compat(ok),
         "gpu": _gpu(gpu, intervals),
         "mbu": _mbu(ok, active, metrics, settings),
+        "server": server_metrics.server_block([w for w in server if w.target == name]),
     }
     return summary
 
@@ -215,9 +218,12 @@ def _level(
     loop_lag: Sequence[tuple[float, float]],
     gpu: Sequence[GpuSample],
     settings: SummarySettings,
+    server: Sequence[ServerWindow],
 ) -> dict[str, Any]:
     names = list(dict.fromkeys([p.target for p in phases] + [r.target for r in records]))
-    return {name: _target(name, records, phases, loop_lag, gpu, settings) for name in names}
+    return {
+        name: _target(name, records, phases, loop_lag, gpu, settings, server) for name in names
+    }
 
 
 def summarize(
@@ -227,6 +233,8 @@ def summarize(
     gpu: Sequence[GpuSample],
     settings: SummarySettings,
     sweep: str | None = None,
+    *,
+    server: Sequence[ServerWindow] = (),
 ) -> dict[str, Any]:
     """The whole summary.json; a function of its inputs alone.
 
@@ -236,13 +244,14 @@ def summarize(
     levels = sorted({p.level for p in phases if p.level is not None})
     interrupted = any(p.interrupted for p in phases)
     if len(levels) <= 1:
-        targets = _level(records, phases, loop_lag, gpu, settings)
+        targets = _level(records, phases, loop_lag, gpu, settings, server)
         return {"version": 1, "interrupted": interrupted, "targets": targets}
     points = []
     for level in levels:
         level_phases = [p for p in phases if p.level == level]
         level_records = [r for r in records if r.level == level]
-        targets = _level(level_records, level_phases, loop_lag, gpu, settings)
+        level_server = [w for w in server if w.level == level]
+        targets = _level(level_records, level_phases, loop_lag, gpu, settings, level_server)
         points.append({"level": level, "targets": targets})
     return {
         "version": 1,
