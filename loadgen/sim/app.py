@@ -31,13 +31,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loadgen.sim import presets, protocol, tokenizer
+from loadgen.sim import presets, requests, responses, tokenizer
 from loadgen.sim.engine import Engine
+from loadgen.sim.errors import ApiError
 from loadgen.sim.fixed import FixedTiming
 from loadgen.sim.metrics import SimMetrics
 from loadgen.sim.plan import OutputPlan, plan_output
-from loadgen.sim.protocol import ApiError, ChunkWriter, GenerationRequest
-from loadgen.sim.responses import DeferredJSON, EventStream, Headers
+from loadgen.sim.requests import GenerationRequest
+from loadgen.sim.responses import ChunkWriter, DeferredJSON, EventStream, Headers
 from loadgen.sim.sequence import Seq
 from loadgen.sim.tracing import RequestTracer, provider_from_env
 
@@ -90,7 +91,7 @@ class Simulator:
         self.tracer = RequestTracer(provider) if provider else None
         self.created = int(time.time())
         self.vocabulary = tokenizer.Vocabulary()
-        self.fingerprint = protocol.system_fingerprint(f"{self.model_name}: {self.description}")
+        self.fingerprint = responses.system_fingerprint(f"{self.model_name}: {self.description}")
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -126,9 +127,9 @@ class Simulator:
     async def tokenize(self, request: Request) -> Response:
         request_id = _request_id(request)
         try:
-            req = protocol.parse_tokenize(await request.body())
+            req = requests.parse_tokenize(await request.body())
             self._check_model(req.model)
-            tokens = protocol.tokenize_tokens(req)
+            tokens = requests.tokenize_tokens(req)
         except ApiError as exc:
             return _error(exc, request_id)
         body = {
@@ -142,7 +143,7 @@ class Simulator:
     async def detokenize(self, request: Request) -> Response:
         request_id = _request_id(request)
         try:
-            model, ids = protocol.parse_detokenize(await request.body())
+            model, ids = requests.parse_detokenize(await request.body())
             self._check_model(model)
         except ApiError as exc:
             return _error(exc, request_id)
@@ -161,9 +162,9 @@ class Simulator:
         arrival = time.monotonic()
         request_id = _request_id(request)
         try:
-            req = protocol.parse_generation(await request.body(), chat)
+            req = requests.parse_generation(await request.body(), chat)
             self._check_model(req.model)
-            plan = self._plan(req, protocol.admit(req, self.max_model_len))
+            plan = self._plan(req, requests.admit(req, self.max_model_len))
         except ApiError as exc:
             return _error(exc, request_id)
         job = _Job(
@@ -203,7 +204,7 @@ class Simulator:
         self._finished(job)
         plan = job.plan
         text = "".join(plan.pieces)
-        return protocol.full_response(
+        return responses.full_response(
             job.req,
             job.response_id,
             self.model_name,
