@@ -1,4 +1,5 @@
-"""Shared fixtures: a scripted upstream, a real OTLP receiver, proxies as real processes."""
+"""Shared fixtures: a scripted upstream (loadgen.sim), a real OTLP receiver, proxies as real
+processes."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import httpx
 import orjson
 import pytest
 from otlp_receiver import OTLPReceiver
-from scripted_upstream import ServerThread, Upstream
+from scripted_upstream import Upstream, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,10 +149,7 @@ def disconnect_mid_stream(
 
 @pytest.fixture(scope="session")
 def upstream() -> Iterator[Upstream]:
-    app = Upstream()
-    port = free_port()
-    app.url = f"http://127.0.0.1:{port}"
-    with ServerThread(app, port):
+    with serve() as app:
         yield app
 
 

@@ -33,7 +33,6 @@ from typing import Any
 
 import orjson
 
-from loadgen.sim import tokenizer
 from loadgen.sim.errors import (
     ApiError,
     FieldError,
@@ -41,6 +40,7 @@ from loadgen.sim.errors import (
     unparsable_body,
     validation_failed,
 )
+from loadgen.sim.tokenizer import SIMPLE, Tokenizer
 from loadgen.sim.validation import (
     Fields,
     Invalid,
@@ -132,9 +132,10 @@ def _object(data: Any, branches: int = 1) -> dict[str, Any]:
     return data
 
 
-def parse_generation(body: bytes, chat: bool) -> GenerationRequest:
+def parse_generation(body: bytes, chat: bool, rules: Tokenizer = SIMPLE) -> GenerationRequest:
     """Validate a /v1/chat/completions (chat) or /v1/completions body, as far as vLLM does
-    before its handler runs (the server then checks the model and calls `admit`)."""
+    before its handler runs (the server then checks the model and calls `admit`); the
+    prompt is counted by `rules`."""
     data = _object(parse_json(body))
     # vLLM's before-validators, on the raw JSON (a falsy value is "not given")
     if chat and "messages" in data and data["messages"] is None:
@@ -173,9 +174,9 @@ def parse_generation(body: bytes, chat: bool) -> GenerationRequest:
         req.max_tokens = max_tokens
     if chat:
         req.no_prompt = not messages
-        req.prompt = _chat_tokens(messages or [], generation_prompt)
+        req.prompt = _chat_tokens(messages or [], generation_prompt, rules)
     else:
-        req.prompt, req.token_ids, req.no_prompt = _completion_prompt(prompt)
+        req.prompt, req.token_ids, req.no_prompt = _completion_prompt(prompt, rules)
     req.n = 1 if n is None else n
     req.stop = (stop,) if isinstance(stop, str) else tuple(stop or ())
     req.stream = bool(stream)
@@ -270,12 +271,12 @@ def parse_tokenize(body: bytes) -> TokenizeRequest:
     raise validation_failed(text.errors + chat.errors)
 
 
-def tokenize_tokens(req: TokenizeRequest) -> list[str]:
+def tokenize_tokens(req: TokenizeRequest, rules: Tokenizer = SIMPLE) -> list[str]:
     if req.messages is None:
-        return tokenizer.text_tokens(req.prompt or "")
+        return rules.prompt(req.prompt or "")
     if not req.messages:
         raise ApiError(400, EMPTY_CONVERSATION)
-    return _chat_tokens(req.messages, req.add_generation_prompt)
+    return _chat_tokens(req.messages, req.add_generation_prompt, rules)
 
 
 def parse_detokenize(body: bytes) -> tuple[str | None, list[int]]:
@@ -339,7 +340,9 @@ def _strict_id(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
-def _completion_prompt(prompt: tuple[str, Any] | None) -> tuple[list[str], bool, bool]:
+def _completion_prompt(
+    prompt: tuple[str, Any] | None, rules: Tokenizer
+) -> tuple[list[str], bool, bool]:
     """(prompt tokens, given as token ids, empty). The simulator serves one prompt."""
     kind, value = prompt or ("text", "")
     if kind in ("texts", "id_lists"):  # a batch of prompts
@@ -352,12 +355,14 @@ def _completion_prompt(prompt: tuple[str, Any] | None) -> tuple[list[str], bool,
         kind, value = ("text" if kind == "texts" else "ids"), value[0]
     if kind == "ids":
         return [str(t) for t in value], True, not value
-    return tokenizer.text_tokens(value), False, False
+    return rules.prompt(value), False, False
 
 
-def _chat_tokens(messages: list[dict[str, Any]], generation_prompt: bool) -> list[str]:
+def _chat_tokens(
+    messages: list[dict[str, Any]], generation_prompt: bool, rules: Tokenizer
+) -> list[str]:
     try:
-        return tokenizer.chat_tokens(messages, generation_prompt)
+        return rules.chat(messages, generation_prompt)
     except TypeError as exc:  # content that is no text: not vLLM's wording (see README)
         raise ApiError(400, str(exc), "messages") from None
 

@@ -125,10 +125,19 @@ class ChunkWriter:
     """Builds the SSE events of one streamed response."""
 
     def __init__(
-        self, req: GenerationRequest, response_id: str, model: str, fingerprint: str
+        self,
+        req: GenerationRequest,
+        response_id: str,
+        model: str,
+        fingerprint: str,
+        *,
+        prompt_tokens: int | None = None,
+        created: int | None = None,
     ) -> None:
+        """`prompt_tokens` (default: the prompt's count) and `created` (default: now) are
+        for a scripted answer (script.py)."""
         self._chat = req.chat
-        self._prompt = len(req.prompt)
+        self._prompt = len(req.prompt) if prompt_tokens is None else prompt_tokens
         self._continuous = req.continuous_usage
         self._include_usage = req.include_usage
         self._fingerprint = fingerprint
@@ -139,7 +148,7 @@ class ChunkWriter:
         self._head = {
             "id": response_id,
             "object": "chat.completion.chunk" if req.chat else "text_completion",
-            "created": int(time.time()),
+            "created": int(time.time()) if created is None else created,
             "model": model,
         }
 
@@ -218,10 +227,13 @@ def full_response(
     completion_tokens: int,
     finish_reason: str,
     stop_reason: str | None,
+    *,
+    prompt_tokens: int | None = None,
+    created: int | None = None,
 ) -> dict[str, Any]:
     """The body of a non-streamed response: every field of vLLM's response model, those of
     features the simulator lacks (logprobs, token ids, reasoning, tools, KV transfer,
-    per-request metrics, ...) null."""
+    per-request metrics, ...) null. `prompt_tokens` and `created` as for ChunkWriter."""
     if req.chat:
         choice: dict[str, Any] = {
             "index": 0,
@@ -257,13 +269,13 @@ def full_response(
     return {
         "id": response_id,
         "object": "chat.completion" if req.chat else "text_completion",
-        "created": int(time.time()),
+        "created": int(time.time()) if created is None else created,
         "model": model,
         "choices": [choice],
         "service_tier": None,
         "system_fingerprint": fingerprint,
         "usage": {
-            **usage(len(req.prompt), completion_tokens),
+            **usage(len(req.prompt) if prompt_tokens is None else prompt_tokens, completion_tokens),
             "prompt_tokens_details": None,
             "completion_tokens_details": None,
         },
