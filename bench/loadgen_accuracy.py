@@ -1,8 +1,8 @@
 """loadgen's own measurement floor: TTFT/TPOT error, send lag and event-loop lag by stream count.
 
-The upstream (tests/loadgen_upstream.py, its own process) sends the first token exactly
---ttft after each request arrives and then one every --itl, so every millisecond loadgen
-reports beyond that is the floor of this client + loopback + upstream on this machine.
+The upstream (`python -m loadgen.sim --ttft --itl`, its own process) sends the first token
+exactly --ttft after each request arrives and then one every --itl, so every millisecond
+loadgen reports beyond that is the floor of this client + loopback + upstream on this machine.
 
     .venv/bin/python bench/loadgen_accuracy.py [--streams 1,64,256,1000] [--duration 15]
 """
@@ -10,21 +10,35 @@ reports beyond that is the floor of this client + loopback + upstream on this ma
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
+import subprocess
 import sys
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import numpy as np
 import uvloop
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from loadgen_upstream import running  # a test helper, imported by path
-
+from loadgen import embedded
 from loadgen.runner import Load, Runner
 from loadgen.schedule import plan
 from loadgen.targets import Target
 from loadgen.workload import Lengths, Workload
+
+
+@contextlib.contextmanager
+def running(ttft: float, itl: float) -> Iterator[str]:
+    """loadgen.sim in fixed timing as a child process; yields its base URL."""
+    port = embedded.free_port()
+    timing = ["--ttft", str(ttft), "--itl", str(itl), "--served-model-name", "scripted"]
+    process = subprocess.Popen([sys.executable, "-m", "loadgen.sim", *timing, "--port", str(port)])
+    try:
+        url = f"http://127.0.0.1:{port}"
+        embedded.wait_ready(url + "/health", process)
+        yield url
+    finally:
+        embedded.stop(process)
 
 
 def cpu_s() -> float:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import on_time
-from loadgen_upstream import control, running
+from scripted_upstream import control, running
 
 from loadgen import embedded, rundir
 from loadgen.cli import _shard, main
@@ -23,7 +23,7 @@ QUICK = ["--output-tokens", "3", "--input-tokens", "32", "--warmup", "0.2s", "--
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    with running(0.05, 0.01) as url:
+    with running(0.05, 0.01, tokenizer="subwords", prompt_tokens=7) as url:
         yield url
 
 
@@ -219,7 +219,7 @@ def test_prompts_hit_the_length_the_upstream_counts(
 ) -> None:
     """The scripted upstream counts words of 5+ letters as two tokens and has a chat template;
     every prompt still comes out at exactly --input-tokens, as its usage reports."""
-    control(upstream, count_prompts=True)
+    control(upstream, prompt_tokens=None)  # usage counts the prompt
     data = calibrated_run(upstream, tmp_path / "run", "--endpoint", endpoint)
     assert prompt_lengths(data) == {37}
     short_words = sum(len(w) <= 4 for w in WORDS)
@@ -249,7 +249,7 @@ def test_prompts_sized_by_a_local_tokenizer(upstream: str, tmp_path: Path) -> No
         single="<s> $A", special_tokens=[("<s>", 0)]
     )
     tok.save(str(tmp_path / "tokenizer.json"))
-    control(upstream, count_prompts=True)
+    control(upstream, prompt_tokens=None)  # usage counts the prompt
     local = ("--tokenizer", str(tmp_path / "tokenizer.json"))
     data = calibrated_run(upstream, tmp_path / "completions", *local, "--endpoint", "completions")
     assert prompt_lengths(data) == {37}

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 import uvloop
-from loadgen_upstream import arrivals, control, running
+from scripted_upstream import arrivals, control, running
 
 from loadgen.client import Record
 from loadgen.runner import Load, Runner, RunResult
@@ -26,7 +26,7 @@ TTFT, ITL = 0.2, 0.02
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    with running(TTFT, ITL) as url:
+    with running(TTFT, ITL, prompt_tokens=7) as url:
         yield url
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import uvloop
-from loadgen_upstream import arrivals, running
+from scripted_upstream import arrivals, running
 
 from loadgen import rundir
 from loadgen.runner import Load, Runner
