@@ -98,11 +98,14 @@ def serve(script: dict[str, Any] = PROXY_SCRIPT, **tls: str) -> Iterator[Upstrea
 
 
 @contextlib.contextmanager
-def running(ttft: float = 0.1, itl: float = 0.01, **script: Any) -> Iterator[str]:
-    """`python -m loadgen.sim --ttft --itl --script` as a child process; yields its URL."""
+def running(ttft: float, itl: float, script: dict[str, Any] | None = None) -> Iterator[str]:
+    """`python -m loadgen.sim --ttft --itl [--script]` as a child process; yields its URL.
+    Without a script it is the plain fixed mode users run."""
     port = embedded.free_port()
-    timing = ["--ttft", str(ttft), "--itl", str(itl), "--script", json.dumps(script)]
-    command = [sys.executable, "-m", "loadgen.sim", *timing, "--served-model-name", MODEL]
+    timing = ["--ttft", str(ttft), "--itl", str(itl)]
+    if script is not None:
+        timing += ["--script", json.dumps(script), "--served-model-name", MODEL]
+    command = [sys.executable, "-m", "loadgen.sim", *timing]
     process = subprocess.Popen([*command, "--port", str(port)])
     try:
         url = f"http://127.0.0.1:{port}"

@@ -13,7 +13,7 @@ import pytest
 from conftest import on_time
 from scripted_upstream import control, running
 
-from loadgen import embedded, rundir
+from loadgen import rundir
 from loadgen.cli import _shard, main
 from loadgen.workload import WORDS
 
@@ -23,7 +23,7 @@ QUICK = ["--output-tokens", "3", "--input-tokens", "32", "--warmup", "0.2s", "--
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    with running(0.05, 0.01, tokenizer="subwords", prompt_tokens=7) as url:
+    with running(0.05, 0.01, {"tokenizer": "subwords", "prompt_tokens": 7}) as url:
         yield url
 
 
@@ -259,21 +259,10 @@ def test_prompts_sized_by_a_local_tokenizer(upstream: str, tmp_path: Path) -> No
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def sim() -> Iterator[str]:
     """loadgen.sim in fixed timing: its /tokenize counts whitespace runs plus a chat template."""
-    port = embedded.free_port()
-    command = [sys.executable, "-m", "loadgen.sim", "--ttft", "5ms", "--itl", "1ms"]
-    log = tmp_path_factory.mktemp("sim") / "sim.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [*command, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        embedded.wait_ready(url + "/health", process)
+    with running(0.005, 0.001) as url:
         yield url
-    finally:
-        embedded.stop(process)
 
 
 @pytest.mark.parametrize(("endpoint", "overhead"), [("chat", 3), ("completions", 1)])

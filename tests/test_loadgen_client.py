@@ -26,7 +26,7 @@ TTFT, ITL = 0.2, 0.02
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    with running(TTFT, ITL, prompt_tokens=7) as url:
+    with running(TTFT, ITL, {"prompt_tokens": 7}) as url:
         yield url
 
 

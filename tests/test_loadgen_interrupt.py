@@ -25,7 +25,7 @@ REPO = Path(__file__).parent.parent
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    with running(0.05, 0.02) as url:
+    with running(0.05, 0.02, {}) as url:
         yield url
 
 
