@@ -1,8 +1,8 @@
 """loadgen's own measurement floor: TTFT/TPOT error, send lag and event-loop lag by stream count.
 
-The upstream (tests/loadgen_upstream.py, its own process) sends the first token exactly
---ttft after each request arrives and then one every --itl, so every millisecond loadgen
-reports beyond that is the floor of this client + loopback + upstream on this machine.
+The upstream (`python -m loadgen.sim --ttft --itl`, its own process) sends the first token
+exactly --ttft after each request arrives and then one every --itl, so every millisecond
+loadgen reports beyond that is the floor of this client + loopback + upstream on this machine.
 
     .venv/bin/python bench/loadgen_accuracy.py [--streams 1,64,256,1000] [--duration 15]
 """
@@ -10,20 +10,23 @@ reports beyond that is the floor of this client + loopback + upstream on this ma
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import uvloop
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from loadgen.processes import simulator
 from loadgen.runner import Load, Runner
 from loadgen.schedule import plan
 from loadgen.targets import Target
 from loadgen.workload import Lengths, Workload
-from tests.support.loadgen_upstream import running  # a test helper, imported by path
+
+
+def running(ttft: float, itl: float) -> contextlib.AbstractContextManager[str]:
+    """loadgen.sim in fixed timing as a child process; yields its base URL."""
+    return simulator("--ttft", str(ttft), "--itl", str(itl), "--served-model-name", "scripted")
 
 
 def cpu_s() -> float:

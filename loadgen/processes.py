@@ -12,6 +12,7 @@ import contextlib
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -79,24 +80,26 @@ def describe(process: subprocess.Popen) -> str:
 def running(
     args: Sequence[str],
     ready_url: str,
-    log: Path,
+    log: Path | None,
     *,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout_s: float = 20.0,
     new_session: bool = False,
 ) -> Iterator[subprocess.Popen]:
-    """A child process writing to log, yielded once ready_url answers; stopped on exit.
+    """A child process, yielded once ready_url answers; stopped on exit.
 
-    The output goes to a file: nobody reads a pipe, and a full one stalls the child. A child
-    that fails to start raises NotReady with the tail of its log.
+    Its output goes to `log` (nobody reads a pipe, and a full one stalls the child), or to
+    this process's own stdout and stderr when log is None. A child that fails to start
+    raises NotReady, with the tail of its log.
     """
-    with log.open("wb") as out:
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(log.open("wb")) if log is not None else None
         process = subprocess.Popen(
             list(args),
             stdin=subprocess.DEVNULL,
             stdout=out,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.STDOUT if out is not None else None,
             cwd=cwd,
             env=None if env is None else dict(env),
             start_new_session=new_session,
@@ -105,7 +108,18 @@ def running(
         try:
             wait_ready(ready_url, process, timeout_s)
         except NotReady as exc:
-            raise NotReady(f"{exc}; log: {log.read_text(errors='replace')[-2000:]}") from None
+            tail = log.read_text(errors="replace")[-2000:] if log is not None else ""
+            raise NotReady(f"{exc}; log: {tail}" if tail else str(exc)) from None
         yield process
     finally:
         stop(process)
+
+
+@contextlib.contextmanager
+def simulator(*args: str, log: Path | None = None, timeout_s: float = 20.0) -> Iterator[str]:
+    """`python -m loadgen.sim ARGS` on a free loopback port; yields its base URL."""
+    port = free_port()
+    url = f"http://{LOOPBACK}:{port}"
+    command = [sys.executable, "-m", "loadgen.sim", *args, "--host", LOOPBACK, "--port", str(port)]
+    with running(command, url + "/health", log, timeout_s=timeout_s):
+        yield url

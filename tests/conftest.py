@@ -1,4 +1,5 @@
-"""Shared fixtures: a scripted upstream, a real OTLP receiver, proxies as real processes.
+"""Shared fixtures: a scripted upstream (loadgen.sim), a real OTLP receiver, proxies as real
+processes.
 
 Helpers that tests import live in tests/support; this file holds fixtures only.
 """
@@ -11,10 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from loadgen.processes import free_port
 from tests.support.otlp_receiver import OTLPReceiver
 from tests.support.proxy import ProxyProcess, proxy_env
-from tests.support.scripted_upstream import ServerThread, Upstream
+from tests.support.scripted_upstream import Upstream, serve
 
 
 @pytest.fixture(autouse=True)
@@ -30,10 +30,7 @@ def quiet_heap() -> None:
 
 @pytest.fixture(scope="session")
 def upstream() -> Iterator[Upstream]:
-    app = Upstream()
-    port = free_port()
-    app.url = f"http://127.0.0.1:{port}"
-    with ServerThread(app, port):
+    with serve() as app:
         yield app
 
 

@@ -2,11 +2,12 @@
 
     create_app(preset=None, *, ttft=None, itl=None, served_model_name=None,
                stream_interval=1, seed=0, jitter=0.0,
-               max_model_len=32768, mean_output_tokens=256) -> Starlette
+               max_model_len=32768, mean_output_tokens=256, script=None) -> Starlette
 
 Give either `preset` (a presets.Preset or a preset name: the continuous-batching engine
 and its performance model) or both `ttft` and `itl` in seconds (fixed timing, see fixed.py;
 `max_model_len` and `mean_output_tokens` apply to fixed mode only, a preset has its own).
+`script` (fixed mode only, for tests) turns on scripted mode, see script.py.
 The served model name defaults to the preset's, or "sim" in fixed mode. Routes:
 POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize; GET /v1/models, /health,
 /metrics.
@@ -31,13 +32,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loadgen.sim import presets, protocol, tokenizer
+from loadgen.sim import presets, requests, responses, tokenizer
 from loadgen.sim.engine import Engine
+from loadgen.sim.errors import ApiError
 from loadgen.sim.fixed import FixedTiming
 from loadgen.sim.metrics import SimMetrics
 from loadgen.sim.plan import OutputPlan, plan_output
-from loadgen.sim.protocol import ApiError, ChunkWriter, GenerationRequest
-from loadgen.sim.responses import DeferredJSON, EventStream, Headers
+from loadgen.sim.requests import GenerationRequest
+from loadgen.sim.responses import ChunkWriter, DeferredJSON, EventStream, Headers
+from loadgen.sim.script import Script, Scripting, ScriptMiddleware, script_of
 from loadgen.sim.sequence import Seq
 from loadgen.sim.tracing import RequestTracer, provider_from_env
 
@@ -57,6 +60,7 @@ class Simulator:
         jitter: float,
         max_model_len: int,
         mean_output_tokens: int,
+        script: dict[str, Any] | None,
     ) -> None:
         if isinstance(preset, str):
             preset = presets.load(preset)
@@ -65,6 +69,9 @@ class Simulator:
             raise ValueError("give either a preset or both ttft and itl")
         if stream_interval < 1:
             raise ValueError("stream_interval must be ≥ 1")
+        if script is not None and not fixed:
+            raise ValueError("a script needs fixed timing (ttft and itl)")
+        self.scripting = Scripting(script) if script is not None else None
         self.stream_interval = stream_interval
         self.seed = seed
         if preset is not None:
@@ -90,7 +97,7 @@ class Simulator:
         self.tracer = RequestTracer(provider) if provider else None
         self.created = int(time.time())
         self.vocabulary = tokenizer.Vocabulary()
-        self.fingerprint = protocol.system_fingerprint(f"{self.model_name}: {self.description}")
+        self.fingerprint = responses.system_fingerprint(f"{self.model_name}: {self.description}")
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -125,10 +132,11 @@ class Simulator:
 
     async def tokenize(self, request: Request) -> Response:
         request_id = _request_id(request)
+        script = script_of(request.scope)
         try:
-            req = protocol.parse_tokenize(await request.body())
-            self._check_model(req.model)
-            tokens = protocol.tokenize_tokens(req)
+            req = requests.parse_tokenize(await request.body())
+            self._check_model(req.model, script)
+            tokens = requests.tokenize_tokens(req, *([script.rules] if script else []))
         except ApiError as exc:
             return _error(exc, request_id)
         body = {
@@ -142,8 +150,8 @@ class Simulator:
     async def detokenize(self, request: Request) -> Response:
         request_id = _request_id(request)
         try:
-            model, ids = protocol.parse_detokenize(await request.body())
-            self._check_model(model)
+            model, ids = requests.parse_detokenize(await request.body())
+            self._check_model(model, script_of(request.scope))
         except ApiError as exc:
             return _error(exc, request_id)
         body = {"prompt": self.vocabulary.text(ids)}
@@ -160,19 +168,23 @@ class Simulator:
     async def _generate(self, request: Request, chat: bool) -> Any:
         arrival = time.monotonic()
         request_id = _request_id(request)
+        script = script_of(request.scope)
         try:
-            req = protocol.parse_generation(await request.body(), chat)
-            self._check_model(req.model)
-            plan = self._plan(req, protocol.admit(req, self.max_model_len))
+            body = await request.body()
+            req = requests.parse_generation(body, chat, *([script.rules] if script else []))
+            self._check_model(req.model, script)
+            plan = self._plan(req, requests.admit(req, self.max_model_len), script)
         except ApiError as exc:
             return _error(exc, request_id)
+        interval = script.per_chunk if script else self.stream_interval
         job = _Job(
             req,
             plan,
-            Seq(len(req.prompt), plan.tokens, arrival, self.stream_interval),
+            Seq(len(req.prompt), plan.tokens, arrival, interval, script.per_chunk if script else 1),
             request_id,
             f"{'chatcmpl' if chat else 'cmpl'}-{request_id}",
             {k: v for k in _TRACE_HEADERS if (v := request.headers.get(k))} if self.tracer else {},
+            script,
         )
         headers: Headers = [(b"x-request-id", request_id.encode())]
         if req.stream:
@@ -181,52 +193,78 @@ class Simulator:
 
     async def _events(self, job: _Job) -> AsyncIterator[bytes]:
         plan = job.plan
-        writer = ChunkWriter(job.req, job.response_id, self.model_name, self.fingerprint)
+        writer = ChunkWriter(
+            job.req, job.response_id, self._model(job), self.fingerprint, **self._scripted(job)
+        )
         if job.req.chat:
             yield writer.role()
-        sent = 0
-        async with contextlib.aclosing(self.backend.generate(job.seq)) as chunks:
+        sent = number = 0
+        async with contextlib.aclosing(self._chunks(job)) as chunks:
             async for count in chunks:
                 text = "".join(plan.pieces[sent:count])
-                sent = count
+                sent, number = count, number + 1
                 if count < plan.tokens:
                     yield writer.content(text, count)
                 else:
                     yield writer.content(text, count, plan.finish_reason, plan.stop_reason)
+                if job.script:
+                    await job.script.after_chunk(number)
         self._finished(job)
         yield writer.tail(plan.tokens)
 
     async def _complete(self, job: _Job) -> dict[str, Any]:
-        async with contextlib.aclosing(self.backend.generate(job.seq)) as chunks:
+        async with contextlib.aclosing(self._chunks(job)) as chunks:
             async for _ in chunks:
                 pass
         self._finished(job)
         plan = job.plan
         text = "".join(plan.pieces)
-        return protocol.full_response(
+        return responses.full_response(
             job.req,
             job.response_id,
-            self.model_name,
+            self._model(job),
             self.fingerprint,
             text,
             plan.tokens,
             plan.finish_reason,
             plan.stop_reason,
+            **self._scripted(job),
         )
 
-    def _plan(self, req: GenerationRequest, max_tokens: int) -> OutputPlan:
-        return plan_output(
+    def _chunks(self, job: _Job) -> AsyncIterator[int]:
+        if job.script is None:
+            return self.backend.generate(job.seq)
+        assert isinstance(self.backend, FixedTiming)  # a script needs fixed timing
+        return self.backend.generate(job.seq, *job.script.pace())
+
+    def _plan(self, req: GenerationRequest, max_tokens: int, script: Script | None) -> OutputPlan:
+        tokens = script.tokens if script is not None else None
+        plan = plan_output(
             tokenizer.fingerprint(req.prompt),
-            max_tokens,
-            ignore_eos=req.ignore_eos,
+            max_tokens if tokens is None else tokens,
+            ignore_eos=req.ignore_eos or tokens is not None,
             stop=req.stop,
             seed=self.seed,
             mean_output_tokens=self.mean_output_tokens,
         )
+        if script is None or script.text is None:
+            return plan
+        return OutputPlan([script.text] * plan.tokens, plan.finish_reason, plan.stop_reason)
 
-    def _check_model(self, model: str | None) -> None:
-        """vLLM's model check: no model (or "") means the served one."""
-        if model and model != self.model_name:
+    def _model(self, job: _Job) -> str:
+        """The model an answer names: the served one, or a scripted request's own."""
+        return (job.script and job.req.model) or self.model_name
+
+    def _scripted(self, job: _Job) -> dict[str, Any]:
+        """A scripted answer's usage and `created` (the same script gives the same bytes)."""
+        if job.script is None:
+            return {}
+        return {"prompt_tokens": job.script.prompt_tokens, "created": self.created}
+
+    def _check_model(self, model: str | None, script: Script | None) -> None:
+        """vLLM's model check: no model (or "") means the served one. A scripted server
+        answers to any name (script.py)."""
+        if model and model != self.model_name and script is None:
             message = f"The model `{model}` does not exist. Valid aliases: {self.model_name}."
             raise ApiError(404, message, "model")
 
@@ -262,6 +300,7 @@ class _Job:
     request_id: str
     response_id: str
     trace_context: dict[str, str]  # traceparent/tracestate, kept only when tracing
+    script: Script | None  # a scripted request's (script.py)
 
 
 def _request_id(request: Request) -> str:
@@ -285,6 +324,7 @@ def create_app(
     jitter: float = 0.0,
     max_model_len: int = 32768,
     mean_output_tokens: int = 256,
+    script: dict[str, Any] | None = None,
 ) -> Starlette:
     sim = Simulator(
         preset,
@@ -296,6 +336,7 @@ def create_app(
         jitter=jitter,
         max_model_len=max_model_len,
         mean_output_tokens=mean_output_tokens,
+        script=script,
     )
     routes = [
         Route("/health", sim.health, methods=["GET"]),
@@ -309,6 +350,9 @@ def create_app(
     # vLLM's CORS middleware with its defaults (any origin, method, header): its
     # `vary: Origin` is on every response
     cors = Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"])
-    app = Starlette(routes=routes, middleware=[cors], lifespan=sim.lifespan)
+    middleware = [cors]
+    if sim.scripting is not None:
+        middleware.append(Middleware(ScriptMiddleware, scripting=sim.scripting))
+    app = Starlette(routes=routes, middleware=middleware, lifespan=sim.lifespan)
     app.state.sim = sim
     return app

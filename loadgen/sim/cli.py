@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import sys
 
 import uvicorn
@@ -45,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         help="scale every step/gap by a seeded uniform factor in [1-F, 1+F]",
     )
+    p.add_argument(
+        "--script",
+        type=json.loads,
+        metavar="JSON",
+        help="fixed mode, for tests: scripted mode with this default script (an x-script header "
+        "per request, faults, /control, /arrivals; see loadgen/sim/script.py)",
+    )
     return p
 
 
@@ -66,6 +74,7 @@ def main(argv: list[str] | None = None) -> None:
             stream_interval=args.stream_interval,
             seed=args.seed,
             jitter=args.jitter,
+            script=args.script,
         )
     except (ValueError, OSError) as exc:
         print(f"loadgen.sim: {exc}", file=sys.stderr)

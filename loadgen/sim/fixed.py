@@ -3,7 +3,7 @@
 Token i (from 0) of every request is sampled at arrival + ttft + i × itl, independently
 of every other request; chunks follow the stream interval (Seq). With `jitter` f, the TTFT and
 every gap are scaled by a factor drawn uniformly from [1 − f, 1 + f], seeded per request in
-arrival order.
+arrival order. A scripted request (script.py) brings its own `ttft` and per-token `itl`.
 """
 
 from __future__ import annotations
@@ -41,16 +41,21 @@ class FixedTiming:
     async def stop(self) -> None:
         """Nothing to stop."""
 
-    async def generate(self, seq: Seq) -> AsyncIterator[int]:
-        """Yields the cumulative token count of each chunk at its scheduled time."""
+    async def generate(
+        self, seq: Seq, ttft: float | None = None, itl: float | None = None
+    ) -> AsyncIterator[int]:
+        """Yields the cumulative token count of each chunk at its scheduled time: the first
+        chunk's last token `ttft` after arrival, every later token `itl` after the one before."""
+        ttft = self.ttft if ttft is None else ttft
+        itl = self.itl if itl is None else itl
         scale = self._scaler()
         seq.scheduled_at = seq.arrival
-        due = seq.arrival + self.ttft * scale()
+        due = seq.arrival + ttft * scale()
         self.num_running += 1
         try:
             for end in seq.chunk_ends():
-                for _ in range(end - max(seq.generated, 1)):
-                    due += self.itl * scale()
+                for _ in range(end - max(seq.generated, seq.first_chunk)):
+                    due += itl * scale()
                 now = await sleep_until(due)
                 self._metrics.schedule_lag.observe(max(0.0, now - due))
                 tokens = end - seq.generated

@@ -212,6 +212,7 @@ class SimMetrics:
             self.ttft.observe(seq.first_token_at - seq.arrival)
             self.prompt_tokens.inc(seq.prompt_tokens)
             tokens -= 1
+            gap = 0.0  # the rest of a scripted first chunk (script.py's per_chunk) came with it
         for _ in range(tokens):
             self.itl.observe(gap)
 

@@ -3,6 +3,7 @@ that wakes the HTTP response when a chunk's worth of tokens is ready.
 
 The stream interval lives here (vLLM's `--stream-interval`): the first token is released at
 once, then every `stream_interval` tokens, and whatever remains when the request finishes.
+(`first_chunk` > 1 is a scripted test's chunking, script.py: vLLM's first chunk is one token.)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class Seq:
         "blocks",
         "computed",
         "finished_at",
+        "first_chunk",
         "first_token_at",
         "generated",
         "last_token_at",
@@ -32,11 +34,17 @@ class Seq:
     )
 
     def __init__(
-        self, prompt_tokens: int, output_tokens: int, arrival: float, stream_interval: int = 1
+        self,
+        prompt_tokens: int,
+        output_tokens: int,
+        arrival: float,
+        stream_interval: int = 1,
+        first_chunk: int = 1,
     ) -> None:
         self.prompt_tokens = prompt_tokens
         self.output_tokens = output_tokens  # planned; the request finishes when reached
         self.stream_interval = stream_interval
+        self.first_chunk = first_chunk
         self.arrival = arrival
         self.generated = 0
         self.computed = 0  # tokens whose KV is in the cache (scheduler's view)
@@ -47,7 +55,7 @@ class Seq:
         self.last_token_at: float | None = None
         self.finished_at: float | None = None
         self.aborted = False
-        self._next = 1
+        self._next = first_chunk
         self._waiter: asyncio.Future[None] | None = None
 
     @property
@@ -80,7 +88,8 @@ class Seq:
 
     def chunk_ends(self) -> Iterator[int]:
         """Cumulative token counts of all chunks, for a timeline known in advance."""
-        return chain(range(1, self.output_tokens, self.stream_interval), (self.output_tokens,))
+        ends = range(self.first_chunk, self.output_tokens, self.stream_interval)
+        return chain(ends, (self.output_tokens,))
 
     async def next_chunk(self) -> int:
         """Wait for the next chunk; returns the cumulative tokens released so far."""

@@ -14,6 +14,11 @@ back through it: detokenizing what /tokenize returned gives the tokens joined by
 spaces, which tokenizes to the same ids again. Generated text is words from a fixed
 vocabulary, one word per token, separated by single spaces, so re-tokenizing a completion
 gives back its token count.
+
+`SUBWORDS` is a second rule, for tests only (script.py's `"tokenizer": "subwords"`): words of
+more than four characters are two tokens, a text prompt opens with a BOS token, and a chat
+message's role header is three tokens, the generation prompt two (ChatML's shape). A client
+that sizes prompts by counting words is wrong against it, as against a real BPE tokenizer.
 """
 
 from __future__ import annotations
@@ -22,12 +27,11 @@ import re
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 VOCAB_SIZE = 2**31
 _WORD = re.compile(r"\S+")
-_ROLE_HEADER = "<|{role}|>"
-_GENERATION_PROMPT = "<|assistant|>"
 WORDS = tuple(
     _WORD.findall(
         "the of and to in is that for it as was with be by on not he this are or his from at "
@@ -38,8 +42,47 @@ WORDS = tuple(
 )
 
 
-def text_tokens(text: str) -> list[str]:
-    return _WORD.findall(text)
+@dataclass(frozen=True, slots=True)
+class Tokenizer:
+    """A counting rule: how text, a prompt and a conversation become tokens."""
+
+    long_word: int | None = None  # a word longer than this many characters is two tokens
+    bos: tuple[str, ...] = ()  # opens a text prompt
+    role_header: tuple[str, ...] = ("<|{role}|>",)  # opens each chat message
+    generation_prompt: tuple[str, ...] = ("<|assistant|>",)  # opens the assistant's turn
+
+    def text(self, text: str) -> list[str]:
+        words = _WORD.findall(text)
+        if self.long_word is None:
+            return words
+        cut = self.long_word
+        return [piece for w in words for piece in ((w,) if len(w) <= cut else (w[:cut], w[cut:]))]
+
+    def prompt(self, text: str) -> list[str]:
+        """A text prompt (completions, /tokenize): its BOS, then its text."""
+        return [*self.bos, *self.text(text)]
+
+    def chat(
+        self, messages: Iterable[Mapping[str, Any]], generation_prompt: bool = True
+    ) -> list[str]:
+        tokens: list[str] = []
+        for message in messages:
+            role = message.get("role", "user")
+            tokens.extend(piece.format(role=role) for piece in self.role_header)
+            tokens.extend(self.text(message_text(message.get("content"))))
+        if generation_prompt:
+            tokens.extend(self.generation_prompt)
+        return tokens
+
+
+SIMPLE = Tokenizer()  # the simulator's own rule (the module docstring)
+SUBWORDS = Tokenizer(
+    long_word=4,
+    bos=("<s>",),
+    role_header=("<|im_start|>", "{role}", "\n"),
+    generation_prompt=("<|im_start|>", "assistant"),
+)
+TOKENIZERS = {"words": SIMPLE, "subwords": SUBWORDS}
 
 
 def token_id(token: str) -> int:
@@ -85,16 +128,6 @@ def message_text(content: Any) -> str:
             if isinstance(part, Mapping) and part.get("type") == "text"
         )
     raise TypeError("message content must be a string or a list of content parts")
-
-
-def chat_tokens(messages: Iterable[Mapping[str, Any]], generation_prompt: bool = True) -> list[str]:
-    tokens: list[str] = []
-    for message in messages:
-        tokens.append(_ROLE_HEADER.format(role=message.get("role", "user")))
-        tokens.extend(text_tokens(message_text(message.get("content"))))
-    if generation_prompt:
-        tokens.append(_GENERATION_PROMPT)
-    return tokens
 
 
 def fingerprint(tokens: list[str]) -> int:

@@ -13,10 +13,9 @@ import pytest
 
 from loadgen import rundir
 from loadgen.cli import _shard, main
-from loadgen.processes import free_port, stop, wait_ready
 from loadgen.workload import WORDS
 from tests.support import ROOT
-from tests.support.loadgen_upstream import control, running
+from tests.support.scripted_upstream import control, running
 from tests.support.timing import on_time
 
 QUICK = ["--output-tokens", "3", "--input-tokens", "32", "--warmup", "0.2s", "--no-progress"]
@@ -24,7 +23,7 @@ QUICK = ["--output-tokens", "3", "--input-tokens", "32", "--warmup", "0.2s", "--
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    with running(0.05, 0.01) as url:
+    with running(0.05, 0.01, {"tokenizer": "subwords", "prompt_tokens": 7}) as url:
         yield url
 
 
@@ -220,7 +219,7 @@ def test_prompts_hit_the_length_the_upstream_counts(
 ) -> None:
     """The scripted upstream counts words of 5+ letters as two tokens and has a chat template;
     every prompt still comes out at exactly --input-tokens, as its usage reports."""
-    control(upstream, count_prompts=True)
+    control(upstream, prompt_tokens=None)  # usage counts the prompt
     data = calibrated_run(upstream, tmp_path / "run", "--endpoint", endpoint)
     assert prompt_lengths(data) == {37}
     short_words = sum(len(w) <= 4 for w in WORDS)
@@ -250,7 +249,7 @@ def test_prompts_sized_by_a_local_tokenizer(upstream: str, tmp_path: Path) -> No
         single="<s> $A", special_tokens=[("<s>", 0)]
     )
     tok.save(str(tmp_path / "tokenizer.json"))
-    control(upstream, count_prompts=True)
+    control(upstream, prompt_tokens=None)  # usage counts the prompt
     local = ("--tokenizer", str(tmp_path / "tokenizer.json"))
     data = calibrated_run(upstream, tmp_path / "completions", *local, "--endpoint", "completions")
     assert prompt_lengths(data) == {37}
@@ -260,21 +259,10 @@ def test_prompts_sized_by_a_local_tokenizer(upstream: str, tmp_path: Path) -> No
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def sim() -> Iterator[str]:
     """loadgen.sim in fixed timing: its /tokenize counts whitespace runs plus a chat template."""
-    port = free_port()
-    command = [sys.executable, "-m", "loadgen.sim", "--ttft", "5ms", "--itl", "1ms"]
-    log = tmp_path_factory.mktemp("sim") / "sim.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [*command, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_ready(url + "/health", process)
+    with running(0.005, 0.001) as url:
         yield url
-    finally:
-        stop(process)
 
 
 @pytest.mark.parametrize(("endpoint", "overhead"), [("chat", 3), ("completions", 1)])

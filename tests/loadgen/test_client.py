@@ -19,14 +19,14 @@ from loadgen.schedule import plan
 from loadgen.summary import summarize
 from loadgen.targets import Target
 from loadgen.workload import Lengths, Workload
-from tests.support.loadgen_upstream import arrivals, control, running
+from tests.support.scripted_upstream import arrivals, control, running
 
 TTFT, ITL = 0.2, 0.02
 
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    with running(TTFT, ITL) as url:
+    with running(TTFT, ITL, {"prompt_tokens": 7}) as url:
         yield url
 
 

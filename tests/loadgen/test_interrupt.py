@@ -19,12 +19,12 @@ from loadgen.schedule import plan
 from loadgen.targets import Target
 from loadgen.workload import Lengths, Workload
 from tests.support import ROOT
-from tests.support.loadgen_upstream import arrivals, running
+from tests.support.scripted_upstream import arrivals, running
 
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    with running(0.05, 0.02) as url:
+    with running(0.05, 0.02, {}) as url:
         yield url
 
 

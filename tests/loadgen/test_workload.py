@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from loadgen.sim.requests import parse_tokenize, tokenize_tokens
+from loadgen.sim.tokenizer import SUBWORDS
 from loadgen.sizing import Count, calibrate
 from loadgen.targets import Target, load_file, resolve
 from loadgen.workload import (
@@ -23,9 +25,13 @@ from loadgen.workload import (
     user_messages,
 )
 from tests.support import ROOT
-from tests.support.loadgen_upstream import prompt_tokens
 
 EXAMPLE_TARGETS = ROOT / "examples" / "targets.toml"
+
+
+def prompt_tokens(body: dict) -> int:
+    """A /tokenize body counted as the scripted upstream counts it (loadgen.sim's subwords)."""
+    return len(tokenize_tokens(parse_tokenize(json.dumps(body).encode()), SUBWORDS))
 
 
 def test_lengths() -> None:

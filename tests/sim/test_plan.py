@@ -12,8 +12,8 @@ from loadgen.sim.sequence import Seq
 
 
 def test_text_tokens_are_whitespace_separated_runs() -> None:
-    assert tokenizer.text_tokens("Hello, world!  a\tb\nc") == ["Hello,", "world!", "a", "b", "c"]
-    assert tokenizer.text_tokens("   ") == []
+    assert tokenizer.SIMPLE.text("Hello, world!  a\tb\nc") == ["Hello,", "world!", "a", "b", "c"]
+    assert tokenizer.SIMPLE.text("   ") == []
 
 
 def test_chat_adds_a_role_header_per_message_and_a_generation_prompt() -> None:
@@ -28,10 +28,19 @@ def test_chat_adds_a_role_header_per_message_and_a_generation_prompt() -> None:
         },
         {"role": "assistant", "content": None},
     ]
-    assert len(tokenizer.chat_tokens(messages)) == (1 + 2) + (1 + 2) + 1 + 1
-    assert len(tokenizer.chat_tokens(messages, generation_prompt=False)) == 7
+    assert len(tokenizer.SIMPLE.chat(messages)) == (1 + 2) + (1 + 2) + 1 + 1
+    assert len(tokenizer.SIMPLE.chat(messages, generation_prompt=False)) == 7
     with pytest.raises(TypeError):
-        tokenizer.chat_tokens([{"role": "user", "content": 5}])
+        tokenizer.SIMPLE.chat([{"role": "user", "content": 5}])
+
+
+def test_subwords_cost_long_words_two_tokens_and_add_a_template() -> None:
+    rules = tokenizer.SUBWORDS
+    assert rules.text("a word longer") == ["a", "word", "long", "er"]
+    assert rules.prompt("a word longer") == ["<s>", "a", "word", "long", "er"]
+    messages = [{"role": "user", "content": "tell me stories"}]
+    assert len(rules.chat(messages)) == 3 + (1 + 1 + 2) + 2
+    assert len(rules.chat(messages, generation_prompt=False)) == 3 + 4
 
 
 def test_token_ids_are_stable_and_in_vocabulary() -> None:
@@ -54,15 +63,15 @@ def test_the_vocabulary_reads_ids_back_to_the_tokens_it_gave_them_for() -> None:
 
 def test_a_completion_retokenizes_to_its_token_count() -> None:
     plan = plan_output(1234, 300, ignore_eos=True)
-    assert len(tokenizer.text_tokens("".join(plan.pieces))) == plan.tokens == 300
+    assert len(tokenizer.SIMPLE.text("".join(plan.pieces))) == plan.tokens == 300
 
 
 def test_the_same_prompt_gets_the_same_completion() -> None:
-    key = tokenizer.fingerprint(tokenizer.text_tokens("tell me a story"))
+    key = tokenizer.fingerprint(tokenizer.SIMPLE.text("tell me a story"))
     assert plan_output(key, 100) == plan_output(key, 100)
     longer = plan_output(key, 80, ignore_eos=True).pieces
     assert plan_output(key, 50, ignore_eos=True).pieces == longer[:50]  # a prefix of it
-    other = tokenizer.fingerprint(tokenizer.text_tokens("tell me a joke"))
+    other = tokenizer.fingerprint(tokenizer.SIMPLE.text("tell me a joke"))
     assert plan_output(other, 200, ignore_eos=True) != plan_output(key, 200, ignore_eos=True)
 
 

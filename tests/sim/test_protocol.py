@@ -11,18 +11,15 @@ from typing import Any
 import orjson
 import pytest
 
-from loadgen.sim.errors import FieldError, invalid, summarize, validation_failed
-from loadgen.sim.protocol import (
-    ApiError,
-    ChunkWriter,
+from loadgen.sim.errors import ApiError, FieldError, invalid, summarize, validation_failed
+from loadgen.sim.requests import (
     admit,
-    full_response,
     parse_detokenize,
     parse_generation,
     parse_tokenize,
-    system_fingerprint,
     tokenize_tokens,
 )
+from loadgen.sim.responses import ChunkWriter, full_response, system_fingerprint
 from loadgen.sim.validation import Invalid, lax_bool, lax_float, lax_int, strict_str
 
 

@@ -1,19 +1,11 @@
-"""The OpenAI-compatible wire format as vLLM speaks it: request validation, response and
-chunk shapes. Pure, no I/O.
+"""Reading a request as vLLM reads it: parsing, validation and admission. Pure, no I/O.
 
-Shapes follow vLLM 0.32 (vllm/entrypoints/openai/{chat_completion,completion}/protocol.py
-and serving.py), recorded in tests/real_vllm/vllm_wire.json: chat streams open with a
-role-only chunk; the chunk carrying the last token also carries finish_reason and
-stop_reason; `stream_options.include_usage` adds a final chunk with empty choices and the
-usage, and `continuous_usage_stats` puts the running usage on every chunk.
+The requests vLLM 0.32 accepts and the order it refuses them in (recorded in
+tests/real_vllm/vllm_wire.json) are a contract of their own, apart from what the simulator
+answers (responses.py): a client that works against the simulator must meet the same
+refusals on vLLM. errors.py words the refusals; validation.py coerces fields as pydantic does.
 
-vLLM serializes full responses with every field (its unused features as null) and stream
-chunks with only the fields it set (`exclude_unset`), so which nulls appear where is part
-of the format: the role chunk sets prompt_token_ids/prompt_text, content chunks token_ids,
-the last message of a stream (the usage chunk if asked for, else the finishing chunk)
-system_fingerprint. The final usage chunk drops its nulls (`exclude_none`).
-
-A request is refused as vLLM refuses it, in vLLM's order (errors.py has the bodies):
+A request is refused as vLLM refuses it, in vLLM's order:
 1. the body is read as FastAPI reads it: empty, not JSON or not an object is a validation
    error (`body`, `body.<offset>`);
 2. vLLM's `mode="before"` model validators see the raw JSON: completions without a prompt,
@@ -33,17 +25,14 @@ left, as vLLM 0.32 does. Fields the simulator does not use are not validated.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from loadgen.sim import tokenizer
 from loadgen.sim.errors import (
     ApiError,
     FieldError,
@@ -51,6 +40,7 @@ from loadgen.sim.errors import (
     unparsable_body,
     validation_failed,
 )
+from loadgen.sim.tokenizer import SIMPLE, Tokenizer
 from loadgen.sim.validation import (
     Fields,
     Invalid,
@@ -65,9 +55,6 @@ from loadgen.sim.validation import (
     strict_str,
 )
 
-__all__ = ["ApiError"]  # re-exported: errors.py defines it
-
-DONE = b"data: [DONE]\n\n"
 COMPLETIONS_MAX_TOKENS = 16  # CompletionRequest's default in vLLM (chat has none)
 EMPTY_CONVERSATION = (
     "Cannot apply chat template to an empty conversation. Provide at least one message."
@@ -145,9 +132,10 @@ def _object(data: Any, branches: int = 1) -> dict[str, Any]:
     return data
 
 
-def parse_generation(body: bytes, chat: bool) -> GenerationRequest:
+def parse_generation(body: bytes, chat: bool, rules: Tokenizer = SIMPLE) -> GenerationRequest:
     """Validate a /v1/chat/completions (chat) or /v1/completions body, as far as vLLM does
-    before its handler runs (the server then checks the model and calls `admit`)."""
+    before its handler runs (the server then checks the model and calls `admit`); the
+    prompt is counted by `rules`."""
     data = _object(parse_json(body))
     # vLLM's before-validators, on the raw JSON (a falsy value is "not given")
     if chat and "messages" in data and data["messages"] is None:
@@ -186,9 +174,9 @@ def parse_generation(body: bytes, chat: bool) -> GenerationRequest:
         req.max_tokens = max_tokens
     if chat:
         req.no_prompt = not messages
-        req.prompt = _chat_tokens(messages or [], generation_prompt)
+        req.prompt = _chat_tokens(messages or [], generation_prompt, rules)
     else:
-        req.prompt, req.token_ids, req.no_prompt = _completion_prompt(prompt)
+        req.prompt, req.token_ids, req.no_prompt = _completion_prompt(prompt, rules)
     req.n = 1 if n is None else n
     req.stop = (stop,) if isinstance(stop, str) else tuple(stop or ())
     req.stream = bool(stream)
@@ -283,12 +271,12 @@ def parse_tokenize(body: bytes) -> TokenizeRequest:
     raise validation_failed(text.errors + chat.errors)
 
 
-def tokenize_tokens(req: TokenizeRequest) -> list[str]:
+def tokenize_tokens(req: TokenizeRequest, rules: Tokenizer = SIMPLE) -> list[str]:
     if req.messages is None:
-        return tokenizer.text_tokens(req.prompt or "")
+        return rules.prompt(req.prompt or "")
     if not req.messages:
         raise ApiError(400, EMPTY_CONVERSATION)
-    return _chat_tokens(req.messages, req.add_generation_prompt)
+    return _chat_tokens(req.messages, req.add_generation_prompt, rules)
 
 
 def parse_detokenize(body: bytes) -> tuple[str | None, list[int]]:
@@ -352,7 +340,9 @@ def _strict_id(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
-def _completion_prompt(prompt: tuple[str, Any] | None) -> tuple[list[str], bool, bool]:
+def _completion_prompt(
+    prompt: tuple[str, Any] | None, rules: Tokenizer
+) -> tuple[list[str], bool, bool]:
     """(prompt tokens, given as token ids, empty). The simulator serves one prompt."""
     kind, value = prompt or ("text", "")
     if kind in ("texts", "id_lists"):  # a batch of prompts
@@ -365,12 +355,14 @@ def _completion_prompt(prompt: tuple[str, Any] | None) -> tuple[list[str], bool,
         kind, value = ("text" if kind == "texts" else "ids"), value[0]
     if kind == "ids":
         return [str(t) for t in value], True, not value
-    return tokenizer.text_tokens(value), False, False
+    return rules.prompt(value), False, False
 
 
-def _chat_tokens(messages: list[dict[str, Any]], generation_prompt: bool) -> list[str]:
+def _chat_tokens(
+    messages: list[dict[str, Any]], generation_prompt: bool, rules: Tokenizer
+) -> list[str]:
     try:
-        return tokenizer.chat_tokens(messages, generation_prompt)
+        return rules.chat(messages, generation_prompt)
     except TypeError as exc:  # content that is no text: not vLLM's wording (see README)
         raise ApiError(400, str(exc), "messages") from None
 
@@ -379,176 +371,3 @@ def _stream_options(fields: Fields) -> tuple[bool, bool]:
     include_usage = fields.get("include_usage", lax_bool)
     continuous = fields.get("continuous_usage_stats", lax_bool)
     return bool(include_usage), bool(continuous)
-
-
-def usage(prompt: int, completion: int) -> dict[str, Any]:
-    """vLLM's UsageInfo with only the counts set (the final usage chunk, the per-chunk
-    usage of completions streams)."""
-    return {
-        "prompt_tokens": prompt,
-        "total_tokens": prompt + completion,
-        "completion_tokens": completion,
-    }
-
-
-def system_fingerprint(config: str) -> str:
-    """The backend configuration in a short string, as vLLM's `vllm-<version>-<hash8>`: the
-    simulator's config is what drives its timing (its model name and preset or figures)."""
-    return f"loadgen-sim-{hashlib.sha256(config.encode()).hexdigest()[:8]}"
-
-
-def sse(payload: dict[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
-
-
-class ChunkWriter:
-    """Builds the SSE events of one streamed response."""
-
-    def __init__(
-        self, req: GenerationRequest, response_id: str, model: str, fingerprint: str
-    ) -> None:
-        self._chat = req.chat
-        self._prompt = len(req.prompt)
-        self._continuous = req.continuous_usage
-        self._include_usage = req.include_usage
-        self._fingerprint = fingerprint
-        # the fingerprint goes on the last message: the usage chunk when there is one
-        self._finishing = {} if req.include_usage else {"system_fingerprint": fingerprint}
-        # chat sets completion_tokens_details (no reasoning parser: null) on running usage
-        self._usage_details = {"completion_tokens_details": None} if req.chat else {}
-        self._head = {
-            "id": response_id,
-            "object": "chat.completion.chunk" if req.chat else "text_completion",
-            "created": int(time.time()),
-            "model": model,
-        }
-
-    def role(self) -> bytes:
-        """The chat stream's first, content-free chunk."""
-        return self._event(
-            {
-                "index": 0,
-                "delta": {"role": "assistant", "content": ""},
-                "logprobs": None,
-                "finish_reason": None,
-            },
-            0,
-            {"prompt_token_ids": None, "prompt_text": None},
-        )
-
-    def content(
-        self,
-        text: str,
-        completion_tokens: int,
-        finish_reason: str | None = None,
-        stop_reason: str | None = None,
-    ) -> bytes:
-        if self._chat:
-            choice: dict[str, Any] = {
-                "index": 0,
-                "delta": {"content": text},
-                "logprobs": None,
-                "finish_reason": finish_reason,
-            }
-            if finish_reason is not None:
-                choice["stop_reason"] = stop_reason
-            choice["token_ids"] = None
-        else:
-            choice = {
-                "index": 0,
-                "text": text,
-                "logprobs": None,
-                "finish_reason": finish_reason,
-                "stop_reason": stop_reason,
-                "prompt_token_ids": None,
-                "token_ids": None,
-            }
-        finishing = self._finishing if finish_reason is not None else None
-        return self._event(choice, completion_tokens, finishing)
-
-    def tail(self, completion_tokens: int) -> bytes:
-        """The final usage chunk (if asked for) and [DONE]."""
-        if not self._include_usage:
-            return DONE
-        final = {
-            **self._head,
-            "choices": [],
-            "usage": usage(self._prompt, completion_tokens),
-            "system_fingerprint": self._fingerprint,
-        }
-        return sse(final) + DONE
-
-    def _event(
-        self, choice: dict[str, Any], completion_tokens: int, extra: dict[str, Any] | None
-    ) -> bytes:
-        payload = {**self._head, "choices": [choice]}
-        if self._continuous:
-            payload["usage"] = {**usage(self._prompt, completion_tokens), **self._usage_details}
-        if extra:
-            payload.update(extra)
-        return sse(payload)
-
-
-def full_response(
-    req: GenerationRequest,
-    response_id: str,
-    model: str,
-    fingerprint: str,
-    text: str,
-    completion_tokens: int,
-    finish_reason: str,
-    stop_reason: str | None,
-) -> dict[str, Any]:
-    """The body of a non-streamed response: every field of vLLM's response model, those of
-    features the simulator lacks (logprobs, token ids, reasoning, tools, KV transfer,
-    per-request metrics, ...) null."""
-    if req.chat:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {  # vLLM drops tool_calls when empty
-                "role": "assistant",
-                "content": text,
-                "refusal": None,
-                "annotations": None,
-                "audio": None,
-                "function_call": None,
-                "reasoning": None,
-            },
-            "logprobs": None,
-            "finish_reason": finish_reason,
-            "stop_reason": stop_reason,
-            "token_ids": None,
-            "routed_experts": None,
-        }
-        prompt_fields = {"prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None}
-    else:
-        choice = {
-            "index": 0,
-            "text": text,
-            "logprobs": None,
-            "finish_reason": finish_reason,
-            "stop_reason": stop_reason,
-            "token_ids": None,
-            "prompt_logprobs": None,  # completions carry the prompt's fields per choice
-            "prompt_token_ids": None,
-            "routed_experts": None,
-        }
-        prompt_fields = {}
-    return {
-        "id": response_id,
-        "object": "chat.completion" if req.chat else "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [choice],
-        "service_tier": None,
-        "system_fingerprint": fingerprint,
-        "usage": {
-            **usage(len(req.prompt), completion_tokens),
-            "prompt_tokens_details": None,
-            "completion_tokens_details": None,
-        },
-        **prompt_fields,
-        "kv_transfer_params": None,
-        "ec_transfer_params": None,
-        "metrics": None,
-    }
