@@ -20,6 +20,7 @@ from loadgen.summary import summarize
 from loadgen.targets import Target
 from loadgen.workload import Lengths, Workload
 from tests.support.scripted_upstream import arrivals, control, running
+from tests.support.timing import on_time
 
 TTFT, ITL = 0.2, 0.02
 
@@ -70,8 +71,9 @@ def test_ttft_and_tpot_match_the_truth(upstream: str, concurrency: int, requests
     assert len(records) == requests and all(r.ok for r in records)
     ttft = np.median([r.ttft_s for r in records])
     tpot = np.median([r.tpot_s for r in records])
-    assert ttft == pytest.approx(TTFT, rel=0.05)
-    assert tpot == pytest.approx(ITL, rel=0.05)
+    # the suite's one timing tolerance: never early, late by at most LATE on a loaded box
+    assert on_time(ttft, TTFT)
+    assert on_time(tpot * 19, ITL * 19)  # 20 tokens: the whole decode, not a per-token ratio
     first = records[0]
     assert first.output_tokens == 20 and first.input_tokens == 7
     assert first.token_source == "usage_total" and len(first.itl_s) == 19
