@@ -21,17 +21,11 @@ from latency_proxy.config import Route
 from latency_proxy.logs import bind_request, escape
 from latency_proxy.meter import RequestTiming, StreamMeter
 from latency_proxy.model_call import ModelCall
+from latency_proxy.outcome import Outcome, UpstreamErrorKind
 from latency_proxy.redact import ContentPolicy, request_texts
 from latency_proxy.telemetry import Telemetry
 
 log = logging.getLogger("latency_proxy.access")
-
-OK = "ok"
-UPSTREAM_ERROR = "upstream_error"
-UPSTREAM_TIMEOUT = "upstream_timeout"
-CLIENT_ABORT = "client_abort"
-REJECTED = "rejected"
-PROXY_ERROR = "proxy_error"  # the proxy's own failure, or a stream cut at the end of a drain
 
 
 @dataclass(slots=True)
@@ -48,9 +42,9 @@ class Exchange:
     call: ModelCall | None = None  # set on the measured endpoints
     route: Route | None = None
     status: int = 0
-    outcome: str = OK
+    outcome: Outcome = Outcome.OK
     error_type: str | None = None
-    upstream_error_kind: str | None = None  # connect | timeout | protocol | status
+    upstream_error_kind: UpstreamErrorKind | None = None
     client_span: Span | None = None
     meter: StreamMeter | None = None
     t_upstream_call: float | None = None
@@ -131,7 +125,9 @@ class Exchange:
         self.client_span = span
         return span
 
-    def fail(self, outcome: str, error_type: str, upstream_kind: str | None = None) -> None:
+    def fail(
+        self, outcome: Outcome, error_type: str, upstream_kind: UpstreamErrorKind | None = None
+    ) -> None:
         self.outcome = outcome
         self.error_type = error_type
         if upstream_kind is not None:
@@ -182,9 +178,9 @@ class Exchange:
         labels = self.labels()
         if self.active_labels is not None:
             tel.instrument(ins.ACTIVE).record(-1, self.active_labels)
-        tel.instrument(ins.REQUESTS).record(1, (*labels, str(self.status), self.outcome))
+        tel.instrument(ins.REQUESTS).record(1, (*labels, str(self.status), self.outcome.value))
         if self.upstream_error_kind is not None:
-            tel.instrument(ins.UPSTREAM_ERRORS).record(1, (*labels, self.upstream_error_kind))
+            tel.instrument(ins.UPSTREAM_ERRORS).record(1, (*labels, self.upstream_error_kind.value))
         if timing is None:
             return
         context = trace.set_span_in_context(self.client_span or self.server_span)
@@ -217,14 +213,15 @@ class Exchange:
     ) -> None:
         server, client = self.server_span, self.client_span
         server.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, self.status)
-        server.set_attribute(sc.OUTCOME_ATTR, self.outcome)
+        server.set_attribute(sc.OUTCOME_ATTR, self.outcome.value)
         overheads = {
             sc.OVERHEAD_REQUEST_S: self.request_overhead_s,
             sc.OVERHEAD_EVENT_S: self.event_overhead_s,
         }
         server.set_attributes({k: v for k, v in overheads.items() if v is not None})
-        transport_failed = self.upstream_error_kind in ("connect", "timeout", "protocol")
-        if self.status >= 500 or transport_failed or self.outcome == PROXY_ERROR:
+        kind = self.upstream_error_kind
+        transport_failed = kind is not None and kind.transport
+        if self.status >= 500 or transport_failed or self.outcome is Outcome.PROXY_ERROR:
             server.set_attribute(sc.ERROR_TYPE, self.error_type or str(self.status))
             server.set_status(Status(StatusCode.ERROR))
         if client is not None:
@@ -279,7 +276,7 @@ class Exchange:
             "operation": call.operation if call else None,
             "stream": call.stream if call else None,
             "status": self.status,
-            "outcome": self.outcome,
+            "outcome": self.outcome.value,
             "error_type": self.error_type,
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
@@ -300,5 +297,5 @@ class Exchange:
                 input_messages=content.get(sc.GEN_AI_INPUT_MESSAGES),
                 output_messages=content.get(sc.GEN_AI_OUTPUT_MESSAGES),
             )
-        level = logging.WARNING if self.outcome not in (OK, REJECTED) else logging.INFO
+        level = logging.INFO if self.outcome.routine else logging.WARNING
         log.log(level, "request", extra={"fields": fields})

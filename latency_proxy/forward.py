@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import aiohttp
@@ -26,78 +25,20 @@ from latency_proxy.identity import request_id_from
 from latency_proxy.logs import bind_request
 from latency_proxy.meter import StreamMeter
 from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
+from latency_proxy.outcome import Outcome, UpstreamErrorKind
 from latency_proxy.recorder import Recorder
+from latency_proxy.request import BodyTooLarge, ClientGone, header, read_body
+from latency_proxy.responses import error_body, send_json
 from latency_proxy.sse import SSEParser
 from latency_proxy.state import ProxyState
+from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream import request_headers, response_headers
 from latency_proxy.usage_filter import InjectedUsageFilter
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 log = logging.getLogger("latency_proxy.forward")
 perf_counter = time.perf_counter
 MAX_MEASURED_BODY = 8 * 2**20  # non-streaming bodies kept for usage parsing up to this size
 _EVENT_STREAM = b"text/event-stream"
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-class ClientGone(Exception):
-    pass
-
-
-def error_body(status: int, message: str, kind: str, param: str | None = None) -> bytes:
-    """An OpenAI-style error object."""
-    return orjson.dumps(
-        {"error": {"message": message, "type": kind, "param": param, "code": status}}
-    )
-
-
-async def send_json(
-    send: Send,
-    status: int,
-    body: bytes,
-    request_id: str,
-    extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"x-request-id", request_id.encode()),
-        *(extra or []),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def read_body(receive: Receive, limit: int, declared: int | None) -> bytes:
-    if declared is not None and declared > limit:
-        raise BodyTooLarge
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        chunk = message.get("body", b"")
-        if chunk:
-            size += len(chunk)
-            if size > limit:
-                raise BodyTooLarge
-            parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
-
-
-def _header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key.lower() == name:
-            return value
-    return None
 
 
 class Forwarder:
@@ -117,13 +58,13 @@ class Forwarder:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = perf_counter()
         wall0 = time.time_ns()
-        request_id = request_id_from(_header(scope, b"x-request-id"))
+        request_id = request_id_from(header(scope, b"x-request-id"))
         method: str = scope["method"]
         path: str = scope["path"]
         measured = method == "POST" and path in MEASURED_PATHS
         carrier = {}
         for key in (b"traceparent", b"tracestate"):
-            value = _header(scope, key)
+            value = header(scope, key)
             if value is not None:
                 carrier[key.decode()] = value.decode("latin-1")
         parent = extract(carrier)
@@ -150,10 +91,10 @@ class Forwarder:
         try:
             await self._handle(exchange, scope, receive, send, measured)
         except asyncio.CancelledError:  # the drain timeout ran out: the server cut the stream
-            exchange.fail(ex.PROXY_ERROR, "shutdown")
+            exchange.fail(Outcome.PROXY_ERROR, "shutdown")
             raise
         except Exception as exc:  # last resort: the request still gets its span and log line
-            exchange.fail(ex.PROXY_ERROR, type(exc).__name__)
+            exchange.fail(Outcome.PROXY_ERROR, type(exc).__name__)
             log.error("unhandled error", exc_info=exc)
             if exchange.status == 0:
                 await self._send_error(
@@ -198,7 +139,7 @@ class Forwarder:
                 "RequestHeaderFieldsTooLarge",
             )
             return
-        declared = _header(scope, b"content-length")
+        declared = header(scope, b"content-length")
         try:
             body = await read_body(
                 receive,
@@ -215,7 +156,7 @@ class Forwarder:
             )
             return
         except ClientGone:
-            exchange.fail(ex.CLIENT_ABORT, "client_disconnect")
+            exchange.fail(Outcome.CLIENT_ABORT, "client_disconnect")
             exchange.status = 499
             return
         exchange.bytes_in = len(body)
@@ -279,7 +220,7 @@ class Forwarder:
     ) -> None:
         if exchange.call is None:  # refused before the body was read: still a model call
             exchange.call = ModelCall(operation=MEASURED_PATHS.get(exchange.path), body=b"")
-        exchange.fail(ex.REJECTED, kind)
+        exchange.fail(Outcome.REJECTED, kind)
         extra = None
         if retry_after is not None:
             extra = [(b"retry-after", str(max(1, round(retry_after))).encode())]
@@ -347,7 +288,7 @@ class Forwarder:
             if not disconnected.is_set():
                 raise
             task.uncancel()
-            exchange.fail(ex.CLIENT_ABORT, "client_disconnect")
+            exchange.fail(Outcome.CLIENT_ABORT, "client_disconnect")
             if exchange.status == 0:
                 exchange.status = 499
         finally:
@@ -385,8 +326,8 @@ class Forwarder:
                 exchange,
                 send,
                 504,
-                ex.UPSTREAM_TIMEOUT,
-                "timeout",
+                Outcome.UPSTREAM_TIMEOUT,
+                UpstreamErrorKind.TIMEOUT,
                 "upstream did not answer in time",
             )
             return
@@ -395,8 +336,8 @@ class Forwarder:
                 exchange,
                 send,
                 502,
-                ex.UPSTREAM_ERROR,
-                "connect",
+                Outcome.UPSTREAM_ERROR,
+                UpstreamErrorKind.CONNECT,
                 "upstream refused or could not be reached",
             )
             return
@@ -405,15 +346,17 @@ class Forwarder:
                 exchange,
                 send,
                 502,
-                ex.UPSTREAM_ERROR,
-                "protocol",
+                Outcome.UPSTREAM_ERROR,
+                UpstreamErrorKind.PROTOCOL,
                 "upstream broke the HTTP exchange",
             )
             return
         async with response:
             exchange.status = response.status
             if response.status >= 500:
-                exchange.fail(ex.UPSTREAM_ERROR, str(response.status), "status")
+                exchange.fail(
+                    Outcome.UPSTREAM_ERROR, str(response.status), UpstreamErrorKind.STATUS
+                )
             content_type = response.headers.get("Content-Type", "").encode("latin-1")
             event_stream = content_type.startswith(_EVENT_STREAM)
             await send(
@@ -431,15 +374,23 @@ class Forwarder:
                 else:
                     await self._relay_body(exchange, response, call, send)
             except (TimeoutError, aiohttp.ServerTimeoutError):
-                exchange.fail(ex.UPSTREAM_TIMEOUT, "timeout", "timeout")
+                exchange.fail(Outcome.UPSTREAM_TIMEOUT, "timeout", UpstreamErrorKind.TIMEOUT)
             except aiohttp.ClientError:
-                exchange.fail(ex.UPSTREAM_ERROR, "upstream_disconnect", "protocol")
+                exchange.fail(
+                    Outcome.UPSTREAM_ERROR, "upstream_disconnect", UpstreamErrorKind.PROTOCOL
+                )
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _upstream_failed(
-        self, exchange: ex.Exchange, send: Send, status: int, outcome: str, kind: str, message: str
+        self,
+        exchange: ex.Exchange,
+        send: Send,
+        status: int,
+        outcome: Outcome,
+        kind: UpstreamErrorKind,
+        message: str,
     ) -> None:
-        exchange.fail(outcome, kind, kind)
+        exchange.fail(outcome, kind.value, kind)
         kind_name = "GatewayTimeout" if status == 504 else "BadGateway"
         await self._send_error(exchange, send, status, message, kind_name)
 
