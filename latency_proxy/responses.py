@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 
+from latency_proxy.exchange import Exchange
 from latency_proxy.types import Send
 
 Headers = list[tuple[bytes, bytes]]
@@ -28,3 +29,24 @@ async def send_json(
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def answer(
+    exchange: Exchange, send: Send, status: int, body: bytes, extra: Headers | None = None
+) -> None:
+    """Send a JSON answer of the proxy's own and note its status and size on the exchange."""
+    exchange.responded(status)
+    exchange.sent(len(body))
+    await send_json(send, status, body, exchange.request_id, extra)
+
+
+async def answer_error(
+    exchange: Exchange,
+    send: Send,
+    status: int,
+    message: str,
+    kind: str,
+    param: str | None = None,
+    extra: Headers | None = None,
+) -> None:
+    await answer(exchange, send, status, error_body(status, message, kind, param), extra)
