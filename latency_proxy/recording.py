@@ -31,7 +31,7 @@ class Recording:
     def __init__(self, telemetry: Telemetry, policy: ContentPolicy) -> None:
         self.spans = SpanWriter(telemetry)
         self.metrics = MetricsWriter(telemetry)
-        self.log = LogWriter(telemetry.model_label)
+        self._access_log = LogWriter(telemetry.model_label)
         self._model_label = telemetry.model_label
         self._policy = policy
 
@@ -50,7 +50,7 @@ class Recording:
         content = self._content(exchange, timing)
         writers = [
             lambda: self.spans.end(exchange, timing, t_end, content),
-            lambda: self.log.write(exchange, timing, t_end, content),
+            lambda: self._access_log.write(exchange, timing, t_end, content),
         ]
         if exchange.operation:
             writers.insert(0, lambda: self.metrics.record(exchange, timing, trace_id))
