@@ -194,8 +194,16 @@ def test_sigterm_drains_in_flight_streams_then_exits_zero(start_proxy, upstream)
                 break
             time.sleep(0.02)
         assert ready.status_code == 503 and ready.json()["status"] == "draining"
-    with pytest.raises(httpx.ConnectError):
-        httpx.get(proxy.url + "/health", timeout=2)  # no longer accepting
+    for _ in range(100):  # uvicorn closes the listener on its next tick after the signal
+        try:
+            httpx.get(proxy.url + "/health", timeout=2)
+        except httpx.ConnectError:
+            break  # no longer accepting
+        except httpx.RemoteProtocolError:
+            pass  # accepted just as the listener closed, then dropped unanswered
+        time.sleep(0.02)
+    else:
+        raise AssertionError("the main port still accepts connections while draining")
     worker.join(15)
     assert result["raw"].count(b'"content":"tok ') == 20 and b"[DONE]" in result["raw"]
     assert proxy.process.wait(15) == 0
