@@ -15,10 +15,11 @@ from starlette.applications import Starlette
 
 from latency_proxy.admin import create_admin_app
 from latency_proxy.config import Settings
-from latency_proxy.forward import Forwarder, Receive, Scope, Send
+from latency_proxy.forward import Forwarder
 from latency_proxy.redact import ContentPolicy
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry import Telemetry
+from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream import Upstreams
 
 FLUSH_TIMEOUT = 5.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
 from latency_proxy.exchange import Exchange
 
@@ -18,7 +19,8 @@ MAX_PENDING = 256  # covers a large batch of streams ending together
 
 
 class Recorder:
-    def __init__(self) -> None:
+    def __init__(self, write: Callable[[Exchange, float], None]) -> None:
+        self._write = write  # recording.Recording.finish in the proxy
         self._pending: deque[tuple[Exchange, float]] = deque()
         self._task: asyncio.Task[None] | None = None
 
@@ -29,7 +31,7 @@ class Recorder:
         oldest record is written inline, so memory stays flat under any load."""
         if len(self._pending) >= MAX_PENDING:
             oldest, oldest_end = self._pending.popleft()
-            oldest.finish(oldest_end)
+            self._write(oldest, oldest_end)
         self._pending.append((exchange, t_end))
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drain())
@@ -38,7 +40,7 @@ class Recorder:
         try:
             while self._pending:
                 exchange, t_end = self._pending.popleft()
-                exchange.finish(t_end)
+                self._write(exchange, t_end)
                 await asyncio.sleep(0)
         finally:
             self._task = None
@@ -47,4 +49,4 @@ class Recorder:
         """Write everything still queued (at shutdown, before exporters flush)."""
         while self._pending:
             exchange, t_end = self._pending.popleft()
-            exchange.finish(t_end)
+            self._write(exchange, t_end)

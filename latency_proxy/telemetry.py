@@ -59,6 +59,10 @@ class ModelLabels:
             return model
         return OTHER_MODEL
 
+    def recorded(self, model: str | None) -> str | None:
+        """What a sink records for a request naming `model`; None when it names none."""
+        return None if model is None else self(model)
+
 
 class _CountingSpanExporter(SpanExporter):
     """Counts the spans its inner exporter failed to deliver."""

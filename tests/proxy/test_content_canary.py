@@ -83,7 +83,10 @@ def test_canary_never_leaves_the_proxy_with_capture_off(start_proxy, upstream) -
             {"x-script": script},
             CANARY.encode(),
         )
-        time.sleep(0.5)
+        for _ in range(100):  # every request recorded (its log line) before reading metrics
+            if proxy.output().count('"msg":"request"') == len(cases) + 1:
+                break
+            time.sleep(0.05)
         metrics = proxy.metrics() + proxy.metrics(openmetrics=True)
         otlp.wait_for_spans(lambda spans: len(spans) >= len(cases) + 1, timeout=10)
         proxy.stop()

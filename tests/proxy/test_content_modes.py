@@ -204,6 +204,8 @@ TOKEN = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=10, ma
 def test_canaries_never_leak_in_any_mode(mode_proxies, otlp) -> None:
     used: dict[str, list[str]] = {mode: [] for mode in mode_proxies}
     credentials: list[str] = []
+    logged = {mode: _request_lines(proxy) for mode, proxy in mode_proxies.items()}
+    server_spans = _server_spans(otlp.spans())
 
     @settings(
         max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
@@ -221,7 +223,17 @@ def test_canaries_never_leak_in_any_mode(mode_proxies, otlp) -> None:
     for path in PATHS:  # every path at least once in the strictest mode
         _send(mode_proxies["off"], path, "CANARYoffpath" + path, "CREDoffpath" + path)
         used["off"].append("CANARYoffpath" + path)
-    time.sleep(1.0)
+    # every request written to every sink (positive events) before checking what is absent
+    for _ in range(200):
+        if all(
+            _request_lines(proxy) >= logged[mode] + len(used[mode])
+            for mode, proxy in mode_proxies.items()
+        ):
+            break
+        time.sleep(0.05)
+    otlp.wait_for_spans(
+        lambda spans: _server_spans(spans) >= server_spans + sum(map(len, used.values()))
+    )
     texts = {
         mode: proxy.output() + proxy.metrics() + proxy.metrics(openmetrics=True)
         for mode, proxy in mode_proxies.items()
@@ -235,3 +247,11 @@ def test_canaries_never_leak_in_any_mode(mode_proxies, otlp) -> None:
         assert all(credential not in text for text in texts.values()), credential
         assert credential.encode() not in payloads, credential
     assert any(secret.encode() in payloads for secret in used["full"]) or not used["full"]
+
+
+def _request_lines(proxy) -> int:
+    return proxy.output().count('"msg":"request"')
+
+
+def _server_spans(spans: list) -> int:
+    return sum(s.kind == "SERVER" for s in spans)

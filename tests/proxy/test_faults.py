@@ -172,19 +172,40 @@ def test_oversized_body_gets_413(start_proxy, upstream) -> None:
     assert 'outcome="rejected"' in proxy.metrics()
 
 
+def wait_for_upstream(upstream, request_id: str) -> None:
+    """Until the upstream has the request: then it is in flight at the proxy."""
+    for _ in range(100):
+        if any(r.headers.get("x-request-id") == request_id for r in upstream.received):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{request_id} never reached the upstream")
+
+
 def test_sigterm_drains_in_flight_streams_then_exits_zero(start_proxy, upstream) -> None:
     proxy = start_proxy("--upstream", upstream.url, "--drain-timeout", "10s")
-    worker, result = stream_in_background(proxy.url, {"tokens": 20, "itl": 0.05})
+    rid = "drain-" + uuid.uuid4().hex
+    worker, result = stream_in_background(proxy.url, {"tokens": 20, "itl": 0.05}, rid)
     with httpx.Client(timeout=5) as admin:
         assert admin.get(proxy.admin + "/readyz").status_code == 200
         worker.start()
-        time.sleep(0.3)
+        wait_for_upstream(upstream, rid)
         proxy.process.send_signal(signal.SIGTERM)
-        time.sleep(0.1)
-        ready = admin.get(proxy.admin + "/readyz")  # kept-alive connection, still answered
+        for _ in range(100):  # kept-alive connection, still answered: until it says so
+            ready = admin.get(proxy.admin + "/readyz")
+            if ready.status_code != 200:
+                break
+            time.sleep(0.02)
         assert ready.status_code == 503 and ready.json()["status"] == "draining"
-    with pytest.raises(httpx.ConnectError):
-        httpx.get(proxy.url + "/health", timeout=2)  # no longer accepting
+    for _ in range(100):  # uvicorn closes the listener on its next tick after the signal
+        try:
+            httpx.get(proxy.url + "/health", timeout=2)
+        except httpx.ConnectError:
+            break  # no longer accepting
+        except httpx.RemoteProtocolError:
+            pass  # accepted just as the listener closed, then dropped unanswered
+        time.sleep(0.02)
+    else:
+        raise AssertionError("the main port still accepts connections while draining")
     worker.join(15)
     assert result["raw"].count(b'"content":"tok ') == 20 and b"[DONE]" in result["raw"]
     assert proxy.process.wait(15) == 0
@@ -195,7 +216,7 @@ def test_stream_longer_than_the_drain_is_cut_and_still_recorded(start_proxy, ups
     rid = "cut-" + uuid.uuid4().hex
     worker, _ = stream_in_background(proxy.url, {"tokens": 100, "itl": 0.05}, rid)
     worker.start()
-    time.sleep(0.3)
+    wait_for_upstream(upstream, rid)
     t = time.perf_counter()
     proxy.process.send_signal(signal.SIGTERM)
     assert proxy.process.wait(15) == 0

@@ -45,19 +45,24 @@ def test_concurrency_limit_gives_503_with_retry_after(start_proxy, upstream) -> 
         "--upstream", upstream.url, "--max-concurrent-requests", "2", "--retry-after", "3s"
     )
     body = {"model": "m", "stream": True, "prompt": "x"}
-    slow = {"x-script": json.dumps({"tokens": 10, "itl": 0.1})}
+    script = json.dumps({"tokens": 10, "itl": 0.1})
+    rids = ["busy-" + uuid.uuid4().hex for _ in range(2)]
     done = []
 
-    def run() -> None:
+    def run(rid: str) -> None:
+        headers = {"x-script": script, "x-request-id": rid}
         with httpx.stream(
-            "POST", proxy.url + "/v1/completions", json=body, headers=slow, timeout=10
+            "POST", proxy.url + "/v1/completions", json=body, headers=headers, timeout=10
         ) as r:
             done.append((r.status_code, len(b"".join(r.iter_raw()))))
 
-    workers = [threading.Thread(target=run) for _ in range(2)]
+    workers = [threading.Thread(target=run, args=(rid,)) for rid in rids]
     for w in workers:
         w.start()
-    time.sleep(0.4)
+    for _ in range(100):  # both in flight: the upstream has their requests (a 1 s stream each)
+        if set(rids) <= {r.headers.get("x-request-id") for r in upstream.received}:
+            break
+        time.sleep(0.05)
     r = httpx.post(proxy.url + "/v1/completions", json=body, timeout=10)
     assert r.status_code == 503 and r.headers["retry-after"] == "3"
     assert r.json()["error"]["type"] == "ServiceUnavailable"
@@ -130,8 +135,10 @@ def test_route_credentials_are_injected_and_never_recorded(
         f"qwen=file:{secret_file}",
         env=env,
     )
+    rids = []
     for model, key in (("llama", "sk-env-SECRETllama"), ("qwen", "sk-file-SECRETqwen")):
         rid = "cred-" + uuid.uuid4().hex
+        rids.append(rid)
         httpx.post(
             proxy.url + "/v1/completions",
             json={"model": model, "prompt": "x"},
@@ -140,8 +147,23 @@ def test_route_credentials_are_injected_and_never_recorded(
         )
         sent = next(r for r in upstream.received if r.headers.get("x-request-id") == rid)
         assert sent.headers["authorization"] == f"Bearer {key}"
-    otlp.wait_for_spans(lambda spans: len(spans) > 0)
-    time.sleep(0.5)
+    # every sink has written these requests (positive events) before checking what is absent
+    for rid in rids:
+        assert len(proxy.request_logs(rid)) == 1
+    otlp.wait_for_spans(
+        lambda spans: {
+            (s.kind, s.attributes.get("latency_proxy.request_id")) for s in spans
+        }
+        >= {(kind, rid) for kind in ("SERVER", "CLIENT") for rid in rids}
+    )
+    otlp.wait_for_metrics(
+        lambda points: {
+            p.attributes.get("latency_proxy.route")
+            for p in points
+            if p.name == "latency_proxy.requests"
+        }
+        >= {"llama", "qwen"}
+    )
     assert "SECRET" not in proxy.output() and "SECRET" not in proxy.metrics()
     assert not any(b"SECRET" in p for p in otlp.raw_payloads())
 
@@ -184,10 +206,15 @@ def test_no_log_injection_through_ids_or_model_names(start_proxy, upstream) -> N
     with socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]))) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nx-request-id: a\rFORGED b\r\n\r\n")
         sock.recv(4096)
-    time.sleep(0.3)
-    lines = proxy.output().splitlines()
-    assert lines and not any(line.startswith("FORGED") for line in lines)
+    for _ in range(100):  # both requests' own lines first, then what must not be there
+        text = proxy.output()
+        if "evil\\x0aFORGED" in text and "Invalid HTTP request received." in text:
+            break
+        time.sleep(0.05)
+    lines = text.splitlines()
     assert any("evil\\x0aFORGED" in line for line in lines)
+    assert any("Invalid HTTP request received." in line for line in lines)
+    assert not any(line.startswith("FORGED") for line in lines)
 
 
 @settings(max_examples=300, deadline=None)

@@ -163,7 +163,8 @@ def test_every_request_yields_one_server_span_and_one_count(start_proxy, upstrea
                 json=body,
                 headers={"x-request-id": rid, "x-script": json.dumps(script)},
             )
-    time.sleep(1.0)
+    for rid in rids:  # recorded (the log line is written last) before counting spans
+        assert proxy.request_logs(rid)
     spans = otlp.wait_for_spans(
         lambda s: all(
             any(x.attributes.get("latency_proxy.request_id") == rid for x in s) for rid in rids

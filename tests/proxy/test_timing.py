@@ -49,10 +49,23 @@ def test_chunked_stream_tpot_uses_tokens_not_events(proxy) -> None:
     assert on_time(line["tpot_s"] * 19, 0.3)  # 3 events would make it 0.1 s per token
 
 
+def sample(metrics: str, series: str) -> float:
+    """The value of one series in a /metrics text, 0 while it does not exist yet."""
+    for line in metrics.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rpartition(" ")[2])
+    return 0.0
+
+
 def test_time_to_first_n_tokens_in_metrics(proxy) -> None:
-    run_stream(proxy, {"ttft": 0.25, "itl": 0.1, "tokens": 4})
-    text = proxy.metrics()
-    assert (
-        'latency_proxy_time_to_first_n_tokens_seconds_count{gen_ai_operation_name="chat",'
-        'gen_ai_request_model="m",latency_proxy_route="default",n="3"}' in text
+    labels = (
+        '{gen_ai_operation_name="chat",gen_ai_request_model="m",'
+        'latency_proxy_route="default",n="3"}'
     )
+    count = "latency_proxy_time_to_first_n_tokens_seconds_count" + labels
+    total = "latency_proxy_time_to_first_n_tokens_seconds_sum" + labels
+    before = proxy.metrics()
+    run_stream(proxy, {"ttft": 0.25, "itl": 0.1, "tokens": 4})  # returns once it is recorded
+    after = proxy.metrics()
+    assert sample(after, count) == sample(before, count) + 1
+    assert on_time(sample(after, total) - sample(before, total), 0.25 + 2 * 0.1)  # 3rd token

@@ -1,0 +1,59 @@
+"""The one log line per request (logger latency_proxy.access; keys in DESIGN.md)."""
+
+from __future__ import annotations
+
+import logging
+
+from latency_proxy import semconv as sc
+from latency_proxy.exchange import Exchange
+from latency_proxy.logs import escape
+from latency_proxy.meter import RequestTiming
+from latency_proxy.telemetry import ModelLabels
+
+log = logging.getLogger("latency_proxy.access")
+
+
+class LogWriter:
+    def __init__(self, model_label: ModelLabels) -> None:
+        self._model_label = model_label
+
+    def write(
+        self,
+        exchange: Exchange,
+        timing: RequestTiming | None,
+        t_end: float,
+        content: dict[str, str],
+    ) -> None:
+        call, route = exchange.call, exchange.route
+        model = self._model_label.recorded(exchange.model)
+        fields: dict[str, object] = {
+            "method": exchange.method,
+            "path": exchange.path,
+            "route": route.name if route else None,
+            "model": escape(model, 128) if model else None,
+            "operation": call.operation if call else None,
+            "stream": call.stream if call else None,
+            "status": exchange.status,
+            "outcome": exchange.outcome.value,
+            "error_type": exchange.error_type,
+            "bytes_in": exchange.bytes_in,
+            "bytes_out": exchange.bytes_out,
+            "e2e_s": round(t_end - exchange.t0, 6),
+        }
+        if timing is not None:
+            fields.update(
+                ttft_s=timing.ttft_s,
+                tpot_s=timing.tpot_s,
+                time_to_first_chunk_s=timing.time_to_first_chunk_s,
+                input_tokens=timing.input_tokens,
+                output_tokens=timing.output_tokens,
+                chunks=timing.content_events,
+                finish_reasons=timing.finish_reasons or None,
+            )
+        if content:
+            fields.update(
+                input_messages=content.get(sc.GEN_AI_INPUT_MESSAGES),
+                output_messages=content.get(sc.GEN_AI_OUTPUT_MESSAGES),
+            )
+        level = logging.INFO if exchange.outcome.routine else logging.WARNING
+        log.log(level, "request", extra={"fields": fields})

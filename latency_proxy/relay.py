@@ -1,0 +1,131 @@
+"""The hot path: upstream bytes to the client as they arrive, and the watch for a client
+that leaves.
+
+Bytes are sent on as they come. Only when the proxy injected a usage request does it hold
+bytes back, and then never longer than the end of the current event, so it can drop the
+one event the client did not ask for. Per chunk the loops touch local names only; what
+they count goes onto the exchange once, however the relay ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+import aiohttp
+
+from latency_proxy.exchange import Exchange
+from latency_proxy.meter import StreamMeter
+from latency_proxy.sse import SSEParser
+from latency_proxy.types import Receive, Send
+from latency_proxy.usage_filter import InjectedUsageFilter
+
+perf_counter = time.perf_counter
+MAX_MEASURED_BODY = 8 * 2**20  # non-streaming bodies kept for usage parsing up to this size
+
+
+async def relay_body(
+    exchange: Exchange,
+    response: aiohttp.ClientResponse,
+    send: Send,
+    meter: StreamMeter | None,
+) -> None:
+    """Pass a body through unparsed; a model call's (up to a size) is measured at its end."""
+    keep = meter is not None
+    kept: list[bytes] = []
+    kept_size = 0
+    sent = 0
+    try:
+        async for chunk in response.content.iter_any():
+            sent += len(chunk)
+            if keep and kept_size + len(chunk) <= MAX_MEASURED_BODY:
+                kept.append(chunk)
+                kept_size += len(chunk)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    finally:
+        exchange.sent(sent)
+    if meter is not None:
+        meter.on_body(b"".join(kept))
+        exchange.meter = meter
+
+
+async def relay_events(
+    exchange: Exchange,
+    response: aiohttp.ClientResponse,
+    send: Send,
+    meter: StreamMeter,
+) -> None:
+    """Pass an event stream through, timing every event as its chunk arrives."""
+    exchange.meter = meter
+    call = exchange.call
+    assert call is not None
+    parser = SSEParser()
+    on_event = meter.on_event
+    usage_filter = None
+    if call.injected_usage or call.injected_continuous_usage:
+        usage_filter = InjectedUsageFilter(call.injected_usage, call.injected_continuous_usage)
+    overhead = 0.0
+    chunks = 0
+    sent = 0
+    try:
+        try:
+            async for chunk in response.content.iter_any():
+                t = perf_counter()
+                events = parser.feed(chunk)
+                if usage_filter is not None:
+                    out = b"".join([usage_filter.feed(e, on_event(t, e)) for e in events])
+                else:
+                    for event in events:
+                        on_event(t, event)
+                    out = chunk
+                if out:
+                    sent += len(out)
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
+                overhead += perf_counter() - t
+                chunks += 1
+        finally:
+            # what was held back goes out however the upstream ended (not to a client
+            # that is gone: then this task was cancelled and the send is skipped)
+            tail = usage_filter.flush() + parser.remainder() if usage_filter else b""
+            if tail and not _cancelling():
+                sent += len(tail)
+                await send({"type": "http.response.body", "body": tail, "more_body": True})
+    finally:
+        exchange.sent(sent)
+        exchange.overhead_event_sum = overhead
+        exchange.overhead_events = chunks
+
+
+async def cancel_on_disconnect(work: Coroutine[Any, Any, None], receive: Receive) -> bool:
+    """Run `work` in this task; if the client disconnects first, cancel it (which aborts the
+    upstream request) and return True."""
+    task = asyncio.current_task()
+    assert task is not None
+    disconnected = asyncio.Event()
+    watcher = asyncio.create_task(_watch_disconnect(receive, disconnected, task))
+    try:
+        await work
+    except asyncio.CancelledError:
+        if not disconnected.is_set():
+            raise
+        task.uncancel()
+        return True
+    finally:
+        watcher.cancel()
+    return False
+
+
+async def _watch_disconnect(receive: Receive, flag: asyncio.Event, task: asyncio.Task[Any]) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            flag.set()
+            task.cancel()
+            return
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

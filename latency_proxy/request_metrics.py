@@ -1,0 +1,68 @@
+"""A model call's metric observations: counted in flight while it runs, then one request
+count and its figures (instruments.py defines the instruments, DESIGN.md the figures)."""
+
+from __future__ import annotations
+
+from opentelemetry import trace
+
+from latency_proxy import instruments as ins
+from latency_proxy.exchange import Exchange
+from latency_proxy.meter import RequestTiming
+from latency_proxy.telemetry import Telemetry
+
+
+class MetricsWriter:
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._telemetry = telemetry
+        self._model_label = telemetry.model_label
+
+    def labels(self, exchange: Exchange) -> tuple[str, str, str]:
+        """operation, model, route: the labels every per-request instrument carries."""
+        route = exchange.route
+        return (
+            exchange.operation or "",
+            self._model_label.recorded(exchange.model) or "",
+            route.name if route else "",
+        )
+
+    def admitted(self, exchange: Exchange) -> None:
+        """The request will be sent upstream: count it in flight."""
+        exchange.active_labels = self.labels(exchange)
+        self._telemetry.instrument(ins.ACTIVE).record(1, exchange.active_labels)
+
+    def record(self, exchange: Exchange, timing: RequestTiming | None, trace_id: str) -> None:
+        tel = self._telemetry
+        labels = self.labels(exchange)
+        if exchange.active_labels is not None:
+            tel.instrument(ins.ACTIVE).record(-1, exchange.active_labels)
+        outcome = exchange.outcome.value
+        tel.instrument(ins.REQUESTS).record(1, (*labels, str(exchange.status), outcome))
+        kind = exchange.upstream_error_kind
+        if kind is not None:
+            tel.instrument(ins.UPSTREAM_ERRORS).record(1, (*labels, kind.value))
+        if timing is None:
+            return
+        context = trace.set_span_in_context(exchange.client_span or exchange.server_span)
+
+        def observe(spec: ins.Spec, value: float | None, *extra: str) -> None:
+            if value is not None:
+                tel.instrument(spec).record(value, (*labels, *extra), trace_id, context)
+
+        observe(ins.DURATION, timing.e2e_s)
+        observe(ins.TOKEN_USAGE, timing.input_tokens, "input")
+        observe(ins.TOKEN_USAGE, timing.output_tokens, "output")
+        observe(ins.OVERHEAD, exchange.request_overhead_s, "request")
+        observe(ins.OVERHEAD, exchange.event_overhead_s, "event")
+        if not (exchange.call and exchange.call.stream):
+            return
+        observe(ins.TIME_TO_FIRST_CHUNK, timing.time_to_first_chunk_s)
+        observe(ins.TTFT, timing.ttft_s)
+        observe(ins.TPOT, timing.tpot_s)
+        for n, seconds in timing.ttfnt_s.items():
+            observe(ins.TIME_TO_FIRST_N_TOKENS, seconds, str(n))
+        tel.instrument(ins.TIME_PER_OUTPUT_CHUNK).record_all(
+            timing.itl_s, labels, trace_id, context
+        )
+        tel.instrument(ins.TOKENS_PER_CHUNK).record_all(
+            timing.tokens_per_chunk, labels, None, context
+        )

@@ -1,0 +1,52 @@
+"""The proxy's own answers (as opposed to the upstream's, which are relayed): OpenAI-style
+JSON, so a client sees the same error shape whoever refused it."""
+
+from __future__ import annotations
+
+import orjson
+
+from latency_proxy.exchange import Exchange
+from latency_proxy.types import Send
+
+Headers = list[tuple[bytes, bytes]]
+
+
+def error_body(status: int, message: str, kind: str, param: str | None = None) -> bytes:
+    """An OpenAI-style error object."""
+    return orjson.dumps(
+        {"error": {"message": message, "type": kind, "param": param, "code": status}}
+    )
+
+
+async def send_json(
+    send: Send, status: int, body: bytes, request_id: str, extra: Headers | None = None
+) -> None:
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"x-request-id", request_id.encode()),
+        *(extra or []),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def answer(
+    exchange: Exchange, send: Send, status: int, body: bytes, extra: Headers | None = None
+) -> None:
+    """Send a JSON answer of the proxy's own and note its status and size on the exchange."""
+    exchange.responded(status)
+    exchange.sent(len(body))
+    await send_json(send, status, body, exchange.request_id, extra)
+
+
+async def answer_error(
+    exchange: Exchange,
+    send: Send,
+    status: int,
+    message: str,
+    kind: str,
+    param: str | None = None,
+    extra: Headers | None = None,
+) -> None:
+    await answer(exchange, send, status, error_body(status, message, kind, param), extra)

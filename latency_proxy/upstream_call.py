@@ -1,0 +1,155 @@
+"""An admitted request sent to its route and the answer relayed, every failure mapped.
+
+Before the upstream's headers arrive, a failure gets the proxy's own answer (502 or 504,
+OpenAI-style); after, the status line is out, so the stream just ends and the exchange
+records why. This is the one place where what aiohttp raised becomes an outcome and kind.
+"""
+
+from __future__ import annotations
+
+import time
+
+import aiohttp
+import orjson
+from multidict import CIMultiDict
+from opentelemetry import trace
+from opentelemetry.propagate import inject
+
+from latency_proxy.exchange import Exchange
+from latency_proxy.meter import StreamMeter
+from latency_proxy.outcome import UpstreamErrorKind
+from latency_proxy.recording import Recording
+from latency_proxy.redact import ContentPolicy, request_texts
+from latency_proxy.relay import cancel_on_disconnect, relay_body, relay_events
+from latency_proxy.responses import answer_error
+from latency_proxy.types import Receive, Scope, Send
+from latency_proxy.upstream import Upstreams, request_headers, response_headers
+
+perf_counter = time.perf_counter
+_EVENT_STREAM = b"text/event-stream"
+_TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientError)  # aiohttp's timeouts are TimeoutErrors
+# what the client is told when no upstream answer came: status, error type, message
+_NO_ANSWER = {
+    UpstreamErrorKind.TIMEOUT: (504, "GatewayTimeout", "upstream did not answer in time"),
+    UpstreamErrorKind.CONNECT: (502, "BadGateway", "upstream refused or could not be reached"),
+    UpstreamErrorKind.PROTOCOL: (502, "BadGateway", "upstream broke the HTTP exchange"),
+}
+
+
+class UpstreamCaller:
+    """Sends each admitted request upstream; counts those between admission and last byte."""
+
+    def __init__(
+        self,
+        upstreams: Upstreams,
+        recording: Recording,
+        policy: ContentPolicy,
+        first_n: tuple[int, ...],
+    ) -> None:
+        self._upstreams = upstreams
+        self._spans = recording.spans
+        self._metrics = recording.metrics
+        self._captures = policy.captures
+        self._first_n = first_n
+        self.in_flight = 0
+
+    async def __call__(
+        self, exchange: Exchange, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        call, route = exchange.call, exchange.route
+        assert call is not None and route is not None
+        client_span = self._spans.start_client(exchange)
+        trace_headers: dict[str, str] = {}
+        inject(trace_headers, trace.set_span_in_context(client_span))
+        client = scope.get("client")
+        headers = request_headers(
+            scope["headers"],
+            exchange.request_id,
+            trace_headers,
+            identity_encoding=call.operation is not None,
+            client_host=client[0] if client else None,
+            scheme=scope.get("scheme", "http"),
+        )
+        authorization = self._upstreams.authorization(route)
+        if authorization is not None:
+            headers["Authorization"] = authorization
+        url = route.url + scope["path"]
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        if call.operation is not None:
+            self._metrics.admitted(exchange)
+            if self._captures:
+                exchange.input_texts = _input_texts(call.body)
+        session = self._upstreams.session(route)
+        exchange.t_upstream_call = perf_counter()
+        self.in_flight += 1
+        try:
+            work = self._call(exchange, session, scope["method"], url, headers, send)
+            client_left = await cancel_on_disconnect(work, receive)
+        finally:
+            self.in_flight -= 1
+        if client_left:
+            exchange.client_gone()
+
+    async def _call(
+        self,
+        exchange: Exchange,
+        session: aiohttp.ClientSession,
+        method: str,
+        url: str,
+        headers: CIMultiDict[str],
+        send: Send,
+    ) -> None:
+        call = exchange.call
+        assert call is not None
+        try:
+            response = await session.request(
+                method, url, data=call.body or None, headers=headers, allow_redirects=False
+            )
+        except _TRANSPORT_ERRORS as exc:
+            if isinstance(exc, TimeoutError):
+                kind = UpstreamErrorKind.TIMEOUT
+            elif isinstance(exc, aiohttp.ClientConnectorError):
+                kind = UpstreamErrorKind.CONNECT
+            else:
+                kind = UpstreamErrorKind.PROTOCOL
+            exchange.upstream_failed(kind, kind.value)
+            status, error_kind, message = _NO_ANSWER[kind]
+            await answer_error(exchange, send, status, message, error_kind)
+            return
+        async with response:
+            exchange.responded(response.status)
+            if response.status >= 500:
+                exchange.upstream_failed(UpstreamErrorKind.STATUS, str(response.status))
+            content_type = response.headers.get("Content-Type", "").encode("latin-1")
+            event_stream = content_type.startswith(_EVENT_STREAM)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status,
+                    "headers": response_headers(
+                        response.raw_headers, exchange.request_id, event_stream
+                    ),
+                }
+            )
+            meter = None
+            if call.operation is not None:
+                meter = StreamMeter(exchange.t0, self._first_n, self._captures)
+            try:
+                if event_stream and meter is not None:
+                    await relay_events(exchange, response, send, meter)
+                else:
+                    await relay_body(exchange, response, send, meter)
+            except TimeoutError:
+                exchange.upstream_failed(UpstreamErrorKind.TIMEOUT, "timeout")
+            except aiohttp.ClientError:
+                exchange.upstream_failed(UpstreamErrorKind.PROTOCOL, "upstream_disconnect")
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _input_texts(body: bytes) -> list[tuple[str, str]]:
+    """The request's texts, kept for the content policy (only read when it captures)."""
+    try:
+        return request_texts(orjson.loads(body))
+    except orjson.JSONDecodeError:
+        return []
