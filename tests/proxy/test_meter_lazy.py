@@ -29,7 +29,8 @@ class Obj:
 
 
 TEXT = st.text(st.sampled_from(list('ab "\\\n\t/é😀\x00\u2028{}:,[]x')), max_size=6)
-WHITESPACE = st.sampled_from(["", "", " ", "\n", "\t "])
+TEXTS = st.one_of(TEXT.filter(bool), TEXT)  # mostly not empty, as a model writes
+WHITESPACE = st.sampled_from(["", "", "", "", " ", "\n", "\t "])
 
 
 @st.composite
@@ -56,26 +57,21 @@ def dump(value: Any, style: dict[str, Any]) -> str:
     return json.dumps(value)
 
 
-def shuffled(draw: st.DrawFn, pairs: Pairs) -> Pairs:
-    pairs = draw(st.permutations(pairs))
-    if pairs and draw(st.integers(0, 5)) == 0:  # a duplicate key: the last one counts
-        key, _ = draw(st.sampled_from(pairs))
-        pairs.insert(draw(st.integers(0, len(pairs))), (key, draw(st.sampled_from([None, 1, "z"]))))
-    return pairs
-
-
 @st.composite
 def templates(draw: st.DrawFn) -> Callable[[str, int], Obj]:
     """A writer of one stream's content chunks: (text, completion tokens) -> payload."""
     chat = draw(st.booleans())
     text_key = draw(st.sampled_from(["content", "reasoning_content", "reasoning"]))
-    extra_delta = draw(st.lists(st.sampled_from(["role", "tool_calls", "content"]), max_size=2))
+    extra_delta = draw(st.sampled_from([[], [], ["role"], ["tool_calls"], ["content", "role"]]))
     finish = draw(st.sampled_from([None, None, "stop", "length", 3]))
     usage_kind = draw(st.sampled_from(["none", "absent", "dict", "dict", "nested", "odd"]))
     nested = draw(st.booleans())
     error = draw(st.sampled_from([None, None, {"type": "Bad", "message": "no"}, {"code": 4}]))
-    choices_n = draw(st.integers(1, 2))
+    choices_n = draw(st.sampled_from([1, 1, 1, 2]))
     order = draw(st.randoms(use_true_random=False))
+    shuffle = draw(st.booleans())  # else in vLLM's order
+    duplicate = draw(st.sampled_from([None, None, None, "id", "usage", "choices", "model"]))
+    duplicate_last = draw(st.booleans())  # the last of duplicate keys counts
 
     def usage(n: int) -> Any:
         if usage_kind == "none":
@@ -99,7 +95,8 @@ def templates(draw: st.DrawFn) -> Callable[[str, int], Obj]:
                 choice.append(("delta", Obj(delta)))
             else:
                 choice.append(("text", text))
-            order.shuffle(choice)
+            if shuffle:
+                order.shuffle(choice)
             choices.append(Obj(choice))
         pairs: Pairs = [
             ("id", "cmpl-1"),
@@ -114,7 +111,10 @@ def templates(draw: st.DrawFn) -> Callable[[str, int], Obj]:
             pairs.append(("x", Obj([("y", [1, Obj([("content", "deep")])]), ("text", "t")])))
         if error is not None:
             pairs.append(("error", Obj(list(error.items()))))
-        order.shuffle(pairs)
+        if shuffle:
+            order.shuffle(pairs)
+        if duplicate is not None:
+            pairs.insert(len(pairs) if duplicate_last else 0, (duplicate, Obj([("dup", 1)])))
         return Obj(pairs)
 
     return write
@@ -168,11 +168,11 @@ def streams(draw: st.DrawFn) -> list[bytes]:
     for n in range(1, draw(st.integers(1, 12)) + 1):
         what = draw(st.sampled_from(["template"] * 6 + ["other", "rough", "restyled", "misc"]))
         if what in ("template", "rough"):
-            data = dump(write(draw(TEXT), n), style).encode()
+            data = dump(write(draw(TEXTS), n), style).encode()
             if what == "rough":
                 data = roughen(draw, data)
         elif what == "restyled":
-            data = dump(write(draw(TEXT), n), draw(styles())).encode()
+            data = dump(write(draw(TEXTS), n), draw(styles())).encode()
         elif what == "other":
             data = dump(draw(other_payloads()), style).encode()
         else:
