@@ -309,8 +309,9 @@ class StreamMeter:
 
     def _learn(self, data: bytes, payload: dict[str, Any], reading: Reading) -> None:
         """Take this content event's bytes as the stream's shape if a probe confirms it:
-        other values in its holes must change the payload's text and top-level usage, and
-        nothing else the meter reads."""
+        other values in its holes must change the payload's one text and its top-level
+        usage, and nothing else the meter reads (the Reading check is implied today by the
+        text keys event_shape cuts at; it keeps exactness if those ever change)."""
         self._lessons -= 1
         texts = _texts(payload, "delta")
         if len(texts) != 1:

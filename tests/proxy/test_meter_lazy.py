@@ -64,8 +64,8 @@ def templates(draw: st.DrawFn) -> Callable[[str, int], Obj]:
     text_key = draw(st.sampled_from(["content", "reasoning_content", "reasoning"]))
     extra_delta = draw(st.sampled_from([[], [], ["role"], ["tool_calls"], ["content", "role"]]))
     finish = draw(st.sampled_from([None, None, "stop", "length", 3]))
-    usage_kind = draw(st.sampled_from(["none", "absent", "dict", "dict", "nested", "odd"]))
-    nested = draw(st.booleans())
+    usage_kind = draw(st.sampled_from(["none", "absent", "dict", "dict", "nested", "odd", "fixed"]))
+    nested = draw(st.sampled_from([None, None, "content", "usage"]))  # look-alikes deeper in
     error = draw(st.sampled_from([None, None, {"type": "Bad", "message": "no"}, {"code": 4}]))
     choices_n = draw(st.sampled_from([1, 1, 1, 2]))
     order = draw(st.randoms(use_true_random=False))
@@ -78,6 +78,8 @@ def templates(draw: st.DrawFn) -> Callable[[str, int], Obj]:
             return None
         if usage_kind == "odd":
             return ["not", "a", "dict"]
+        if usage_kind == "fixed":
+            return Obj([("prompt_tokens", 7)])
         pairs = [("prompt_tokens", 7), ("completion_tokens", n), ("total_tokens", 7 + n)]
         if usage_kind == "nested":
             pairs.append(("completion_tokens_details", Obj([("reasoning_tokens", 0)])))
@@ -107,8 +109,10 @@ def templates(draw: st.DrawFn) -> Callable[[str, int], Obj]:
         ]
         if usage_kind != "absent":
             pairs.append(("usage", usage(n)))
-        if nested:
+        if nested == "content":
             pairs.append(("x", Obj([("y", [1, Obj([("content", "deep")])]), ("text", "t")])))
+        elif nested == "usage":
+            pairs.append(("x", Obj([("usage", Obj([("completion_tokens", 99)]))])))
         if error is not None:
             pairs.append(("error", Obj(list(error.items()))))
         if shuffle:
@@ -262,3 +266,16 @@ def test_the_lazy_path_counts_like_the_full_one_on_a_vllm_stream() -> None:
     assert lazy.tokens_per_chunk == [1] * 8
     kinds = {StreamMeter(0.0).on_event(0.1, e) for e in events}
     assert kinds == {EventKind.CONTENT}
+
+
+def test_look_alike_keys_deeper_in_the_payload_are_not_taken_for_text_or_usage() -> None:
+    usage_deeper = (
+        b'{"id":"c","choices":[{"index":0,"delta":{"content":"%s"}}],'
+        b'"usage":{"prompt_tokens":7},"x":{"usage":{"completion_tokens":99}}}'
+    )
+    content_first = b'{"x":{"content":"deep"},"choices":[{"delta":{"content":"%s"}}]}'
+    for template in (usage_deeper, content_first):
+        events = [Event(b"", template % text) for text in (b"a", b"b", b"b")]
+        lazy, full = meter_both(events, True, (3,))
+        assert lazy == full
+        assert lazy.output_text == "abb"
