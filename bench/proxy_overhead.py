@@ -1,11 +1,14 @@
-"""Proxy overhead: one scripted upstream reached directly, through nginx and through latency_proxy.
+"""Proxy overhead: one scripted upstream reached directly, via nginx, a Python relay and the proxy.
 
 One run measures, per concurrency (closed-loop streams), the same fast SSE upstream (first token
-at 50 ms, then one every 10 ms; bench/sse_upstream.py, its own process) reached three ways:
+at 50 ms, then one every 10 ms; bench/sse_upstream.py, its own process) reached five ways:
 
 - direct: the baseline every "added" figure is taken against;
 - nginx: Debian's nginx, one worker, `proxy_buffering off`, HTTP/1.1 keep-alive upstream — the
   reference for what a non-Python pass-through costs;
+- relay: bench/relay_floor.py, a raw TCP relay on uvloop — the floor for a Python pass-through;
+- relay+meter: the same relay running SSEParser + StreamMeter on every response read — the
+  floor plus the proxy's own parsing and metering;
 - proxy: `python -m latency_proxy` with its default settings.
 
 It prints added TTFT p50/p99 and added inter-event p99 against direct, events per second, the
@@ -45,7 +48,7 @@ from loadgen.processes import free_port, running
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-TARGETS = ("direct", "nginx", "proxy")
+TARGETS = ("direct", "nginx", "relay", "relay+meter", "proxy")
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -246,6 +249,21 @@ def start_nginx(nginx: str, upstream: int, tmp: Path):
     return port, running(args, f"http://127.0.0.1:{port}/v1/models", tmp / "nginx.log", cwd=REPO)
 
 
+def start_relay(upstream: int, tmp: Path, meter: bool):
+    port = free_port()
+    args = [
+        sys.executable,
+        str(HERE / "relay_floor.py"),
+        "--upstream-port",
+        str(upstream),
+        "--port",
+        str(port),
+        *(["--meter"] if meter else []),
+    ]
+    log = tmp / ("relay-meter.log" if meter else "relay.log")
+    return port, running(args, f"http://127.0.0.1:{port}/v1/models", log, cwd=REPO)
+
+
 def start_proxy(upstream: int, tmp: Path):
     port, admin = free_port(), free_port()
     args = [
@@ -395,7 +413,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="unmeasured lead-in per cell (default 2s)",
     )
     parser.add_argument("--tokens", type=int, default=64, help="content events per stream")
-    parser.add_argument("--targets", default=",".join(TARGETS), help="subset of direct,nginx,proxy")
+    parser.add_argument("--targets", default=",".join(TARGETS), help="a subset of the default")
     parser.add_argument("--nginx", default="/usr/sbin/nginx")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
@@ -408,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if "nginx" in args.targets and not shutil.which(args.nginx):
         sys.exit(
-            f"{args.nginx} not found: apt-get install -y nginx-light, or --targets direct,proxy"
+            f"{args.nginx} not found: apt-get install -y nginx-light, or --targets without nginx"
         )
     cells: list[CellResult] = []
     with contextlib.ExitStack() as stack:
@@ -421,6 +439,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             port, nginx = start_nginx(args.nginx, up_port, tmp)
             master = stack.enter_context(nginx)
             ports["nginx"], watched["nginx"] = port, process_tree(master.pid)[1:]  # the worker
+        for target, meter in (("relay", False), ("relay+meter", True)):
+            if target in args.targets:
+                port, relay = start_relay(up_port, tmp, meter)
+                ports[target], watched[target] = port, process_tree(stack.enter_context(relay).pid)
         if "proxy" in args.targets:
             port, proxy = start_proxy(up_port, tmp)
             ports["proxy"], watched["proxy"] = port, process_tree(stack.enter_context(proxy).pid)

@@ -9,14 +9,17 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
+from latency_proxy import event_shape
 from latency_proxy.sse import Event
 
 DONE = b"[DONE]"
 _CONTENT_DELTA_KEYS = ("content", "reasoning_content", "reasoning", "tool_calls")
+_LESSONS = 4  # shapes a stream may try to learn (a reasoning model changes shape once)
+_PROBE_USAGE = b'{"probe":0}'
 
 
 class EventKind(Enum):
@@ -65,6 +68,8 @@ def classify(payload: Any) -> EventKind:
         return EventKind.OTHER
     choices = payload.get("choices")
     if choices:
+        if not isinstance(choices, list):
+            return EventKind.OTHER  # a string's characters, a dict's keys: no choice objects
         for choice in choices:
             if not isinstance(choice, dict):
                 continue
@@ -81,13 +86,62 @@ def classify(payload: Any) -> EventKind:
     return EventKind.OTHER
 
 
+class Reading(NamedTuple):
+    """What one event's payload says, apart from its usage and its text."""
+
+    kind: EventKind
+    response_id: str | None = None
+    response_model: str | None = None
+    error_type: str | None = None  # type/code of an error object; never its message
+    finish_reasons: tuple[str, ...] = ()
+
+
+def read(payload: Any) -> Reading:
+    """The Reading of a parsed payload (any JSON value)."""
+    kind = classify(payload)
+    if not isinstance(payload, dict):
+        return Reading(kind)
+    response_id = payload.get("id")
+    model = payload.get("model")
+    error = payload.get("error")
+    error_type = None
+    if isinstance(error, dict):
+        # only the type: an error message may quote the prompt
+        error_type = str(error.get("type") or error.get("code") or "error")[:64]
+    choices = payload.get("choices")
+    reasons: tuple[str, ...] = ()
+    if choices and isinstance(choices, list):
+        reasons = tuple(
+            c["finish_reason"]
+            for c in choices
+            if isinstance(c, dict) and isinstance(c.get("finish_reason"), str)
+        )
+    return Reading(
+        kind,
+        response_id if isinstance(response_id, str) else None,
+        model if isinstance(model, str) else None,
+        error_type,
+        reasons,
+    )
+
+
 class StreamMeter:
-    """Accumulates one response. Call on_event per SSE event (or on_body once), then finish."""
+    """Accumulates one response. Call on_event per SSE event (or on_body once), then finish.
+
+    Content events that fit the stream's learned Shape (latency_proxy.event_shape) skip the
+    full JSON parse: only their text and usage are parsed, and the rest of their Reading is
+    the template's. Learning verifies the shape with a probe, so both paths give the same
+    kind and figures for every event (tests/proxy/test_meter_lazy.py).
+    """
 
     __slots__ = (
         "_content_tokens",
         "_first_n",
+        "_lessons",
         "_per_chunk_usage",
+        "_shape",
+        "_shape_reading",
+        "_shape_usage",
         "_t_content",
         "_t_first_event",
         "_text",
@@ -97,8 +151,13 @@ class StreamMeter:
     )
 
     def __init__(
-        self, t0: float, first_n: tuple[int, ...] = (3,), collect_text: bool = False
+        self,
+        t0: float,
+        first_n: tuple[int, ...] = (3,),
+        collect_text: bool = False,
+        lazy: bool = True,
     ) -> None:
+        """lazy=False parses every event in full: the reference the lazy path must equal."""
         self.t0 = t0
         self._first_n = first_n
         self._text: list[str] | None = [] if collect_text else None  # for content capture
@@ -107,6 +166,10 @@ class StreamMeter:
         self._content_tokens = array("q")  # cumulative output tokens after each, -1 unknown
         self._per_chunk_usage = True  # every content event carried usage so far
         self._usage_output: int | None = None
+        self._shape: event_shape.Shape | None = None
+        self._shape_reading = Reading(EventKind.CONTENT)
+        self._shape_usage: Any = None  # the template's usage when the shape has no hole
+        self._lessons = _LESSONS if lazy else 0
         self.result = RequestTiming()
 
     def on_event(self, t: float, event: Event) -> EventKind:
@@ -120,24 +183,26 @@ class StreamMeter:
             self._t_first_event = t
         if data == DONE:
             return EventKind.DONE
+        shape = self._shape
+        if shape is not None and (cut := shape.cut(data)) is not None:
+            text, usage = cut
+            if self._text is not None:
+                self._text.append(text)
+            if shape.middle is None:
+                usage = self._shape_usage
+            return self._count(t, self._shape_reading, usage)
         try:
             payload = orjson.loads(data)
         except orjson.JSONDecodeError:
             result.invalid_events += 1
             return EventKind.INVALID
-        kind = classify(payload)
-        if kind is EventKind.CONTENT and self._text is not None:
-            self._text.extend(_texts(payload, "delta"))
-        self._take_fields(payload)
-        usage_tokens = self._take_usage(payload)
-        if kind is EventKind.CONTENT:
-            self._t_content.append(t)
-            if usage_tokens is None:
-                self._per_chunk_usage = False
-                self._content_tokens.append(-1)
-            else:
-                self._content_tokens.append(usage_tokens)
-        return kind
+        reading = read(payload)
+        if reading.kind is EventKind.CONTENT:
+            if self._text is not None:
+                self._text.extend(_texts(payload, "delta"))
+            if self._lessons:
+                self._learn(data, payload, reading)
+        return self._count(t, reading, payload.get("usage") if isinstance(payload, dict) else None)
 
     def on_body(self, body: bytes) -> None:
         """Account a non-streaming JSON response: usage, ids, finish reasons."""
@@ -146,8 +211,8 @@ class StreamMeter:
         except orjson.JSONDecodeError:
             return
         if isinstance(payload, dict):
-            self._take_fields(payload)
-            self._take_usage(payload)
+            self._take_reading(read(payload))
+            self._take_usage(payload.get("usage"))
             if self._text is not None:
                 self._text.extend(_texts(payload, "message"))
 
@@ -200,8 +265,26 @@ class StreamMeter:
             return [per_event * (i + 1) for i in range(n)]
         return [float(i + 1) for i in range(n)]
 
-    def _take_usage(self, payload: dict[str, Any]) -> int | None:
-        usage = payload.get("usage")
+    def _count(self, t: float, reading: Reading, usage: Any) -> EventKind:
+        r = self.result
+        if (
+            reading.finish_reasons
+            or reading.error_type is not None
+            or r.response_id is None
+            or r.response_model is None
+        ):
+            self._take_reading(reading)  # most events have nothing new to say: skip the call
+        usage_tokens = None if usage is None else self._take_usage(usage)
+        if reading.kind is EventKind.CONTENT:
+            self._t_content.append(t)
+            if usage_tokens is None:
+                self._per_chunk_usage = False
+                self._content_tokens.append(-1)
+            else:
+                self._content_tokens.append(usage_tokens)
+        return reading.kind
+
+    def _take_usage(self, usage: Any) -> int | None:
         if not isinstance(usage, dict):
             return None
         completion = usage.get("completion_tokens")
@@ -213,30 +296,50 @@ class StreamMeter:
             return completion
         return None
 
-    def _take_fields(self, payload: dict[str, Any]) -> None:
+    def _take_reading(self, reading: Reading) -> None:
         r = self.result
-        if r.response_id is None and isinstance(payload.get("id"), str):
-            r.response_id = payload["id"]
-        if r.response_model is None and isinstance(payload.get("model"), str):
-            r.response_model = payload["model"]
-        error = payload.get("error")
-        if isinstance(error, dict):
-            # only the type: an error message may quote the prompt
-            kind = error.get("type") or error.get("code") or "error"
-            r.error_type = str(kind)[:64]
-        choices = payload.get("choices")
-        if choices and isinstance(choices, list):
-            for choice in choices:
-                if isinstance(choice, dict):
-                    reason = choice.get("finish_reason")
-                    if isinstance(reason, str):
-                        r.finish_reasons.append(reason)
+        if r.response_id is None:
+            r.response_id = reading.response_id
+        if r.response_model is None:
+            r.response_model = reading.response_model
+        if reading.error_type is not None:
+            r.error_type = reading.error_type
+        if reading.finish_reasons:
+            r.finish_reasons.extend(reading.finish_reasons)
+
+    def _learn(self, data: bytes, payload: dict[str, Any], reading: Reading) -> None:
+        """Take this content event's bytes as the stream's shape if a probe confirms it:
+        other values in its holes must change the payload's one text and its top-level
+        usage, and nothing else the meter reads (the Reading check is implied today by the
+        text keys event_shape cuts at; it keeps exactness if those ever change)."""
+        self._lessons -= 1
+        texts = _texts(payload, "delta")
+        if len(texts) != 1:
+            return
+        usage = payload.get("usage")
+        shape = event_shape.find(data, usage_hole=isinstance(usage, dict))
+        if shape is None:
+            return
+        marker = "y" if texts[0] == "x" else "x"
+        try:
+            probe = orjson.loads(shape.fill(marker.encode(), _PROBE_USAGE))
+        except orjson.JSONDecodeError:
+            return
+        if (
+            read(probe) == reading
+            and _texts(probe, "delta") == [marker]
+            and probe.get("usage") == (usage if shape.middle is None else {"probe": 0})
+        ):
+            self._shape, self._shape_reading, self._shape_usage = shape, reading, usage
 
 
 def _texts(payload: dict[str, Any], key: str) -> list[str]:
     """Generated text of each choice: `text`, or `<key>.content` / reasoning (chat)."""
-    out = []
-    for choice in payload.get("choices") or ():
+    out: list[str] = []
+    choices = payload.get("choices")
+    if not isinstance(choices, list):
+        return out  # a string's characters, a dict's keys: no choice objects
+    for choice in choices:
         if not isinstance(choice, dict):
             continue
         if isinstance(choice.get("text"), str):
