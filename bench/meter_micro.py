@@ -1,6 +1,6 @@
 """Parser + meter on their own: CPU per SSE event, no sockets, no event loop.
 
-The streams are the simulator's (loadgen.sim.protocol.ChunkWriter writes vLLM's chunks, key for
+The streams are the simulator's (loadgen.sim.responses.ChunkWriter writes vLLM's chunks, key for
 key): a chat role chunk, content chunks, a finish chunk, the usage chunk when asked for, [DONE];
 chat and completions, with no usage, a final usage chunk, or usage on every chunk
 (`continuous_usage_stats`). Each chunk arrives as its own read, as it does from a streaming
@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 
 from latency_proxy.meter import StreamMeter
 from latency_proxy.sse import Event, SSEParser
-from loadgen.sim.protocol import ChunkWriter, GenerationRequest
+from loadgen.sim.requests import GenerationRequest
+from loadgen.sim.responses import ChunkWriter
 
 GOAL_US = 8.0
 # what a model writes: words, punctuation, a newline, a quote, a non-ASCII character
