@@ -48,6 +48,7 @@ class LogWriter:
                 input_tokens=timing.input_tokens,
                 output_tokens=timing.output_tokens,
                 chunks=timing.content_events,
+                coalesced_fraction=timing.coalesced_fraction,
                 finish_reasons=timing.finish_reasons or None,
             )
         if content:

@@ -34,6 +34,11 @@ def coalesced_count(gaps: Sequence[float], tpot: float | None) -> int | None:
     return sum(1 for gap in gaps if gap < threshold)
 
 
+def buffered(fraction: float | None) -> bool:
+    """Whether a stream (or a target's streams) with this share of bursts arrived buffered."""
+    return fraction is not None and fraction >= BUFFERED_SHARE
+
+
 def coalesced_fraction(gaps: Sequence[float], tpot: float | None) -> float | None:
     """The share of gaps between content events that are bursts (None: cannot tell)."""
     count = coalesced_count(gaps, tpot)
@@ -82,8 +87,7 @@ def stream_shape(streams: Iterable[Stream]) -> StreamShape:
     fraction = bursts / gaps_total
     per_event = tokens / events if events else None
     gap = gap_sum / gaps_total
-    buffered = fraction >= BUFFERED_SHARE
-    if buffered:
+    if buffered(fraction):
         verdict = (
             f"streams arrive in bursts: {fraction:.0%} of events within "
             f"{COALESCED_GAP_S * 1e3:g} ms of the previous one — an intermediary is buffering; "
@@ -93,4 +97,4 @@ def stream_shape(streams: Iterable[Stream]) -> StreamShape:
         verdict = f"chunked stream: {per_event:.3g} tokens per event every {gap * 1e3:.3g} ms"
     else:
         verdict = f"event by event: one event every {gap * 1e3:.3g} ms"
-    return StreamShape(buffered, fraction, per_event, gap, verdict)
+    return StreamShape(buffered(fraction), fraction, per_event, gap, verdict)

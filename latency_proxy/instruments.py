@@ -125,6 +125,13 @@ UPSTREAM_ERRORS = Spec(
     "counter",
     (*PER_REQUEST, sc.KIND),
 )
+COALESCED_STREAMS = Spec(
+    "latency_proxy.coalesced_streams",
+    "",
+    "Streams that arrived from upstream in bursts (latency_proxy/coalescing.py): something "
+    "before the proxy buffers, so ITL and TPOT are not the server's",
+    "counter",
+)
 TELEMETRY_DROPPED = Spec(
     "latency_proxy.telemetry.dropped",
     "",
@@ -146,6 +153,7 @@ ALL = (
     REQUESTS,
     ACTIVE,
     UPSTREAM_ERRORS,
+    COALESCED_STREAMS,
     TELEMETRY_DROPPED,
 )
 

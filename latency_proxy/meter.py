@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from latency_proxy import event_shape
+from latency_proxy.coalescing import coalesced_fraction
 from latency_proxy.sse import Event
 
 DONE = b"[DONE]"
@@ -47,6 +48,7 @@ class RequestTiming:
     tpot_s: float | None = None
     e2e_s: float | None = None
     itl_s: list[float] = field(default_factory=list)
+    coalesced_fraction: float | None = None  # share of gaps that are bursts (coalescing.py)
     tokens_per_chunk: list[int] = field(default_factory=list)
     ttfnt_s: dict[int, float] = field(default_factory=dict)
     input_tokens: int | None = None
@@ -243,6 +245,7 @@ class StreamMeter:
         r.itl_s = [times[i] - times[i - 1] for i in range(1, n)]
         if r.output_tokens is not None and r.output_tokens >= 2:
             r.tpot_s = (times[-1] - times[0]) / (r.output_tokens - 1)
+        r.coalesced_fraction = coalesced_fraction(r.itl_s, r.tpot_s)
         cumulative = self._cumulative_tokens(r)
         if r.token_source is TokenSource.USAGE_PER_CHUNK:
             previous = 0

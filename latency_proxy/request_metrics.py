@@ -6,6 +6,7 @@ from __future__ import annotations
 from opentelemetry import trace
 
 from latency_proxy import instruments as ins
+from latency_proxy.coalescing import buffered
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
 from latency_proxy.telemetry import Telemetry
@@ -66,3 +67,5 @@ class MetricsWriter:
         tel.instrument(ins.TOKENS_PER_CHUNK).record_all(
             timing.tokens_per_chunk, labels, None, context
         )
+        if buffered(timing.coalesced_fraction):
+            tel.instrument(ins.COALESCED_STREAMS).record(1, labels)

@@ -202,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a Prometheus /metrics (vLLM's, the proxy's admin port) to sample when each "
         "block's measured window opens and closes: where the time went (repeatable)",
     )
+    r.add_argument(
+        "--trace-url",
+        metavar="TEMPLATE",
+        help="a link to a trace with {trace_id} in it (Grafana Explore, Tempo): report.md "
+        "links the slowest requests to their traces",
+    )
     r.add_argument("--weight-bytes", type=parse_size, help="model weights, e.g. 140GB (for MBU)")
     r.add_argument("--kv-bytes-per-token", type=parse_size, default=0)
     r.add_argument(
@@ -276,6 +282,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         gpu_metrics=tuple(args.gpu_metrics),
         gpu_interval_s=args.gpu_interval,
         server_metrics=tuple(args.server_metrics),
+        trace_url=args.trace_url,
         progress=args.progress if args.progress is not None else sys.stderr.isatty(),
     )
 
@@ -292,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give --concurrency or --rate, not both")
     if args.duration is not None and args.requests is not None:
         parser.error("give --duration or --requests, not both")
+    if args.trace_url is not None and "{trace_id}" not in args.trace_url:
+        parser.error("--trace-url needs {trace_id} where the trace id goes")
     try:
         config = config_from(args, argv)
     except ValueError as exc:

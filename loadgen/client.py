@@ -8,6 +8,7 @@ and TPOT and a lagging client shows up as latency, not as a missing measurement.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -50,10 +51,13 @@ async def send(
 ) -> Record:
     """Stream one request; never raises for server or transport failures (they are records)."""
     request_id = str(uuid.uuid4())
+    trace_id = secrets.token_hex(16)
     headers = {
         "Content-Type": "application/json",
         "Accept-Encoding": "identity",  # a compressed stream would arrive in bursts
         "X-Request-ID": request_id,
+        # sampled W3C trace context: the proxy continues it and vLLM's llm_request joins it
+        "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01",
         **target.headers,
     }
     payload = orjson.dumps(body)
@@ -102,12 +106,14 @@ async def send(
         time_to_first_chunk_s=timing.time_to_first_chunk_s,
         ttfnt_s={str(n): t for n, t in timing.ttfnt_s.items()},
         itl_s=timing.itl_s,
+        coalesced_fraction=timing.coalesced_fraction,
         tokens_per_chunk=timing.tokens_per_chunk,
         input_tokens=timing.input_tokens,
         output_tokens=timing.output_tokens,
         token_source=timing.token_source.value,
         finish_reason=timing.finish_reasons[-1] if timing.finish_reasons else None,
         response_id=timing.response_id,
+        trace_id=trace_id,
     )
 
 

@@ -64,6 +64,7 @@ class RunConfig:
     gpu_metrics: tuple[str, ...]  # DCGM-style /metrics URLs to sample
     gpu_interval_s: float
     server_metrics: tuple[str, ...]  # Prometheus /metrics URLs sampled around each block
+    trace_url: str | None  # a link template with {trace_id}, for report.md's slowest requests
     progress: bool  # draw the live progress line
 
     def to_json(self) -> str:

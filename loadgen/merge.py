@@ -14,7 +14,7 @@ from pathlib import Path
 
 from loadgen import compare, report, rundir
 from loadgen.records import RunData
-from loadgen.summary import summarize
+from loadgen.summary import summarize_run
 
 
 def combine(shards: Sequence[RunData]) -> RunData:
@@ -42,15 +42,7 @@ def merge_dirs(
     data = combine([rundir.read(p) for p in paths])
     if command is not None:
         data.meta["command"] = command
-    summary = summarize(
-        data.records,
-        data.phases,
-        data.loop_lag,
-        data.gpu,
-        data.settings,
-        data.meta.get("sweep"),
-        server=data.server,
-    )
+    summary = summarize_run(data)
     out = rundir.write(out, data, summary)
     report.write(out, data, summary, compare.of_run(data, summary))
     return data, summary

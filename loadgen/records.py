@@ -41,12 +41,14 @@ class Record:
     time_to_first_chunk_s: float | None = None
     ttfnt_s: dict[str, float] = field(default_factory=dict)  # str(FIRST_N) -> seconds
     itl_s: list[float] = field(default_factory=list)
+    coalesced_fraction: float | None = None  # share of gaps that are bursts (buffering)
     tokens_per_chunk: list[int] = field(default_factory=list)
     input_tokens: int | None = None
     output_tokens: int | None = None
     token_source: str | None = None
     finish_reason: str | None = None
     response_id: str | None = None
+    trace_id: str | None = None  # of the traceparent sent: joins the proxy's and vLLM's spans
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))

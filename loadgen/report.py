@@ -74,6 +74,10 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
     if req["errors"]:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(req["errors"].items()))
         lines.append(f"- errors: {errors}")
+    stream = t.get("stream")
+    if stream:
+        verdict = f"**{stream['verdict']}**" if stream["buffered"] else stream["verdict"]
+        lines.append(f"- stream: {verdict}")
     client = t["client"]
     lines.append(
         f"- client: send lag P99 {ms(client['send_lag_s']['p99'])} ms, "
@@ -101,6 +105,7 @@ def markdown(
     meta: dict[str, Any],
     plots: Sequence[str],
     comparison: str | None = None,
+    slowest: Sequence[str] = (),
 ) -> str:
     lines = ["# loadgen report", ""]
     if meta.get("command"):
@@ -129,6 +134,7 @@ def markdown(
         lines.append("")
     if comparison:
         lines += [comparison]
+    lines += slowest
     lines += [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
 
@@ -172,6 +178,9 @@ def console_table(summary: dict[str, Any]) -> str:
     for name, t in summary["targets"].items():
         for reason in t["invalid_reasons"]:
             text.append(f"{name}: INVALID: {reason}")
+        stream = t.get("stream")
+        if stream and stream["buffered"]:
+            text.append(f"{name}: {stream['verdict']}")
     return "\n".join(text)
 
 
@@ -288,6 +297,39 @@ def plot_time_split(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+SLOWEST = 5
+
+
+def slowest_requests(data: RunData) -> list[str]:
+    """The slowest measured requests of each target by TTFT and by E2E, with the ids that
+    find them in the proxy's log lines and traces (links when --trace-url gave a template)."""
+    template = data.meta.get("trace_url")
+    lines = ["## Slowest requests", ""]
+    for name in dict.fromkeys(r.target for r in data.records):
+        ok = [r for r in data.records if r.target == name and r.ok and not r.excluded]
+        for label, key in (("TTFT", "ttft_s"), ("E2E", "e2e_s")):
+            ranked = sorted(
+                (r for r in ok if getattr(r, key) is not None),
+                key=lambda r, key=key: getattr(r, key),
+                reverse=True,
+            )[:SLOWEST]
+            if not ranked:
+                continue
+            lines += [
+                f"{name}, by {label}:",
+                "",
+                "| TTFT (ms) | E2E (ms) | request id | trace id |",
+                "|---|---|---|---|",
+            ]
+            for r in ranked:
+                trace = r.trace_id or "—"
+                if r.trace_id and template:
+                    trace = f"[{r.trace_id}]({template.replace('{trace_id}', r.trace_id)})"
+                lines.append(f"| {ms(r.ttft_s)} | {ms(r.e2e_s)} | `{r.request_id}` | {trace} |")
+            lines.append("")
+    return lines if len(lines) > 2 else []
+
+
 def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | None = None) -> Path:
     """report.md (with the comparison section, if any) and its plots into the run directory."""
     plots = ["latency_cdf.png", "timeline.png"]
@@ -300,5 +342,5 @@ def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | N
         plots.append("time_split.png")
         plot_time_split(summary, out / plots[-1])
     path = out / "report.md"
-    path.write_text(markdown(summary, data.meta, plots, comparison))
+    path.write_text(markdown(summary, data.meta, plots, comparison, slowest_requests(data)))
     return path

@@ -26,7 +26,7 @@ from loadgen.records import RunData
 from loadgen.runner import Load, Runner
 from loadgen.schedule import plan, shard_count
 from loadgen.sizing import calibrate
-from loadgen.summary import summarize
+from loadgen.summary import summarize_run
 from loadgen.targets import Target, load_file, resolve
 from loadgen.workload import Sizing, Workload, load_dataset, user_messages
 
@@ -86,15 +86,7 @@ def measure(config: RunConfig) -> dict[str, Any]:
     data = uvloop.run(execute(config, targets))
     if not data.phases:
         raise KeyboardInterrupt  # stopped before any load was sent: nothing to write
-    summary = summarize(
-        data.records,
-        data.phases,
-        data.loop_lag,
-        data.gpu,
-        data.settings,
-        data.meta["sweep"],
-        server=data.server,
-    )
+    summary = summarize_run(data)
     rundir.write(config.out, data, summary)
     report.write(config.out, data, summary, compare.of_run(data, summary))
     return summary
@@ -222,4 +214,5 @@ def _meta(
         "levels": list(config.levels),
         "shard": list(config.shard),
         "prompt_sizing": None if w.dataset else w.sizing.meta(),
+        "trace_url": config.trace_url,
     }

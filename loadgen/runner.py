@@ -111,7 +111,7 @@ class Runner:
                     )
                 )
                 if opening is not None:
-                    await self._close_window(block, opening, sweep_level)
+                    await self._close_window(block, opening, budget.closing, sweep_level)
         finally:
             monitor.cancel()
             for http in sessions.values():
@@ -177,7 +177,8 @@ class Runner:
                 intended = time.perf_counter()  # the worker is free again
 
         if concurrency > 0:
-            await _run_until(budget.over, [worker(i) for i in range(concurrency)])
+            workers = [worker(i) for i in range(concurrency)]
+            await _run_until(budget.over, workers, self._scrape_closing(budget))
         return budget
 
     async def _open(
@@ -220,7 +221,7 @@ class Runner:
             task.add_done_callback(tasks.discard)
 
         try:
-            await _run_until(budget.over, [dispatch()])
+            await _run_until(budget.over, [dispatch()], self._scrape_closing(budget))
         finally:
             await _cancel(tasks)
         return budget
@@ -239,18 +240,27 @@ class Runner:
             self.server_metrics, self.clock.epoch(time.perf_counter())
         )
 
+    async def _scrape_closing(self, budget: _Budget) -> None:
+        """The window's closing scrape: once the last measured request finished, while the
+        cooldown requests still hold the load, so the gauges read the level, not a drain."""
+        if self.server_metrics:
+            budget.closing = await self._scrape()
+
     async def _close_window(
-        self, block: Block, opening: asyncio.Task[list[Snapshot]], level: float | None
+        self,
+        block: Block,
+        opening: asyncio.Task[list[Snapshot]],
+        closing: list[Snapshot],
+        level: float | None,
     ) -> None:
-        """Scrape again now that the block's last measured request finished; keep the
-        difference for each endpoint read both times. A block cut short before its window
-        opened has none."""
+        """Keep the difference of the two scrapes for each endpoint read both times. A block
+        cut short before its window opened has none."""
         if not opening.done():
             opening.cancel()
             await asyncio.gather(opening, return_exceptions=True)
             return
         opened = {s.source: s for s in opening.result()}
-        for closed in await self._scrape():
+        for closed in closing:
             if closed.source in opened:
                 self.result.server.append(
                     server_metrics.difference(
@@ -289,6 +299,7 @@ class _Budget:
         self.done_at: float | None = None  # when the last one finished
         self.interrupted = False
         self.over = asyncio.Event()
+        self.closing: list[Snapshot] = []  # the servers as the measured window closed
 
     def take(self, intended: float) -> str | None:
         """Claim a request intended at this time: "warmup", None (measured) or "cooldown"."""
@@ -330,13 +341,22 @@ class _Budget:
             self.over.set()
 
 
-async def _run_until(event: asyncio.Event, coros: list[Coroutine[Any, Any, None]]) -> None:
+async def _run_until(
+    event: asyncio.Event,
+    coros: list[Coroutine[Any, Any, None]],
+    before_cancel: Coroutine[Any, Any, None],
+) -> None:
     """Run coroutines (which end only once the event is set, or by failing) until the event
-    is set; then cancel what is left and raise what failed."""
+    is set; then await before_cancel, cancel what is left and raise what failed."""
     tasks = {asyncio.create_task(c) for c in coros}
     waiter = asyncio.create_task(event.wait())
-    await asyncio.wait({waiter, *tasks}, return_when=asyncio.FIRST_COMPLETED)
-    await _cancel({waiter, *tasks})
+    try:
+        await asyncio.wait({waiter, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+        if event.is_set():
+            await before_cancel
+    finally:
+        before_cancel.close()  # a no-op once awaited; an un-awaited coroutine must not warn
+        await _cancel({waiter, *tasks})
 
 
 async def _cancel(tasks: set[asyncio.Task[None]]) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from latency_proxy.coalescing import stream_shape
 from loadgen import server_metrics, stats
-from loadgen.records import FIRST_N, GpuSample, Phase, Record, SummarySettings
+from loadgen.records import FIRST_N, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.server_metrics import ServerWindow
 
 LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "time_to_first_chunk_s", "ttf3t_s")
@@ -189,6 +190,7 @@ def _target(
         "gpu": _gpu(gpu, intervals),
         "mbu": _mbu(ok, active, metrics, settings),
         "server": server_metrics.server_block([w for w in server if w.target == name]),
+        "stream": stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok).as_dict(),
     }
     return summary
 
@@ -259,3 +261,16 @@ def summarize(
         "targets": points[-1]["targets"],
         "sweep": {"kind": sweep, "points": points},
     }
+
+
+def summarize_run(data: RunData) -> dict[str, Any]:
+    """summarize() of everything a run directory holds."""
+    return summarize(
+        data.records,
+        data.phases,
+        data.loop_lag,
+        data.gpu,
+        data.settings,
+        data.meta.get("sweep"),
+        server=data.server,
+    )
