@@ -114,6 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="size synthetic prompts with this local tokenizer instead of /tokenize "
         "(it has no chat template: chat prompts then come out longer by the template)",
     )
+    w.add_argument(
+        "--prompt-seed",
+        type=int,
+        metavar="N",
+        help="seed the synthetic prompts' words (default: fresh for every run, recorded in "
+        "run.json, so no prefix cache has seen them; --seed repeats lengths and arrivals)",
+    )
+    w.add_argument(
+        "--shared-prefix-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="every synthetic prompt opens with the same N tokens (a system prompt), drawn "
+        "once per run: what a server's prefix cache buys",
+    )
     load = p.add_argument_group("load")
     load.add_argument(
         "--concurrency",
@@ -256,6 +271,8 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         temperature=args.temperature,
         dataset=args.dataset,
         tokenizer=args.tokenizer,
+        prompt_seed=args.prompt_seed,
+        shared_prefix_tokens=args.shared_prefix_tokens,
         sweep="rate" if args.rate else "concurrency",
         levels=tuple(args.rate or args.concurrency or [DEFAULT_CONCURRENCY]),
         arrival=args.arrival,
@@ -301,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give --duration or --requests, not both")
     if args.trace_url is not None and "{trace_id}" not in args.trace_url:
         parser.error("--trace-url needs {trace_id} where the trace id goes")
+    if args.shared_prefix_tokens and (args.dataset or args.shared_prefix_tokens < 0):
+        parser.error("--shared-prefix-tokens: a count ≥ 0, for synthetic prompts (no --dataset)")
     try:
         config = config_from(args, argv)
     except ValueError as exc:

@@ -41,6 +41,8 @@ class RunConfig:
     temperature: float
     dataset: str | None
     tokenizer: str | None  # a local tokenizer.json sizes prompts instead of /tokenize
+    prompt_seed: int | None = None  # seeds prompt words; None: fresh for each run (run.measure)
+    shared_prefix_tokens: int = 0  # words every prompt of a run opens with
 
     # how hard, how long
     sweep: str  # concurrency | rate: what `levels` are

@@ -10,6 +10,7 @@ takes `on_stack`, and calls `measure` with a `dataclasses.replace` per run.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import sys
 import time
 from dataclasses import replace
@@ -28,7 +29,7 @@ from loadgen.schedule import plan, shard_count
 from loadgen.sizing import calibrate
 from loadgen.summary import summarize_run
 from loadgen.targets import Target, load_file, resolve
-from loadgen.workload import Sizing, Workload, load_dataset, user_messages
+from loadgen.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
 
 
 def main(config: RunConfig) -> int:
@@ -76,6 +77,8 @@ def on_stack(config: RunConfig, stack: embedded.Stack) -> RunConfig:
 
 def measure(config: RunConfig) -> dict[str, Any]:
     """One run directory at config.out (data, summary, report); returns the summary."""
+    if config.prompt_seed is None:  # fresh prompts for every run; its workers share them
+        config = replace(config, prompt_seed=secrets.randbits(63))
     if config.workers > 1:
         return supervisor.run_workers(config)
     file_targets = load_file(config.targets_file) if config.targets_file else None
@@ -98,23 +101,34 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
     models = await _models(config, targets)
     first = next(iter(targets))
     rng = np.random.default_rng([config.summary.seed, shard])
+    sizing = (
+        Sizing() if config.dataset else await _prompt_sizing(config, targets[first], models[first])
+    )
+    prompt_seed = config.prompt_seed
+    assert prompt_seed is not None, "measure draws it"
     workload = Workload(
         endpoint=config.endpoint,
         input_tokens=config.input_tokens,
         output_tokens=config.output_tokens,
         rng=rng,
         dataset=load_dataset(config.dataset) if config.dataset else None,
-        sizing=Sizing()
-        if config.dataset
-        else await _prompt_sizing(config, targets[first], models[first]),
+        sizing=sizing,
         temperature=config.temperature,
         ignore_eos=config.ignore_eos,
+        prompt_rng=np.random.default_rng([prompt_seed, shard]),
+        shared=shared_prefix(
+            config.shared_prefix_tokens, sizing, np.random.default_rng(prompt_seed)
+        ),
     )
     progress = Progress(label=f"shard {shard}/{shards}" if shards > 1 else "")
     runner = Runner(targets, models, workload, rng, config.timeout_s, shard, progress)
     if shard == 0:  # one sampler per run, not per shard: shards share the servers
         runner.server_metrics = config.server_metrics
     data = RunData(settings=config.summary, meta=_meta(config, targets, models, workload))
+    data.meta["prompts"] = {
+        "seed": prompt_seed,
+        "shared_prefix_tokens": config.shared_prefix_tokens,
+    }
     helpers = []
     if config.progress:
         helpers.append(asyncio.create_task(progress.draw()))

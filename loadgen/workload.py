@@ -4,8 +4,14 @@ Synthetic prompts are additive in tokens: a fixed lead word, then words drawn at
 those that are exactly one token each in the target's tokenizer, so a prompt of n words costs
 `overhead + n` tokens, where the overhead (chat template, BOS, the lead word) is the same for
 every request. Random words make every prompt unique from its first few words on, so a
-server's prefix cache cannot turn one prompt into a cheap repeat of another. sizing.py finds
-the words and the overhead; the server's own usage counts are what results report either way.
+server's prefix cache cannot turn one prompt into a cheap repeat of another; and the words come
+from a generator of their own, seeded afresh for every run (run.json `meta.prompts.seed`;
+`--prompt-seed` repeats a run's prompts on purpose), so an earlier run of the same command
+cannot have warmed the cache either, while `--seed` still repeats lengths and arrivals. A
+shared prefix (`--shared-prefix-tokens N`: N words drawn once per run, after the lead word of
+every prompt) stands for a system prompt, to measure what a server's prefix cache buys.
+sizing.py finds the words and the overhead; the server's own usage counts are what results
+report either way.
 """
 
 from __future__ import annotations
@@ -52,10 +58,20 @@ class Sizing:
         return {"source": self.source, "overhead": self.overhead, "words": len(self.words)}
 
 
-def synthetic_text(tokens: int, sizing: Sizing, rng: np.random.Generator) -> str:
-    """The lead word and enough random one-token words to make `tokens` tokens in all."""
-    picks = rng.integers(0, len(sizing.words), size=max(0, tokens - sizing.overhead))
-    return LEAD + "".join(" " + sizing.words[i] for i in picks)
+def synthetic_text(
+    tokens: int, sizing: Sizing, rng: np.random.Generator, shared: tuple[str, ...] = ()
+) -> str:
+    """The lead word, the shared prefix (as much of it as fits), then enough random one-token
+    words to make `tokens` tokens in all."""
+    words = max(0, tokens - sizing.overhead)
+    prefix = shared[:words]
+    picks = rng.integers(0, len(sizing.words), size=words - len(prefix))
+    return LEAD + "".join(" " + w for w in prefix) + "".join(" " + sizing.words[i] for i in picks)
+
+
+def shared_prefix(tokens: int, sizing: Sizing, rng: np.random.Generator) -> tuple[str, ...]:
+    """`tokens` one-token words every prompt of a run opens with (after the lead word)."""
+    return tuple(sizing.words[i] for i in rng.integers(0, len(sizing.words), size=tokens))
 
 
 def user_messages(text: str) -> list[dict[str, Any]]:
@@ -140,6 +156,8 @@ class Workload:
     sizing: Sizing = Sizing()
     temperature: float = 0.0
     ignore_eos: bool = True
+    prompt_rng: np.random.Generator | None = None  # draws prompt words (None: `rng` does)
+    shared: tuple[str, ...] = ()  # the run's shared prefix (shared_prefix)
 
     @property
     def path(self) -> str:
@@ -148,7 +166,9 @@ class Workload:
     def _prompt(self) -> Prompt:
         if self.dataset:
             return self.dataset[int(self.rng.integers(0, len(self.dataset)))]
-        return Prompt(text=synthetic_text(self.input_tokens.draw(self.rng), self.sizing, self.rng))
+        words = self.prompt_rng or self.rng
+        length = self.input_tokens.draw(self.rng)
+        return Prompt(text=synthetic_text(length, self.sizing, words, self.shared))
 
     def body(self, model: str) -> dict[str, Any]:
         prompt = self._prompt()

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loadgen.sim import presets, requests, responses, tokenizer
+from loadgen.sim import prefix_cache, presets, requests, responses, tokenizer
 from loadgen.sim.engine import Engine
 from loadgen.sim.errors import ApiError
 from loadgen.sim.fixed import FixedTiming
@@ -74,6 +74,7 @@ class Simulator:
         self.scripting = Scripting(script) if script is not None else None
         self.stream_interval = stream_interval
         self.seed = seed
+        self.cache_block_size = 0  # the prefix cache's block size; 0 when none
         if preset is not None:
             self.model_name = served_model_name or preset.served_model_name
             self.description = preset.description
@@ -84,6 +85,8 @@ class Simulator:
                 preset, self.metrics, seed=seed, jitter=jitter
             )
             self.metrics.watch(self.backend, preset.perf, preset.engine.gpu_memory_utilization)
+            if preset.engine.enable_prefix_caching:
+                self.cache_block_size = preset.engine.block_size
         else:
             assert ttft is not None and itl is not None
             self.model_name = served_model_name or "sim"
@@ -177,10 +180,11 @@ class Simulator:
         except ApiError as exc:
             return _error(exc, request_id)
         interval = script.per_chunk if script else self.stream_interval
+        first = script.per_chunk if script else 1
         job = _Job(
             req,
             plan,
-            Seq(len(req.prompt), plan.tokens, arrival, interval, script.per_chunk if script else 1),
+            Seq(len(req.prompt), plan.tokens, arrival, interval, first, self._hashes(req.prompt)),
             request_id,
             f"{'chatcmpl' if chat else 'cmpl'}-{request_id}",
             {k: v for k in _TRACE_HEADERS if (v := request.headers.get(k))} if self.tracer else {},
@@ -250,6 +254,13 @@ class Simulator:
         if script is None or script.text is None:
             return plan
         return OutputPlan([script.text] * plan.tokens, plan.finish_reason, plan.stop_reason)
+
+    def _hashes(self, prompt: list[str]) -> tuple[bytes, ...]:
+        """The prompt's block hashes for the prefix cache, over its token ids."""
+        if not self.cache_block_size:
+            return ()
+        ids = [tokenizer.token_id(token) for token in prompt]
+        return prefix_cache.block_hashes(ids, self.cache_block_size)
 
     def _model(self, job: _Job) -> str:
         """The model an answer names: the served one, or a scripted request's own."""

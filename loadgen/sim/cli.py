@@ -1,4 +1,4 @@
-"""`python -m loadgen.sim`: flags, then uvicorn."""
+"""`python -m loadgen.sim`: flags (the simulator's own, then vLLM's: vllm_args.py), then uvicorn."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import argparse
 import gc
 import json
 import sys
+from typing import NoReturn
 
 import uvicorn
 
 from latency_proxy.units import parse_duration
-from loadgen.sim import presets
+from loadgen.sim import presets, vllm_args
 from loadgen.sim.app import create_app
 
 
@@ -25,19 +26,6 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--ttft", type=parse_duration, help="fixed mode: time to first token")
     mode.add_argument("--list-presets", action="store_true", help="print preset names and exit")
     p.add_argument("--itl", type=parse_duration, help="fixed mode: time between tokens")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument(
-        "--served-model-name",
-        help="model name to answer to (default: the preset's, or 'sim' in fixed mode)",
-    )
-    p.add_argument(
-        "--stream-interval",
-        type=int,
-        default=1,
-        metavar="K",
-        help="tokens per streamed chunk after the first (vLLM's --stream-interval)",
-    )
     p.add_argument("--seed", type=int, default=0, help="seed for output lengths, text, jitter")
     p.add_argument(
         "--jitter",
@@ -53,32 +41,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="fixed mode, for tests: scripted mode with this default script (an x-script header "
         "per request, faults, /control, /arrivals; see loadgen/sim/script.py)",
     )
+    vllm_args.add_arguments(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _fail(vllm_args.refuse(unknown))
     if args.list_presets:
         print("\n".join(presets.names()))
         return
     if (args.ttft is None) != (args.itl is None):
         parser.error("--ttft and --itl go together")
+    names = args.served_model_name or [None]
+    if len(names) > 1:
+        _fail(f"--served-model-name {' '.join(names)}: the simulator serves one name")
+    preset = None
     try:
-        preset = presets.load_file(args.preset_file) if args.preset_file else args.preset
+        if args.preset_file or args.preset:
+            loaded = presets.load_file(args.preset_file) if args.preset_file else None
+            preset, warnings = vllm_args.apply(loaded or presets.load(args.preset), args)
+            for line in warnings + vllm_args.startup_lines(preset):
+                print(f"loadgen.sim: {line}", file=sys.stderr)
+        elif flags := vllm_args.given(args):
+            raise ValueError(f"{' '.join(flags)}: fixed timing has no engine; give a preset")
         app = create_app(
             preset,
             ttft=args.ttft,
             itl=args.itl,
-            served_model_name=args.served_model_name,
+            served_model_name=names[0],
             stream_interval=args.stream_interval,
             seed=args.seed,
             jitter=args.jitter,
             script=args.script,
         )
     except (ValueError, OSError) as exc:
-        print(f"loadgen.sim: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        _fail(str(exc))
     sim = app.state.sim
     print(
         f"loadgen.sim: serving {sim.model_name!r} ({sim.description}) "
@@ -102,3 +102,8 @@ def main(argv: list[str] | None = None) -> None:
         loop="asyncio",
         timeout_graceful_shutdown=1,
     )
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"loadgen.sim: {message}", file=sys.stderr)
+    raise SystemExit(2)

@@ -60,6 +60,14 @@ class Engine:
         return self.scheduler.preemptions
 
     @property
+    def prefix_cache_queries(self) -> int:
+        return self.scheduler.prefix_cache_queries
+
+    @property
+    def prefix_cache_hits(self) -> int:
+        return self.scheduler.prefix_cache_hits
+
+    @property
     def gpu_utilization(self) -> float:
         """Busy fraction of the last UTIL_WINDOW seconds (DCGM samples about as long)."""
         start = time.monotonic() - UTIL_WINDOW
@@ -102,7 +110,7 @@ class Engine:
             batch = self.scheduler.schedule(gpu_clock)
             if not batch.work:  # cannot happen while max_model_len fits in the cache
                 raise RuntimeError("scheduler made no progress")
-            duration = self.perf.step_time(batch.tokens, batch.kv_tokens).total
+            duration = self.perf.step_time(batch.tokens, batch.kv_tokens, batch.attention).total
             if self._jitter:
                 duration *= 1 + self._rng.uniform(-self._jitter, self._jitter)
             gpu_clock += duration

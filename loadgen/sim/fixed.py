@@ -20,6 +20,8 @@ class FixedTiming:
     num_waiting = 0
     kv_usage = 0.0
     preemptions = 0
+    prefix_cache_queries = 0
+    prefix_cache_hits = 0
     gpu_utilization = 0.0
 
     def __init__(

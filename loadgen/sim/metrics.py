@@ -114,6 +114,10 @@ class EngineState(Protocol):
     @property
     def preemptions(self) -> int: ...
     @property
+    def prefix_cache_queries(self) -> int: ...
+    @property
+    def prefix_cache_hits(self) -> int: ...
+    @property
     def gpu_utilization(self) -> float: ...
 
 
@@ -272,13 +276,26 @@ class _StateCollector:
             g = GaugeMetricFamily(name, doc, labels=labels)
             g.add_metric(self._values, value)
             yield g
-        c = CounterMetricFamily(
-            "vllm:num_preemptions",
-            "Cumulative number of preemption from the engine.",
-            labels=labels,
-        )
-        c.add_metric(self._values, s.preemptions)
-        yield c
+        for name, doc, value in (
+            (
+                "vllm:num_preemptions",
+                "Cumulative number of preemption from the engine.",
+                s.preemptions,
+            ),
+            (
+                "vllm:prefix_cache_queries",
+                "Prefix cache queries, in terms of number of queried tokens.",
+                s.prefix_cache_queries,
+            ),
+            (
+                "vllm:prefix_cache_hits",
+                "Prefix cache hits, in terms of number of cached tokens.",
+                s.prefix_cache_hits,
+            ),
+        ):
+            c = CounterMetricFamily(name, doc, labels=labels)
+            c.add_metric(self._values, value)
+            yield c
         if self._perf is not None:
             yield from self._gpus()
 

@@ -1,10 +1,12 @@
 """The simulator's performance model: how long one engine step takes. Pure, no I/O.
 
 A transformer step streams every weight once and reads the KV cache of every sequence in the
-batch (memory time), and does 2 FLOPs per parameter per token (compute time); the GPU is
-busy for whichever is larger. Tensor parallelism splits both across TP GPUs and adds two
-all-reduces per layer. Achievable fractions of the datasheet (MBU, MFU) stand in for
-everything a real engine does besides the matmuls.
+batch (memory time), and does 2 FLOPs per parameter per token plus its attention's 4 FLOPs
+per (query, key) pair per layer and hidden unit (compute time); the GPU is busy for
+whichever is larger. Attention is what makes a long prompt's prefill superlinear. Tensor
+parallelism splits both across TP GPUs and adds two all-reduces per layer. Achievable
+fractions of the datasheet (MBU, MFU) stand in for everything a real engine does besides the
+matmuls.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class ModelSpec:
     head_dim: int
     kv_cache_bytes: float  # bytes per KV element (2 for an fp16 cache)
     max_model_len: int
+    quantization: str = ""  # the checkpoint's method (vLLM's --quantization): awq, gptq or none
+    max_position_embeddings: int = 0  # the model's own context limit (config.json); 0: unknown
 
     @property
     def weight_bytes(self) -> float:
@@ -114,14 +118,15 @@ class PerfModel:
         free = self.hardware.gpu_memory * gpu_memory_utilization - self.weight_bytes_per_gpu
         return int(free // self.kv_bytes_per_token_per_gpu)
 
-    def step_time(self, tokens: int, kv_tokens: int) -> StepTime:
+    def step_time(self, tokens: int, kv_tokens: int, attention: int = 0) -> StepTime:
         """One forward pass over `tokens` new tokens whose sequences hold `kv_tokens` of
-        context in the KV cache (read once each)."""
-        hw, eff = self.hardware, self.efficiency
+        context in the KV cache (read once each), scoring `attention` (query, key) pairs."""
+        hw, eff, m = self.hardware, self.efficiency, self.model
         tp = hw.tensor_parallel
         read = self.weight_bytes_per_gpu + self.kv_bytes_per_token_per_gpu * kv_tokens
         memory = read / (hw.hbm_bandwidth * eff.mbu)
-        compute = 2 * self.model.params * tokens / (tp * hw.peak_flops * eff.mfu)
+        flops = 2 * m.params * tokens + 4 * m.layers * m.heads * m.head_dim * attention
+        compute = flops / (tp * hw.peak_flops * eff.mfu)
         return StepTime(memory, compute, self.communication_time(tokens), eff.host_overhead)
 
     def communication_time(self, tokens: int) -> float:

@@ -19,6 +19,7 @@ class Seq:
         "_waiter",
         "aborted",
         "arrival",
+        "block_hashes",
         "blocks",
         "computed",
         "finished_at",
@@ -40,15 +41,17 @@ class Seq:
         arrival: float,
         stream_interval: int = 1,
         first_chunk: int = 1,
+        block_hashes: tuple[bytes, ...] = (),
     ) -> None:
         self.prompt_tokens = prompt_tokens
+        self.block_hashes = block_hashes  # of the prompt's full blocks (prefix_cache.py)
         self.output_tokens = output_tokens  # planned; the request finishes when reached
         self.stream_interval = stream_interval
         self.first_chunk = first_chunk
         self.arrival = arrival
         self.generated = 0
         self.computed = 0  # tokens whose KV is in the cache (scheduler's view)
-        self.blocks = 0  # KV-cache blocks held
+        self.blocks: list[int] = []  # the KV-cache blocks it holds, in order
         self.preemptions = 0
         self.scheduled_at: float | None = None
         self.first_token_at: float | None = None

@@ -21,6 +21,7 @@ from loadgen.workload import (
     Sizing,
     Workload,
     load_dataset,
+    shared_prefix,
     synthetic_text,
     user_messages,
 )
@@ -57,6 +58,29 @@ def test_synthetic_prompt_is_the_lead_and_one_token_words() -> None:
     assert len(starts) == 50  # no shared prefix beyond the lead word
     uncalibrated = synthetic_text(100, Sizing(), rng).split()
     assert len(uncalibrated) == 100 and set(uncalibrated) <= set(WORDS)  # one token per word
+
+
+def test_a_shared_prefix_opens_every_prompt_and_keeps_its_length() -> None:
+    sizing = Sizing(overhead=1)
+    shared = shared_prefix(20, sizing, np.random.default_rng(3))
+    assert len(shared) == 20 and set(shared) <= set(WORDS)
+    rng = np.random.default_rng(4)
+    texts = [synthetic_text(64, sizing, rng, shared).split() for _ in range(5)]
+    assert all(t[1:21] == list(shared) and len(t) == 64 for t in texts)
+    assert len({" ".join(t[21:30]) for t in texts}) == 5  # unique after the shared part
+    assert synthetic_text(8, sizing, rng, shared).split()[1:] == list(shared[:7])
+
+
+def test_prompt_words_have_their_own_generator() -> None:
+    def first_prompt(prompt_seed: int) -> tuple[int, str]:
+        rng = np.random.default_rng(0)
+        words = np.random.default_rng(prompt_seed)
+        work = Workload("completions", Lengths(5, 50), Lengths(9, 9), rng, prompt_rng=words)
+        body = work.body("m")
+        return len(body["prompt"].split()), body["prompt"]
+
+    (n1, text1), (n2, text2) = first_prompt(1), first_prompt(2)
+    assert n1 == n2 and text1 != text2  # same length (--seed), other words (--prompt-seed)
 
 
 def counter(tokens: Callable[[str], int | None]) -> Count:

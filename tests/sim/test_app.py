@@ -496,3 +496,29 @@ def test_llm_request_span_continues_the_callers_trace(
     assert a["gen_ai.latency.time_in_queue"] == 0
     assert span.resource["service.name"] == "loadgen-sim"
     assert "say something" not in repr(span)
+
+
+def test_a_repeated_prompt_hits_the_prefix_cache() -> None:
+    preset = presets.load("llama-70b-bf16-tp4-a100")
+    first, other = "word " * 2000, "other " * 2000
+
+    async def ttft(prompt: str) -> float:
+        async with httpx.AsyncClient(timeout=10) as client:
+            body = {"prompt": prompt, "max_tokens": 2, "ignore_eos": True}
+            timing, _ = await stream(client, server.url + "/v1/completions", body)
+            assert timing.ttft_s is not None
+            return timing.ttft_s
+
+    with serve(preset=preset) as server:
+        cold = asyncio.run(ttft(first))
+        assert server.metric("vllm:prefix_cache_hits_total") == 0
+        warm = asyncio.run(ttft(first))
+        hits = server.metric("vllm:prefix_cache_hits_total")
+        unrelated = asyncio.run(ttft(other))
+        queries = server.metric("vllm:prefix_cache_queries_total")
+        assert server.metric("vllm:prefix_cache_hits_total") == hits
+    assert hits == 1999 // 16 * 16  # every full block but the one holding the last token
+    assert queries == 3 * 2000
+    prefill = preset.perf.step_time(2000, 2000, 2000 * 2001 // 2).total
+    assert prefill <= cold and prefill <= unrelated
+    assert warm < cold / 4  # 16 tokens computed instead of 2,000

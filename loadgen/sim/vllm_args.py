@@ -1,0 +1,268 @@
+"""vLLM's engine flags on the simulator's command line, with vLLM's names and meaning.
+
+`python -m loadgen.sim --preset NAME` followed by the flags of a `vllm serve` line runs that
+deployment's engine settings on the preset's model and hardware: each flag overrides what
+the preset says, and is checked as vLLM checks it, with vLLM's words where vLLM refuses. A
+flag the simulator cannot honour is refused (`refuse`), never silently ignored. The startup
+lines (`startup_lines`) are the ones vLLM logs once its KV cache is sized.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Sequence
+
+from loadgen.sim.presets import Preset
+
+GIB = 2**30
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128)  # vLLM's CacheConfig.block_size choices
+DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+SIXTEEN_BIT = {"auto", "half", "float16", "bfloat16"}
+KV_CACHE_BYTES = {"auto": None, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+# the kernels vLLM may load a checkpoint with, by the checkpoint's method
+QUANTIZATIONS = {"awq": ("awq", "awq_marlin"), "gptq": ("gptq", "gptq_marlin", "marlin")}
+ENGINE_FLAGS = (
+    "tensor_parallel_size",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "block_size",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "kv_cache_dtype",
+    "dtype",
+    "quantization",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """vLLM's flags, as their own --help group. Engine flags default to None: the preset's."""
+    g = parser.add_argument_group(
+        "vLLM engine arguments",
+        "vllm serve's own flags and meaning; with --preset they override the preset, and a "
+        "vLLM flag the simulator cannot honour is refused (exit 2)",
+    )
+    g.add_argument("--host", default="127.0.0.1")
+    g.add_argument("--port", type=int, default=8000)
+    g.add_argument(
+        "--served-model-name",
+        nargs="+",
+        metavar="NAME",
+        help="model name to answer to (default: the preset's, or 'sim' in fixed mode)",
+    )
+    g.add_argument(
+        "--stream-interval",
+        type=int,
+        default=1,
+        metavar="K",
+        help="tokens per streamed chunk after the first",
+    )
+    g.add_argument("--tensor-parallel-size", "-tp", type=int, metavar="N")
+    g.add_argument("--max-num-seqs", type=int, metavar="N")
+    g.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        metavar="N",
+        help="token budget per step (default: the preset's; without chunked prefill at "
+        "least --max-model-len, as vLLM defaults it)",
+    )
+    g.add_argument("--max-model-len", type=_length, metavar="N")
+    g.add_argument("--gpu-memory-utilization", type=float, metavar="F")
+    g.add_argument("--block-size", type=int, choices=BLOCK_SIZES)
+    g.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction)
+    g.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        help="vLLM V1's automatic prefix caching (default on)",
+    )
+    g.add_argument(
+        "--kv-cache-dtype",
+        choices=tuple(KV_CACHE_BYTES),
+        help="auto: the model's dtype; fp8 halves the bytes per cached token",
+    )
+    g.add_argument("--dtype", choices=DTYPES, help="16-bit only: what the presets' peaks are for")
+    g.add_argument(
+        "--quantization",
+        "-q",
+        metavar="METHOD",
+        help="must match the preset's checkpoint (awq/awq_marlin, gptq/gptq_marlin/marlin)",
+    )
+
+
+def refuse(unknown: Sequence[str]) -> str:
+    """The message for flags the parser did not know: vLLM's, presumably, not modelled."""
+    known = ", ".join("--" + f.replace("_", "-") for f in ENGINE_FLAGS)
+    return (
+        f"cannot honour {' '.join(unknown)}: not a flag the simulator models (refused rather "
+        f"than ignored). The vLLM flags it honours: --host, --port, --served-model-name, "
+        f"--stream-interval, {known}"
+    )
+
+
+def given(args: argparse.Namespace) -> list[str]:
+    """The engine flags given on the command line, as flags."""
+    return ["--" + f.replace("_", "-") for f in ENGINE_FLAGS if getattr(args, f) is not None]
+
+
+def apply(preset: Preset, args: argparse.Namespace) -> tuple[Preset, list[str]]:
+    """The preset with the given engine flags applied, checked as vLLM checks them, and
+    what vLLM would warn about. Raises ValueError for what vLLM (or the simulator) refuses."""
+    warnings: list[str] = []
+    model, hardware = preset.perf.model, preset.perf.hardware
+    engine = preset.engine
+
+    method = model.quantization
+    if args.quantization is not None:
+        if args.quantization not in QUANTIZATIONS.get(method, ()):
+            checkpoint = f"a {method.upper()} checkpoint" if method else "a 16-bit checkpoint"
+            raise ValueError(
+                f"--quantization {args.quantization}: preset {preset.name} is {checkpoint}; "
+                "vLLM's --quantization names how a checkpoint was quantized, it does not "
+                "quantize one (pick a preset of that method, e.g. llama-70b-awq-tp4-a100)"
+            )
+        if args.quantization == method:
+            warnings.append(
+                f"Detected that the model can run with {method}_marlin, however you specified "
+                f"quantization={method} explicitly, so forcing {method}. Use "
+                f"quantization={method}_marlin for faster inference (the simulator times "
+                "both with the preset's efficiencies)"
+            )
+    if args.dtype is not None:
+        if args.dtype not in SIXTEEN_BIT:
+            raise ValueError(f"--dtype {args.dtype}: the simulator models 16-bit compute only")
+        if method == "awq" and args.dtype == "bfloat16" and args.quantization == "awq":
+            raise ValueError(
+                "torch.bfloat16 is not supported for quantization method awq. "
+                "Supported dtypes: [torch.float16]"
+            )
+    if args.kv_cache_dtype is not None:
+        kv_bytes = KV_CACHE_BYTES[args.kv_cache_dtype]
+        model = dataclasses.replace(model, kv_cache_bytes=kv_bytes or model.kv_cache_bytes)
+
+    max_model_len = args.max_model_len or model.max_model_len
+    limit = model.max_position_embeddings
+    if args.max_model_len and limit and args.max_model_len > limit:
+        raise ValueError(
+            f"User-specified max_model_len ({args.max_model_len}) is greater than the derived "
+            f"max_model_len (max_position_embeddings={limit} in model's config.json)."
+        )
+    model = dataclasses.replace(model, max_model_len=max_model_len)
+
+    tp = args.tensor_parallel_size or hardware.tensor_parallel
+    if model.heads % tp:
+        raise ValueError(
+            f"Total number of attention heads ({model.heads}) must be divisible by tensor "
+            f"parallel size ({tp})."
+        )
+    hardware = dataclasses.replace(hardware, tensor_parallel=tp)
+
+    chunked = engine.enable_chunked_prefill
+    if args.enable_chunked_prefill is not None:
+        chunked = args.enable_chunked_prefill
+    batched = args.max_num_batched_tokens or engine.max_num_batched_tokens
+    if args.max_num_batched_tokens is None and not chunked:
+        batched = max(max_model_len, batched)  # vLLM's default without chunked prefill
+    seqs = args.max_num_seqs or engine.max_num_seqs
+    if args.max_num_seqs is None:
+        seqs = min(seqs, batched)
+    if batched < max_model_len and not chunked:
+        raise ValueError(
+            f"max_num_batched_tokens ({batched}) is smaller than max_model_len "
+            f"({max_model_len}). This effectively limits the maximum sequence length to "
+            "max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
+            "max_num_batched_tokens or decrease max_model_len."
+        )
+    if batched < seqs:
+        raise ValueError(
+            f"max_num_batched_tokens ({batched}) must be greater than or equal to "
+            f"max_num_seqs ({seqs})."
+        )
+    utilization = args.gpu_memory_utilization or engine.gpu_memory_utilization
+    if not 0 < utilization <= 1:
+        raise ValueError(f"--gpu-memory-utilization {utilization}: must be in (0, 1]")
+    caching = engine.enable_prefix_caching
+    if args.enable_prefix_caching is not None:
+        caching = args.enable_prefix_caching
+    engine = dataclasses.replace(
+        engine,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=batched,
+        gpu_memory_utilization=utilization,
+        block_size=args.block_size or engine.block_size,
+        enable_chunked_prefill=chunked,
+        enable_prefix_caching=caching,
+    )
+    perf = dataclasses.replace(preset.perf, model=model, hardware=hardware)
+    out = dataclasses.replace(preset, perf=perf, engine=engine)
+    check_kv_cache(out)
+    return out, warnings
+
+
+def kv_cache_memory(preset: Preset) -> float:
+    """Bytes per GPU left for the KV cache (vLLM: 'Available KV cache memory')."""
+    perf = preset.perf
+    budget = perf.hardware.gpu_memory * preset.engine.gpu_memory_utilization
+    return budget - perf.weight_bytes_per_gpu
+
+
+def kv_cache_blocks(preset: Preset) -> int:
+    """vLLM's num_gpu_blocks."""
+    return preset.kv_capacity_tokens // preset.engine.block_size
+
+
+def check_kv_cache(preset: Preset) -> None:
+    """vLLM's refusal when one request of max_model_len does not fit in the KV cache."""
+    available = kv_cache_memory(preset)
+    if available <= 0:
+        raise ValueError(
+            "No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization` when initializing the engine."
+        )
+    per_token = preset.perf.kv_bytes_per_token_per_gpu
+    size = preset.engine.block_size
+    needed = math.ceil(preset.max_model_len / size) * size * per_token
+    if needed > available:
+        estimate = int(available // per_token) // size * size
+        raise ValueError(
+            f"To serve at least one request with the models's max seq len "
+            f"({preset.max_model_len}), ({needed / GIB:.2f} GiB KV cache is needed, which is "
+            f"larger than the available KV cache memory ({available / GIB:.2f} GiB). Based on "
+            f"the available memory, the estimated maximum model length is {estimate}. Try "
+            "increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+            "initializing the engine."
+        )
+
+
+def startup_lines(preset: Preset) -> list[str]:
+    """What vLLM logs once it has sized the KV cache, in its words (gpu_worker.py,
+    kv_cache_utils.py, config/scheduler.py), plus the block count it exports."""
+    engine = preset.engine
+    blocks = kv_cache_blocks(preset)
+    per_request = math.ceil(preset.max_model_len / engine.block_size)
+    lines = []
+    if engine.enable_chunked_prefill:
+        lines.append(
+            "Chunked prefill is enabled with "
+            f"max_num_batched_tokens={engine.max_num_batched_tokens}."
+        )
+    lines += [
+        f"Available KV cache memory: {kv_cache_memory(preset) / GIB:.2f} GiB",
+        f"GPU KV cache size: {blocks * engine.block_size:,} tokens",
+        f"Maximum concurrency for {preset.max_model_len:,} tokens per request: "
+        f"{blocks / per_request:.2f}x",
+        f"KV cache blocks: {blocks:,} of {engine.block_size} tokens (num_gpu_blocks); "
+        f"prefix caching {'on' if engine.enable_prefix_caching else 'off'}",
+    ]
+    return lines
+
+
+def _length(text: str) -> int:
+    """vLLM's human-readable lengths: 8192, 8k, 32K, 1m."""
+    scale = {"k": 1000, "K": 1024, "m": 1_000_000, "M": 2**20}.get(text[-1:], 1)
+    try:
+        return int(float(text[:-1] if scale > 1 else text) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a length: {text!r}") from None
