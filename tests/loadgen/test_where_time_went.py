@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,10 @@ SMALL_BATCH = 4  # max_num_seqs of the test preset: 16 streams are far past it
 
 
 @pytest.fixture(scope="module")
-def small_batch_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The LLaMA-70B preset with room for only 4 sequences at a time."""
-    text = (resources.files("loadgen.sim") / "presets" / "llama-70b-awq-tp4-a100.toml").read_text()
-    assert "max_num_seqs = 256" in text
-    preset = tmp_path_factory.mktemp("preset") / "small-batch.toml"
-    preset.write_text(text.replace("max_num_seqs = 256", f"max_num_seqs = {SMALL_BATCH}"))
-    with simulator("--preset-file", str(preset)) as url:
+def small_batch_sim() -> Iterator[str]:
+    """The LLaMA-70B preset with room for only a few sequences at a time (vLLM's flag)."""
+    args = ("--preset", "llama-70b-awq-tp4-a100", "--max-num-seqs", str(SMALL_BATCH))
+    with simulator(*args) as url:
         yield url
 
 

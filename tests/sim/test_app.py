@@ -409,9 +409,14 @@ def test_engine_batches_and_exports_vllm_and_dcgm_gauges() -> None:
                 asyncio.create_task(stream(client, server.url + "/v1/completions", body))
                 for _ in range(n)
             ]
-            await asyncio.sleep(0.2)
-            running = await asyncio.to_thread(server.metric, "vllm:num_requests_running")
-            kv = await asyncio.to_thread(server.metric, "vllm:kv_cache_usage_perc")
+            # poll (no fixed sleep) until the batch is in the engine, at most 5 s
+            deadline = time.monotonic() + 5
+            while True:
+                await asyncio.sleep(0.05)
+                running = await asyncio.to_thread(server.metric, "vllm:num_requests_running")
+                kv = await asyncio.to_thread(server.metric, "vllm:kv_cache_usage_perc")
+                if (running == n and kv > 0) or time.monotonic() > deadline:
+                    break
             return [t for t, _ in await asyncio.gather(*tasks)], running, kv
 
     preset = presets.load("llama-2-7b-bf16-h200")
