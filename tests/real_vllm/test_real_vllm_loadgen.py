@@ -12,6 +12,7 @@ import pytest
 
 from tests.real_vllm.conftest import MODEL, VLLMServer
 from tests.support import ROOT
+from tests.support.otlp_receiver import OTLPReceiver
 from tests.support.proxy import ProxyProcess
 
 # the first test also waits for the session fixtures: the tiny model and vLLM's start
@@ -50,6 +51,8 @@ def loadgen_runs(
             *("--endpoint", endpoint, "--concurrency", "2", "--requests", str(REQUESTS)),
             *("--input-tokens", str(INPUT_TOKENS), "--output-tokens", str(OUTPUT_TOKENS)),
             *("--warmup", "1s", "--timeout", "120s", "--out", str(out), "--no-progress"),
+            *("--server-metrics", vllm.url + "/metrics"),
+            *("--server-metrics", vllm_proxy.admin + "/metrics"),
         ]
         done = subprocess.run(command, cwd=ROOT, capture_output=True, timeout=300)
         assert done.returncode == 0, done.stderr.decode(errors="replace")
@@ -107,3 +110,38 @@ def test_tokenize_calibration_hits_input_tokens_exactly(
     run = loadgen_runs[endpoint]
     lengths = {r["input_tokens"] for role in run.targets for r in run.measured(role)}
     assert lengths == {INPUT_TOKENS}
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_server_metrics_split_the_time_on_real_vllm(
+    loadgen_runs: dict[str, Run], endpoint: str
+) -> None:
+    """vLLM 0.32's own histograms, sampled around each block, give the queue/prefill/decode
+    split for both targets; the proxy's overhead only where requests went through it."""
+    run = loadgen_runs[endpoint]
+    for role, name in run.targets.items():
+        server = run.summary["targets"][name]["server"]
+        assert server is not None and server["notes"] == [], server
+        for key in ("queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s"):
+            figure = server[key]
+            assert figure is not None, (role, key)
+            assert figure["count"] > 0 and figure["mean"] >= 0
+            assert figure["source"].startswith("http://")
+        proxied = server["proxy_overhead_s"]
+        assert (proxied is not None) == (role == "proxy"), (role, proxied)
+
+
+def test_loadgens_trace_ids_are_on_vllms_spans(
+    loadgen_runs: dict[str, Run], otlp: OTLPReceiver
+) -> None:
+    """Every record's trace id (the traceparent loadgen sent) is the trace of a vLLM
+    llm_request span, directly and through the proxy."""
+    run = loadgen_runs["chat"]
+    records = [r for role in run.targets for r in run.measured(role)]
+    wanted = {r["trace_id"] for r in records}
+    assert len(wanted) == len(records) and None not in wanted
+
+    def all_seen(spans: list) -> bool:
+        return wanted <= {s.trace_id for s in spans if s.name == "llm_request"}
+
+    otlp.wait_for_spans(all_seen, timeout=30)
