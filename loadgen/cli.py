@@ -183,8 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--slo",
         action="append",
         default=[],
-        metavar="METRIC=DURATION",
-        help="ttft, tpot or e2e (default ttft=800ms tpot=50ms)",
+        metavar="METRIC=DURATION[@pNN]",
+        help="ttft, tpot or e2e, judged at a percentile where a level is judged (default "
+        "ttft=800ms tpot=50ms, at p99); goodput counts requests within the limits",
     )
     r.add_argument(
         "--gpu-metrics",
@@ -226,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     """The run the flags ask for, defaults filled in; raises ValueError for a bad --slo."""
+    slos = parse_slos(args.slo)
     neither = args.duration is None and args.requests is None
     return RunConfig(
         command="python -m loadgen " + shlex.join(argv),
@@ -256,7 +258,8 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         sync_dir=Path(args.sync_dir) if args.sync_dir else None,
         sync_timeout_s=args.sync_timeout,
         summary=SummarySettings(
-            slo=parse_slos(args.slo),
+            slo=slos.limits,
+            slo_percentiles=slos.percentiles,
             max_send_lag_s=args.max_send_lag,
             max_loop_lag_s=args.max_loop_lag,
             weight_bytes=args.weight_bytes,
