@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen import rundir, stats
+from loadgen import rundir, stats, steady
 from loadgen.records import Record, RunData
 from loadgen.report import ms
 from loadgen.slo import Slos, parse_slos, percentile_label
@@ -153,9 +153,11 @@ def render(
         valid = (
             "valid" if s.summary["valid"] else "INVALID: " + "; ".join(s.summary["invalid_reasons"])
         )
+        saturated = steady.label(s.summary.get("steady_state"))
         lines.append(
             f"- {s.label}: {t['requests_per_s'] or 0:.2f} req/s, "
             f"{t['output_tokens_per_s'] or 0:.1f} output tok/s; {valid}"
+            + (f"; {saturated}" if saturated else "")
         )
     base = series[0]
     lines += ["", f"{sub} Differences against {base.label}", ""]
