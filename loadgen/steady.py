@@ -5,7 +5,8 @@ the load lasts: its TTFT percentiles then describe how long the run was, not the
 From the records of one target at one level (a sweep point, or the single level):
 
 - open loop: requests that arrived in the measured window (intended send in it) against
-  requests that completed in it, per second, and how many were still waiting or in flight
+  requests that completed in it, per second, beyond the shortfall a server that keeps up
+  has too (what is in flight at the close), and how many were still waiting or in flight
   when it closed against when it opened;
 - the trend of TTFT over the window: the least-squares slope over intended send time (s/s,
   one intercept per block, since each block starts on a drained server) with its 95%
@@ -32,7 +33,7 @@ import numpy as np
 from loadgen.records import Phase, Record
 
 SHORTFALL = 0.10  # completions this far below arrivals: the server did not keep up
-BACKLOG = 5  # requests: a shortfall or a backlog smaller than this is noise, not a queue
+BACKLOG = 5  # requests: a shortfall smaller than this (beyond the in-flight edge) is noise
 GROWTH = 1.5  # the last third's median TTFT this many times the first third's
 GROWTH_FLOOR_S = 0.05  # ... and at least this much higher: a few ms of jitter is no trend
 MIN_TREND = 10  # successful requests below which no trend is judged
@@ -130,13 +131,11 @@ def judge(
     in_flight_end = sum(_waiting_at(blocks[b], end) for b, (_, end) in windows.items())
     trend = _trend(records, windows)
     reasons = []
-    shortfall = len(measured) - completed
-    if open_loop and shortfall >= BACKLOG and completed < (1 - SHORTFALL) * len(measured):
-        reasons.append(f"requests arrived at {arrival:.1f}/s and completed at {completion:.1f}/s")
-    if open_loop and in_flight_end >= 2 * in_flight_start + BACKLOG:
+    if open_loop and _fell_behind(measured, completed, windows):
         reasons.append(
-            f"{in_flight_end} requests were still waiting or in flight when the measured "
-            f"window closed ({in_flight_start} when it opened)"
+            f"requests arrived at {arrival:.1f}/s and completed at {completion:.1f}/s; "
+            f"{in_flight_end} were still waiting or in flight when the measured window closed "
+            f"({in_flight_start} when it opened)"
         )
     slope, ci = trend["ttft_slope"], trend["ttft_slope_ci95"]
     first, last = trend["ttft_first_third_s"], trend["ttft_last_third_s"]
@@ -166,6 +165,30 @@ def judge(
     if server:
         verdict["server"] = {k: server[k] for k in ("waiting", "preemptions") if k in server}
     return verdict
+
+
+def _fell_behind(
+    measured: Sequence[Record], completed: int, windows: Mapping[int, tuple[float, float]]
+) -> bool:
+    """Completions fell short of arrivals by more than a server that keeps up would.
+
+    For a server that keeps up, arrivals minus completions in the window is the change of
+    what is in flight between its opening and its close: two counts that each scatter
+    around L = arrival rate × E2E (Little's law), so their difference scatters by about
+    sqrt(2 L). The shortfall counts only beyond three of those, with the E2E of the window's
+    first third; a queue that grows adds (arrival − completion rate) × window on top.
+    """
+    shortfall = len(measured) - completed
+    if shortfall < BACKLOG or completed >= (1 - SHORTFALL) * len(measured):
+        return False
+    young = []
+    for r in measured:
+        start, end = windows[r.block]
+        if r.ok and r.e2e_s is not None and r.intended_at < start + (end - start) / 3:
+            young.append(r.e2e_s)
+    span = sum(end - start for start, end in windows.values())
+    in_flight = len(measured) / span * float(np.median(young)) if young and span > 0 else 0.0
+    return shortfall > BACKLOG + 3 * math.sqrt(2 * in_flight)
 
 
 def label(state: Mapping[str, Any] | None) -> str | None:
