@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from loadgen import capacity_report, embedded, run
+from loadgen import capacity_report, embedded, run, steady
 from loadgen.config import RunConfig
 from loadgen.search import Search, probe_requests, verdict
 from loadgen.slo import LABELS
@@ -106,6 +106,8 @@ def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[
                 probe = _probe(level, number, summary["targets"][names[spec]], summary, config)
                 probe["run_dir"] = probe_config.out.name
                 probes[spec].append(probe)
+                if capacity.by == "concurrency":
+                    _queueing(probe, probes[spec])
                 if summary["interrupted"]:
                     raise KeyboardInterrupt
                 searches[spec].record(level, probe["meets"])
@@ -144,6 +146,20 @@ def _probe(
         **{metric: _figures(target["metrics"][metric]) for metric in PROBE_METRICS},
         "steady_state": target.get("steady_state"),
     }
+
+
+def _queueing(probe: dict[str, Any], earlier: list[dict[str, Any]]) -> None:
+    """Closed loop: a level only queues if, against the probed level below it, throughput
+    stayed flat while TTFT grew (steady.queueing, as a concurrency sweep judges it)."""
+    judged = sorted((p for p in earlier if not p["interrupted"]), key=lambda p: p["level"])
+    points = [(p["level"], p["requests_per_s"], p["ttft_s"]["p50"]) for p in judged]
+    reason = steady.queueing(points).get(probe["level"])
+    if reason:
+        probe["steady"] = probe["meets"] = False
+        probe["failures"].append(f"saturated: {reason}")
+        if probe["steady_state"]:
+            probe["steady_state"]["steady"] = False
+            probe["steady_state"]["reasons"].append(reason)
 
 
 def _figures(block: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen import capacity_report
+from loadgen import capacity, capacity_report
 from loadgen.search import Search, bounded_samples, probe_requests, verdict
 from loadgen.slo import Slos, parse_slos
 
@@ -141,3 +141,19 @@ def test_the_closing_sentence_names_capacities_and_headroom(tmp_path) -> None:
     assert text.rstrip().endswith("against 800 ms.")
     capacity_report.plot(result, tmp_path / "capacity.png")
     assert (tmp_path / "capacity.png").stat().st_size > 1000
+
+
+def test_by_concurrency_a_level_that_only_adds_waiting_is_saturated() -> None:
+    def streams(level: int, rate: float, ttft_p50: float) -> dict:
+        state = {"steady": True, "reasons": []}
+        return {"level": level, "interrupted": False, "meets": True, "steady": True,
+                "failures": [], "requests_per_s": rate, "ttft_s": {"p50": ttft_p50},
+                "steady_state": state}  # fmt: skip
+
+    probes = [streams(4, 10.0, 0.1), streams(8, 19.0, 0.11)]
+    capacity._queueing(probes[-1], probes)
+    assert probes[-1]["meets"] is True  # twice the streams, nearly twice the throughput
+    probes.append(streams(16, 19.5, 0.3))
+    capacity._queueing(probes[-1], probes)
+    assert probes[-1]["meets"] is False and probes[-1]["steady_state"]["steady"] is False
+    assert probes[-1]["failures"][0].startswith("saturated: concurrency 16 is beyond")
