@@ -148,8 +148,8 @@ def judge(
         and last - first >= GROWTH_FLOOR_S
     ):
         reasons.append(
-            f"TTFT grew {slope:.2f} s every second (median {first:.2f} s in the window's "
-            f"first third, {last:.2f} s in its last)"
+            f"TTFT grew {slope:.{2 if slope >= 0.1 else 3}f} s every second (median "
+            f"{first:.2f} s in the window's first third, {last:.2f} s in its last)"
         )
     reasons += _server_reasons(server or {}, open_loop)
     verdict: dict[str, Any] = {
@@ -183,7 +183,7 @@ def _fell_behind(
         return False
     young = []
     for r in measured:
-        start, end = windows[r.block]
+        start, end = windows.get(r.block, (r.intended_at, r.intended_at))
         if r.ok and r.e2e_s is not None and r.intended_at < start + (end - start) / 3:
             young.append(r.e2e_s)
     span = sum(end - start for start, end in windows.values())
