@@ -1,8 +1,9 @@
 """`python -m loadgen`: flags in, a run directory out (requests.jsonl, summary.json, report.md).
 
-Subcommands `compare` and `merge` live in their own modules; everything else is a load run.
-This module is the parser only: the flags become one RunConfig (config.py), and run.py does
-the run from that.
+Subcommands `compare` and `merge` live in their own modules; everything else is a load run,
+or a search of load runs (`capacity`, which takes the run's flags but no levels). This module
+is the parser only: the flags become one RunConfig (config.py), and run.py (capacity.py)
+does the run (the search) from that.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from latency_proxy.units import parse_duration, parse_size
-from loadgen import compare, merge, run
+from loadgen import capacity, compare, merge, run
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, RunConfig
 from loadgen.records import SummarySettings
 from loadgen.schedule import ARRIVALS
@@ -30,6 +32,15 @@ defaults make a quick run (8 concurrent streams, 15 s per target after 2 s warmu
 subcommands:
   python -m loadgen compare RUN_DIR RUN_DIR [...]   side by side, differences with CIs, verdicts
   python -m loadgen merge RUN_DIR [...] --out DIR   exact merge of shards (--shard i/N runs)
+  python -m loadgen capacity --target A [...] --slo ttft=800ms@p90 [--by rate|concurrency]
+                                                    the most load that meets the SLOs, steady
+"""
+CAPACITY = "Find, per target, the most load at which every SLO holds and the server keeps up."
+CAPACITY_EPILOG = """\
+each probe is a run of one target at one level, in DIR/probe-NN-<target>-<level>/; targets
+take turns probe by probe. --requests sizes every probe (default: the fewest requests that
+bound each SLO's percentile from both sides at 95%: P90 36, P99 368); --duration makes
+rate probes last at least that long.
 """
 
 
@@ -56,11 +67,14 @@ def _shard(text: str) -> tuple[int, int]:
     return i, n
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(search: bool = False) -> argparse.ArgumentParser:
+    """The run's flags; with `search`, the capacity command's (levels come from the search)."""
     p = argparse.ArgumentParser(
-        prog="python -m loadgen",
-        description="Drive OpenAI-compatible streaming endpoints; compare TTFT/TPOT/ITL/E2E.",
-        epilog=EPILOG,
+        prog="python -m loadgen capacity" if search else "python -m loadgen",
+        description=CAPACITY
+        if search
+        else "Drive OpenAI-compatible streaming endpoints; compare TTFT/TPOT/ITL/E2E.",
+        epilog=CAPACITY_EPILOG if search else EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,  # flags in full: an abbreviation would break when a flag is added
     )
@@ -130,18 +144,21 @@ def build_parser() -> argparse.ArgumentParser:
         "once per run: what a server's prefix cache buys",
     )
     load = p.add_argument_group("load")
-    load.add_argument(
-        "--concurrency",
-        type=lambda s: _levels(s, int),
-        metavar="N[,N…]",
-        help=f"closed loop: N streams; a list sweeps (default {DEFAULT_CONCURRENCY})",
-    )
-    load.add_argument(
-        "--rate",
-        type=lambda s: _levels(s, float),
-        metavar="R[,R…]",
-        help="open loop: R requests/s; a list sweeps",
-    )
+    if search:
+        _add_search_flags(load)
+    else:
+        load.add_argument(
+            "--concurrency",
+            type=lambda s: _levels(s, int),
+            metavar="N[,N…]",
+            help=f"closed loop: N streams; a list sweeps (default {DEFAULT_CONCURRENCY})",
+        )
+        load.add_argument(
+            "--rate",
+            type=lambda s: _levels(s, float),
+            metavar="R[,R…]",
+            help="open loop: R requests/s; a list sweeps",
+        )
     load.add_argument("--arrival", choices=ARRIVALS, default="poisson")
     load.add_argument(
         "--gamma-shape",
@@ -198,8 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--slo",
         action="append",
         default=[],
-        metavar="METRIC=DURATION",
-        help="ttft, tpot or e2e (default ttft=800ms tpot=50ms)",
+        metavar="METRIC=DURATION[@pNN]",
+        help="ttft, tpot or e2e, judged at a percentile where a level is judged (default "
+        "ttft=800ms tpot=50ms, at p99); goodput counts requests within the limits",
     )
     r.add_argument(
         "--gpu-metrics",
@@ -253,11 +271,35 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_search_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--by",
+        choices=("rate", "concurrency"),
+        default="rate",
+        help="search open-loop requests/s (default) or closed-loop streams",
+    )
+    group.add_argument(
+        "--start",
+        type=float,
+        default=1.0,
+        metavar="LEVEL",
+        help="the first level probed (default 1 req/s, or 1 stream)",
+    )
+    group.add_argument(
+        "--budget",
+        type=parse_duration,
+        default=900.0,
+        help="stop searching when the next probe would end past this (default 15m)",
+    )
+    group.set_defaults(concurrency=None, rate=None)
+
+
 def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     """The run the flags ask for, defaults filled in; raises ValueError for a bad --slo."""
+    slos = parse_slos(args.slo)
     neither = args.duration is None and args.requests is None
     return RunConfig(
-        command="python -m loadgen " + shlex.join(argv),
+        command="python -m loadgen " + shlex.join(argv),  # argv keeps a subcommand's name
         out=Path(args.out or Path("loadgen-runs") / time.strftime("%Y%m%d-%H%M%S")),
         targets=tuple(dict.fromkeys(args.target or ["proxy"])),
         targets_file=args.targets_file,
@@ -287,7 +329,8 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         sync_dir=Path(args.sync_dir) if args.sync_dir else None,
         sync_timeout_s=args.sync_timeout,
         summary=SummarySettings(
-            slo=parse_slos(args.slo),
+            slo=slos.limits,
+            slo_percentiles=slos.percentiles,
             max_send_lag_s=args.max_send_lag,
             max_loop_lag_s=args.max_loop_lag,
             weight_bytes=args.weight_bytes,
@@ -310,10 +353,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return compare.main(argv[1:])
     if argv[:1] == ["merge"]:
         return merge.main(argv[1:])
+    if argv[:1] == ["capacity"]:
+        return _capacity(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.concurrency and args.rate:
         parser.error("give --concurrency or --rate, not both")
+    config = _configured(parser, args, argv)
+    return 2 if config is None else run.main(config)
+
+
+def _configured(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str]
+) -> RunConfig | None:
+    """The RunConfig of parsed flags; None, after saying why, when an --slo is bad."""
     if args.duration is not None and args.requests is not None:
         parser.error("give --duration or --requests, not both")
     if args.trace_url is not None and "{trace_id}" not in args.trace_url:
@@ -321,8 +374,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.shared_prefix_tokens and (args.dataset or args.shared_prefix_tokens < 0):
         parser.error("--shared-prefix-tokens: a count ≥ 0, for synthetic prompts (no --dataset)")
     try:
-        config = config_from(args, argv)
+        return config_from(args, argv)
     except ValueError as exc:
         print(f"loadgen: {exc}", file=sys.stderr)
+        return None
+
+
+def _capacity(argv: Sequence[str]) -> int:
+    parser = build_parser(search=True)
+    args = parser.parse_args(argv[1:])
+    if args.by == "concurrency" and args.duration is not None:
+        parser.error("--by concurrency sizes probes in requests: use --requests")
+    if args.by == "concurrency" and args.start != int(args.start):
+        parser.error("--by concurrency starts at a whole number of streams")
+    config = _configured(parser, args, argv)
+    if config is None:
         return 2
-    return run.main(config)
+    search = capacity.CapacityConfig(
+        by=args.by,
+        start=args.start,
+        budget_s=args.budget,
+        probe_requests=args.requests,
+        min_probe_s=args.duration,
+    )
+    return capacity.main(replace(config, sweep=args.by, levels=(args.start,)), search)

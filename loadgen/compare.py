@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from loadgen import rundir, stats
+from loadgen import rundir, stats, steady
 from loadgen.records import Record, RunData
 from loadgen.report import ms
-from loadgen.slo import parse_slos
+from loadgen.slo import Slos, parse_slos, percentile_label
 from loadgen.summary import figures
 
 COMPARED_METRICS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
@@ -32,7 +32,7 @@ class Series:
     label: str
     records: list[Record]  # measured and successful only
     summary: dict[str, Any]  # targets.<name> of its summary.json
-    slo: dict[str, float]  # the SLOs its run was judged against
+    slo: Slos  # the SLOs its run was judged against
 
     def values(self, metric: str) -> list[float]:
         return [v for r in self.records for v in figures(r, metric)]
@@ -44,7 +44,7 @@ def _series(data: RunData, summary: dict[str, Any], prefix: str = "") -> list[Se
             prefix + name,
             [r for r in data.records if r.target == name and r.ok and not r.excluded],
             target,
-            data.settings.slo,
+            data.settings.slos,
         )
         for name, target in summary["targets"].items()
     ]
@@ -67,7 +67,7 @@ def of_run(data: RunData, summary: dict[str, Any]) -> str | None:
     if len(series) < 2:
         return None
     rng = np.random.default_rng(data.settings.seed)
-    return render(series, data.settings.slo, judged_percentile(series), rng, level=2)
+    return render(series, data.settings.slos, judged_percentile(series), rng, level=2)
 
 
 def judged_percentile(series: Sequence[Series]) -> str:
@@ -96,11 +96,12 @@ def sentence(
     return f"{other}'s {name} is {abs(diff.estimate) * 100:.2f}% {direction} than {base}'s ({ci})"
 
 
-def slo_verdicts(series: Sequence[Series], slo: dict[str, float], pct: str) -> list[str]:
-    """Who meets each SLO at the given percentile, in words."""
+def slo_verdicts(series: Sequence[Series], slos: Slos, default_pct: str) -> list[str]:
+    """Who meets each SLO at its percentile (default_pct where it names none), in words."""
     lines = []
-    for key, limit in slo.items():
+    for key, limit in slos.limits.items():
         metric, label = SLO_METRICS[key]
+        pct = slos.percentiles.get(key, default_pct)
         meeting, unknown = [], []
         for s in series:
             value = s.summary["metrics"][metric][pct]
@@ -108,7 +109,7 @@ def slo_verdicts(series: Sequence[Series], slo: dict[str, float], pct: str) -> l
                 unknown.append(s.label)
             elif value <= limit:
                 meeting.append(s.label)
-        what = f"{label} ≤ {limit * 1e3:g} ms at {pct.upper()}"
+        what = f"{label} ≤ {limit * 1e3:g} ms at {percentile_label(pct)}"
         if len(unknown) == len(series):
             lines.append(f"{what}: too few samples to tell")
             continue
@@ -129,7 +130,7 @@ def slo_verdicts(series: Sequence[Series], slo: dict[str, float], pct: str) -> l
 
 def render(
     series: Sequence[Series],
-    slo: dict[str, float],
+    slos: Slos,
     slo_pct: str,
     rng: np.random.Generator,
     level: int = 1,
@@ -152,9 +153,11 @@ def render(
         valid = (
             "valid" if s.summary["valid"] else "INVALID: " + "; ".join(s.summary["invalid_reasons"])
         )
+        saturated = steady.label(s.summary.get("steady_state"))
         lines.append(
             f"- {s.label}: {t['requests_per_s'] or 0:.2f} req/s, "
             f"{t['output_tokens_per_s'] or 0:.1f} output tok/s; {valid}"
+            + (f"; {saturated}" if saturated else "")
         )
     base = series[0]
     lines += ["", f"{sub} Differences against {base.label}", ""]
@@ -166,7 +169,7 @@ def render(
                 text = sentence(base.label, other.label, label, pct, diff)
                 if text:
                     lines.append(f"- {text}")
-    lines += ["", f"{sub} SLOs", ""] + [f"- {v}" for v in slo_verdicts(series, slo, slo_pct)]
+    lines += ["", f"{sub} SLOs", ""] + [f"- {v}" for v in slo_verdicts(series, slos, slo_pct)]
     return "\n".join(lines) + "\n"
 
 
@@ -180,13 +183,14 @@ def main(argv: Sequence[str]) -> int:
         "--slo",
         action="append",
         default=[],
-        metavar="METRIC=DURATION",
-        help="override the runs' SLOs (ttft, tpot, e2e), e.g. tpot=45ms",
+        metavar="METRIC=DURATION[@pNN]",
+        help="override the runs' SLOs (ttft, tpot, e2e), e.g. tpot=45ms or ttft=800ms@p90",
     )
     parser.add_argument(
         "--slo-percentile",
         choices=list(stats.PERCENTILES),
-        help="judge SLOs at this percentile (default p99, or the highest all runs support)",
+        help="judge SLOs that name no @pNN at this percentile (default p99, or the highest "
+        "all runs support)",
     )
     parser.add_argument("--out", metavar="FILE.md", help="also write the comparison here")
     parser.add_argument("--seed", type=int, default=0)
@@ -194,9 +198,9 @@ def main(argv: Sequence[str]) -> int:
     series = load_series(args.runs)
     if len(series) < 2:
         parser.error("need at least two targets across the given runs")
-    slo = parse_slos(args.slo) if args.slo else series[0].slo
+    slos = parse_slos(args.slo) if args.slo else series[0].slo
     pct = args.slo_percentile or judged_percentile(series)
-    text = render(series, slo, pct, np.random.default_rng(args.seed))
+    text = render(series, slos, pct, np.random.default_rng(args.seed))
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from loadgen.server_metrics import ServerWindow
-from loadgen.slo import DEFAULT_SLO
+from loadgen.slo import DEFAULT_SLO, Slos
 
 FIRST_N = 3  # a record's ttfnt_s holds the time to this many tokens (summary's ttf3t_s)
 
@@ -96,6 +96,7 @@ class SummarySettings:
     """What the figures are judged against; stored in run.json so a merge judges alike."""
 
     slo: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SLO))
+    slo_percentiles: dict[str, str] = field(default_factory=dict)  # those given as @pNN
     max_send_lag_s: float = 0.025
     max_loop_lag_s: float = 0.025
     weight_bytes: float | None = None
@@ -103,6 +104,10 @@ class SummarySettings:
     gpu_bandwidth_bytes_s: float | None = None
     gpus: int = 1
     seed: int = 0
+
+    @property
+    def slos(self) -> Slos:
+        return Slos(self.slo, self.slo_percentiles)
 
 
 @dataclass(slots=True, kw_only=True)

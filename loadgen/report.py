@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
 
-from loadgen import stats, timesplit
+from loadgen import stats, steady, timesplit
 from loadgen.records import RunData
 
 SHOWN = (
@@ -52,8 +52,12 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
     lines = [f"## {name}", ""]
     if not t["valid"]:
         lines += [f"**INVALID**: {'; '.join(t['invalid_reasons'])}", ""]
+    saturated = steady.label(t.get("steady_state"))
+    if saturated:
+        lines += [f"**{saturated[:1].upper()}{saturated[1:]}.**", ""]
     lines += [
-        "| metric (ms) | P50 [95% CI] | P90 | P99 [95% CI] | P99.9 | mean | n |",
+        f"| metric (ms{', saturated' if saturated else ''}) "
+        "| P50 [95% CI] | P90 | P99 [95% CI] | P99.9 | mean | n |",
         "|---|---|---|---|---|---|---|",
     ]
     for key, label in SHOWN:
@@ -120,8 +124,8 @@ def markdown(
         lines += [
             f"## Sweep ({sweep['kind']})",
             "",
-            "| level | target | req/s | TTFT P50 | TTFT P99 | TPOT P50 | valid |",
-            "|---|---|---|---|---|---|---|",
+            "| level | target | req/s | TTFT P50 | TTFT P99 | TPOT P50 | valid | steady |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for point in sweep["points"]:
             for name, t in point["targets"].items():
@@ -129,7 +133,7 @@ def markdown(
                 lines.append(
                     f"| {point['level']:g} | {name} | {_rate(t['throughput']['requests_per_s'])}"
                     f" | {ms(m['ttft_s']['p50'])} | {ms(m['ttft_s']['p99'])}"
-                    f" | {ms(m['tpot_s']['p50'])} | {t['valid']} |"
+                    f" | {ms(m['tpot_s']['p50'])} | {t['valid']} | {_steady_cell(t)} |"
                 )
         lines.append("")
     if comparison:
@@ -137,6 +141,12 @@ def markdown(
     lines += slowest
     lines += [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def _steady_cell(t: dict[str, Any]) -> str:
+    """yes, SATURATED, or — for a summary from before steady state was judged."""
+    state = t.get("steady_state")
+    return "—" if state is None else ("yes" if state["steady"] else "SATURATED")
 
 
 def console_table(summary: dict[str, Any]) -> str:
@@ -152,6 +162,7 @@ def console_table(summary: dict[str, Any]) -> str:
         "E2E P50",
         "goodput",
         "valid",
+        "steady",
     )
     rows = [header]
     for name, t in summary["targets"].items():
@@ -169,6 +180,7 @@ def console_table(summary: dict[str, Any]) -> str:
                 ms(m["e2e_s"]["p50"]),
                 _rate(t["goodput"]["fraction"]),
                 "yes" if t["valid"] else "NO",
+                _steady_cell(t),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -178,6 +190,9 @@ def console_table(summary: dict[str, Any]) -> str:
     for name, t in summary["targets"].items():
         for reason in t["invalid_reasons"]:
             text.append(f"{name}: INVALID: {reason}")
+        saturated = steady.label(t.get("steady_state"))
+        if saturated:
+            text.append(f"{name}: {saturated.replace('saturated', 'SATURATED', 1)}")
         stream = t.get("stream")
         if stream and stream["buffered"]:
             text.append(f"{name}: {stream['verdict']}")
@@ -254,10 +269,12 @@ def plot_sweep(summary: dict[str, Any], path: Path) -> None:
     for name in names:
         points = [p["targets"][name] for p in summary["sweep"]["points"] if name in p["targets"]]
         x = [t["throughput"]["output_tokens_per_s"] or 0 for t in points]
+        saturated = [not (t.get("steady_state") or {"steady": True})["steady"] for t in points]
         for ax, key in zip(axes, ("ttft_s", "tpot_s"), strict=True):
             for pct, style in (("p50", "-o"), ("p99", "--x")):
                 y = [(t["metrics"][key][pct] or float("nan")) * 1e3 for t in points]
                 ax.plot(x, y, style, label=f"{name} {pct.upper()}")
+                _mark_saturated(ax, x, y, saturated)
     for ax, label in zip(axes, ("TTFT (ms)", "TPOT (ms)"), strict=True):
         ax.set_xlabel("output tokens/s")
         ax.set_ylabel(label)
@@ -328,6 +345,16 @@ def slowest_requests(data: RunData) -> list[str]:
                 lines.append(f"| {ms(r.ttft_s)} | {ms(r.e2e_s)} | `{r.request_id}` | {trace} |")
             lines.append("")
     return lines if len(lines) > 2 else []
+
+
+def _mark_saturated(ax: Any, x: list[float], y: list[float], saturated: list[bool]) -> None:
+    """Ring the points of saturated levels: their percentiles grow with the run's length."""
+    ring = [(a, b) for a, b, s in zip(x, y, saturated, strict=True) if s]
+    if ring:
+        xs, ys = zip(*ring, strict=True)
+        shown = "saturated" in ax.get_legend_handles_labels()[1]
+        label = "_nolegend_" if shown else "saturated"
+        ax.scatter(xs, ys, s=120, facecolors="none", edgecolors="red", label=label)
 
 
 def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | None = None) -> Path:

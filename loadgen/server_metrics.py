@@ -250,9 +250,9 @@ def server_block(windows: Sequence[ServerWindow]) -> dict[str, Any] | None:
     for key in GAUGES:
         pairs = [w.gauges[key] for w in windows if key in w.gauges]
         if pairs:
-            gauges[key] = {
-                "start_max": max((s for s, _ in pairs if s is not None), default=None),
-                "end_max": max(e for _, e in pairs),
+            gauges[key] = {  # the highest over the target's windows
+                "start": max((s for s, _ in pairs if s is not None), default=None),
+                "end": max(e for _, e in pairs),
             }
     preempted = [w.preemptions for w in windows if w.preemptions is not None]
     gauges["preemptions"] = sum(preempted) if preempted else None

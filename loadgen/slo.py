@@ -1,25 +1,74 @@
-"""Service-level objectives: the latency limits goodput and verdicts judge requests against.
+"""Service-level objectives: the latency limits goodput, verdicts and capacity judge against.
 
-Keyed by metric (ttft, tpot, e2e), in seconds. `--slo` overrides one at a time; the ones not
-named keep their defaults, so a run is always judged against TTFT and TPOT at least.
+`--slo METRIC=DURATION[@pNN]`: a limit on ttft, tpot or e2e, in seconds, optionally at a
+percentile (`ttft=800ms@p90`). The ones not named keep their defaults, so a run is always
+judged against TTFT and TPOT at least. Goodput judges each request against the limits alone;
+a percentile says where a whole level is judged (compare's verdicts, capacity's probes), and
+one not given is DEFAULT_PERCENTILE (compare falls back further when the sample is short).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from latency_proxy.units import parse_duration
+from loadgen.stats import PERCENTILES
 
 DEFAULT_SLO = {"ttft": 0.8, "tpot": 0.05}
+DEFAULT_PERCENTILE = "p99"
+LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
 
 
-def parse_slos(items: Sequence[str]) -> dict[str, float]:
-    """`--slo ttft=800ms --slo tpot=50ms` -> {"ttft": 0.8, "tpot": 0.05}; unnamed keep defaults."""
-    slo = dict(DEFAULT_SLO)
+@dataclass(frozen=True, slots=True)
+class Slos:
+    limits: dict[str, float]  # metric -> seconds
+    percentiles: dict[str, str] = field(default_factory=dict)  # only those given with @pNN
+
+    def percentile(self, metric: str) -> str:
+        return self.percentiles.get(metric, DEFAULT_PERCENTILE)
+
+    def describe(self) -> str:
+        """"TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P90)": the limits, as a sentence says them."""
+        return describe(self.limits, {m: self.percentile(m) for m in self.limits})
+
+
+def percentile_label(key: str) -> str:
+    """p90 -> P90, p999 -> P99.9."""
+    return key.upper().replace("P999", "P99.9")
+
+
+def describe(limits: Mapping[str, float], percentiles: Mapping[str, str] | None = None) -> str:
+    parts = []
+    for metric, limit in limits.items():
+        text = f"{LABELS[metric]} ≤ {limit * 1e3:g} ms"
+        if percentiles and metric in percentiles:
+            text += f" ({percentile_label(percentiles[metric])})"
+        parts.append(text)
+    return " and ".join(parts)
+
+
+def _percentile(text: str, item: str) -> str:
+    key = text.strip().lower().replace("p99.9", "p999")
+    if key not in PERCENTILES:
+        raise ValueError(f"not an SLO percentile: {item!r} (use @p50, @p90, @p99 or @p99.9)")
+    return key
+
+
+def parse_slos(items: Sequence[str]) -> Slos:
+    """`--slo ttft=800ms@p90 --slo tpot=50ms` -> limits {"ttft": 0.8, "tpot": 0.05},
+    percentiles {"ttft": "p90"}; metrics not named keep their default limits."""
+    limits = dict(DEFAULT_SLO)
+    percentiles = {}
     for item in items:
         name, sep, value = item.partition("=")
         name = name.strip().lower()
-        if not sep or name not in ("ttft", "tpot", "e2e"):
-            raise ValueError(f"not an SLO: {item!r} (use ttft=800ms, tpot=50ms or e2e=10s)")
-        slo[name] = parse_duration(value)
-    return slo
+        if not sep or name not in LABELS:
+            raise ValueError(
+                f"not an SLO: {item!r} (use ttft=800ms, tpot=50ms@p90 or e2e=10s@p99)"
+            )
+        duration, at, pct = value.partition("@")
+        limits[name] = parse_duration(duration)
+        if at:
+            percentiles[name] = _percentile(pct, item)
+    return Slos(limits, percentiles)

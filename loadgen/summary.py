@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from latency_proxy.coalescing import stream_shape
-from loadgen import server_metrics, stats
+from loadgen import server_metrics, stats, steady
 from loadgen.records import FIRST_N, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.server_metrics import ServerWindow
 
@@ -228,6 +228,34 @@ def _level(
     }
 
 
+def _judge_steady(
+    targets: dict[str, Any], records: Sequence[Record], phases: Sequence[Phase], open_loop: bool
+) -> None:
+    """Each target's steady_state at this level (steady.py)."""
+    for name, t in targets.items():
+        t["steady_state"] = steady.judge(
+            [r for r in records if r.target == name],
+            [p for p in phases if p.target == name],
+            t["throughput"]["active_s"],
+            open_loop,
+            server=t["server"]["gauges"] if t["server"] else None,
+        )
+
+
+def _judge_queueing(points: list[dict[str, Any]]) -> None:
+    """Closed-loop sweep points beyond what each target's server runs at once: not steady."""
+    names = dict.fromkeys(n for p in points for n in p["targets"])
+    for name in names:
+        levels = [(p["level"], p["targets"][name]) for p in points if name in p["targets"]]
+        rates = [t["throughput"]["requests_per_s"] for _, t in levels]
+        ttfts = [t["metrics"]["ttft_s"]["p50"] for _, t in levels]
+        found = steady.queueing(list(zip([c for c, _ in levels], rates, ttfts, strict=True)))
+        for level, t in levels:
+            if level in found:
+                t["steady_state"]["reasons"].append(found[level])
+                t["steady_state"]["steady"] = False
+
+
 def summarize(
     records: Sequence[Record],
     phases: Sequence[Phase],
@@ -245,8 +273,10 @@ def summarize(
     """
     levels = sorted({p.level for p in phases if p.level is not None})
     interrupted = any(p.interrupted for p in phases)
+    open_loop = sweep == "rate"
     if len(levels) <= 1:
         targets = _level(records, phases, loop_lag, gpu, settings, server)
+        _judge_steady(targets, records, phases, open_loop)
         return {"version": 1, "interrupted": interrupted, "targets": targets}
     points = []
     for level in levels:
@@ -254,7 +284,10 @@ def summarize(
         level_records = [r for r in records if r.level == level]
         level_server = [w for w in server if w.level == level]
         targets = _level(level_records, level_phases, loop_lag, gpu, settings, level_server)
+        _judge_steady(targets, level_records, level_phases, open_loop)
         points.append({"level": level, "targets": targets})
+    if not open_loop:
+        _judge_queueing(points)
     return {
         "version": 1,
         "interrupted": interrupted,

@@ -69,7 +69,7 @@ def test_the_window_holds_only_the_requests_that_finished_in_it() -> None:
     assert queue["bounds"]["p50"] == [0.3, 0.5]
     assert queue["bounds"]["p99"] == [0.5, 0.8]
     assert queue["estimate"] == "buckets" and queue["source"] == "v"
-    assert block["gauges"] == {"waiting": {"start_max": 0.0, "end_max": 7.0}, "preemptions": 3.0}
+    assert block["gauges"] == {"waiting": {"start": 0.0, "end": 7.0}, "preemptions": 3.0}
     assert block["prefill_s"] is None  # not exposed there
     assert block["sources"] == ["v"]
 

@@ -13,7 +13,7 @@ import pytest
 from loadgen import compare, gpu_metrics, merge, report, rundir
 from loadgen.progress import Progress
 from loadgen.records import GpuSample, Phase, Record, RunData, SummarySettings
-from loadgen.slo import parse_slos
+from loadgen.slo import Slos, parse_slos
 from loadgen.summary import active_seconds, summarize
 
 T0 = 1_800_000_000.0
@@ -105,15 +105,20 @@ def test_goodput_against_slos() -> None:
     t = summarize(recs, phases("a"), [], [], SummarySettings())["targets"]["a"]
     assert t["goodput"]["fraction"] == pytest.approx(0.65)
     assert t["goodput"]["requests_per_s"] == pytest.approx(6.5)
-    loose = SummarySettings(slo=parse_slos(["ttft=2s", "tpot=100ms"]))
+    loose = SummarySettings(slo=parse_slos(["ttft=2s", "tpot=100ms"]).limits)
     assert summarize(recs, phases("a"), [], [], loose)["targets"]["a"]["goodput"]["fraction"] == 1
 
 
 def test_parse_slos() -> None:
-    assert parse_slos([]) == {"ttft": 0.8, "tpot": 0.05}
-    assert parse_slos(["tpot=45ms", "e2e=10s"]) == {"ttft": 0.8, "tpot": 0.045, "e2e": 10.0}
-    with pytest.raises(ValueError):
-        parse_slos(["itl=5ms"])
+    assert parse_slos([]) == Slos({"ttft": 0.8, "tpot": 0.05})
+    assert parse_slos(["tpot=45ms", "e2e=10s"]).limits == {"ttft": 0.8, "tpot": 0.045, "e2e": 10.0}
+    slos = parse_slos(["ttft=800ms@p90", "tpot=50ms@P99.9"])
+    assert slos.percentiles == {"ttft": "p90", "tpot": "p999"}
+    assert slos.describe() == "TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P99.9)"
+    assert parse_slos(["ttft=1s"]).percentile("ttft") == "p99"  # the default percentile
+    for bad in ("itl=5ms", "ttft=800ms@p95", "ttft=800ms@"):
+        with pytest.raises(ValueError):
+            parse_slos([bad])
 
 
 def test_client_bottleneck_marks_the_target_invalid() -> None:
@@ -241,12 +246,16 @@ def test_compare_differences_and_verdicts(tmp_path: Path) -> None:
     _run_dir(tmp_path / "B", records("b", 800, 0.30, 11), phases("b"), 0)
     series = compare.load_series([tmp_path / "A", tmp_path / "B"])
     assert [s.label for s in series] == ["a", "b"]
-    text = compare.render(series, {"ttft": 0.35, "tpot": 0.05}, "p50", np.random.default_rng(0))
+    slos = Slos({"ttft": 0.35, "tpot": 0.05})
+    text = compare.render(series, slos, "p50", np.random.default_rng(0))
     assert "b's TTFT P50 is 2" in text and "% lower than a's (CI" in text  # ≈ 25% lower
     assert "b's TPOT P50 is indistinguishable from a's" in text
     assert "only b meets TTFT ≤ 350 ms at P50" in text
     assert "both meet TPOT ≤ 50 ms at P50" in text
     assert "| TTFT P99.9 (ms) | — (n=800) | — (n=800) |" in text
+    at_p90 = Slos({"ttft": 0.35, "tpot": 0.05}, {"tpot": "p90"})  # tpot=50ms@p90
+    verdicts = compare.slo_verdicts(series, at_p90, "p50")
+    assert verdicts == ["only b meets TTFT ≤ 350 ms at P50", "both meet TPOT ≤ 50 ms at P90"]
 
 
 def test_report_markdown_and_console(tmp_path: Path) -> None:
