@@ -37,6 +37,7 @@ class Exchange:
     upstream_error_kind: UpstreamErrorKind | None = None
     client_span: Span | None = None
     meter: StreamMeter | None = None  # set once an upstream answer is being measured
+    not_measured: str | None = None  # why a model call's answer was passed on unmeasured
     t_upstream_call: float | None = None
     overhead_event_sum: float = 0.0
     overhead_events: int = 0

@@ -27,6 +27,8 @@ from latency_proxy.upstream import Upstreams, request_headers, response_headers
 
 perf_counter = time.perf_counter
 _EVENT_STREAM = b"text/event-stream"
+# a model call's answer in a content coding (the proxy asked for none): not decoded, not read
+NOT_MEASURED_ENCODED = "content_encoding"
 _TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientError)  # aiohttp's timeouts are TimeoutErrors
 # what the client is told when no upstream answer came: status, error type, message
 _NO_ANSWER = {
@@ -37,7 +39,8 @@ _NO_ANSWER = {
 
 
 class UpstreamCaller:
-    """Sends each admitted request upstream; counts those between admission and last byte."""
+    """Sends each admitted request upstream; counts the model calls between admission and
+    last byte (what --max-concurrent-requests limits: pass-through requests are not counted)."""
 
     def __init__(
         self,
@@ -82,12 +85,13 @@ class UpstreamCaller:
                 exchange.input_texts = _input_texts(call.body)
         session = self._upstreams.session(route)
         exchange.t_upstream_call = perf_counter()
-        self.in_flight += 1
+        counted = call.operation is not None
+        self.in_flight += counted
         try:
             work = self._call(exchange, session, scope["method"], url, headers, send)
             client_left = await cancel_on_disconnect(work, receive)
         finally:
-            self.in_flight -= 1
+            self.in_flight -= counted
         if client_left:
             exchange.client_gone()
 
@@ -134,7 +138,10 @@ class UpstreamCaller:
             )
             meter = None
             if call.operation is not None:
-                meter = StreamMeter(exchange.t0, self._first_n, self._captures)
+                if response.headers.get("Content-Encoding", "identity").lower() != "identity":
+                    exchange.not_measured = NOT_MEASURED_ENCODED  # passed on as it came
+                else:
+                    meter = StreamMeter(exchange.t0, self._first_n, self._captures)
             try:
                 if event_stream and meter is not None:
                     await relay_events(exchange, response, send, meter)

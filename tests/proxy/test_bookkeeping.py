@@ -1,0 +1,174 @@
+"""Nothing lost, nothing stuck: whatever the upstream sends and whatever the client asks, the
+client gets its bytes and the request is recorded exactly once, with what was measured."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.support.raw_upstream import EVENT_STREAM, Answer, RawUpstream
+from tests.support.raw_upstream import serve as serve_raw
+
+HUGE = 18446744073709551615  # 2**64 - 1: still an integer to orjson, past any int64
+ODD_EVENTS = [
+    b'{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"a"}}]}',
+    b'{"choices": 1}',
+    b"[1, 2]",
+    b'"just a string"',
+    b"3",
+    b"null",
+    b'{"choices":[{"index":0,"delta":{"content":"b"}}],'
+    b'"usage":{"prompt_tokens":7,"completion_tokens":%d}}' % HUGE,
+    b'{"choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":%d}}' % HUGE,
+    b"[DONE]",
+]
+
+
+@pytest.fixture(scope="module")
+def raw() -> Iterator[RawUpstream]:
+    with serve_raw() as app:
+        yield app
+
+
+def sse(*payloads: bytes) -> bytes:
+    return b"".join(b"data: " + p + b"\n\n" for p in payloads)
+
+
+def active(proxy) -> list[float]:
+    return [
+        float(line.rsplit(" ", 1)[1])
+        for line in proxy.metrics().splitlines()
+        if line.startswith("latency_proxy_requests_active{")
+    ]
+
+
+@pytest.mark.parametrize("client_asks_usage", [True, False])
+def test_odd_events_pass_and_the_request_is_recorded_once(
+    start_proxy, raw, client_asks_usage: bool
+) -> None:
+    proxy = start_proxy("--upstream", raw.url)
+    rid = "odd-" + uuid.uuid4().hex
+    stream = sse(*ODD_EVENTS)
+    raw.answers[rid] = Answer([stream[:40], stream[40:]])  # a read that splits an event
+    body: dict = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    if client_asks_usage:
+        body["stream_options"] = {"include_usage": True}
+    r = httpx.post(
+        proxy.url + "/v1/chat/completions", json=body, headers={"x-request-id": rid}, timeout=10
+    )
+    assert r.status_code == 200
+    if client_asks_usage:
+        assert r.content == stream
+    else:  # the usage-only event the proxy asked for is dropped, nothing else
+        assert r.content == sse(*ODD_EVENTS[:7], ODD_EVENTS[8])
+    (line,) = proxy.request_logs(rid)
+    assert (line["outcome"], line["chunks"], line["invalid_events"]) == ("ok", 2, 2)
+    assert line["output_tokens"] == 2 and line["input_tokens"] == 7
+    assert active(proxy) == [0.0]
+    output = proxy.output()
+    assert "Task exception was never retrieved" not in output
+    assert '"level":"error"' not in output
+
+
+def test_a_body_too_deep_to_rewrite_goes_upstream_as_sent(proxy, upstream) -> None:
+    schema: dict = {"type": "string"}
+    for _ in range(260):  # orjson reads 1024 levels but writes 255
+        schema = {"type": "object", "properties": {"x": schema}}
+    body = json.dumps(
+        {
+            "model": "m",
+            "stream": True,
+            "messages": [{"role": "user", "content": "x"}],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "s", "schema": schema},
+            },
+        }
+    ).encode()
+    rid = "deep-" + uuid.uuid4().hex
+    r = httpx.post(
+        proxy.url + "/v1/chat/completions",
+        content=body,
+        headers={"x-request-id": rid, "content-type": "application/json"},
+        timeout=10,
+    )
+    assert r.status_code == 200 and r.content.count(b'"content":"tok ') == 5
+    (received,) = [x for x in upstream.received if x.headers.get("x-request-id") == rid]
+    assert received.body == body  # uninjected
+    (line,) = proxy.request_logs(rid)
+    assert (line["outcome"], line["output_tokens"]) == ("ok", 5)
+
+
+def test_include_usage_is_read_as_vllm_reads_it(proxy, upstream) -> None:
+    rid = "lax-" + uuid.uuid4().hex
+    body = {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": "false"},  # vLLM's lax bool: false
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    r = httpx.post(
+        proxy.url + "/v1/chat/completions", json=body, headers={"x-request-id": rid}, timeout=10
+    )
+    assert r.status_code == 200 and b'"usage"' not in r.content
+    (received,) = [x for x in upstream.received if x.headers.get("x-request-id") == rid]
+    assert json.loads(received.body)["stream_options"]["include_usage"] is True
+    (line,) = proxy.request_logs(rid)
+    assert (line["input_tokens"], line["output_tokens"]) == (7, 5)
+
+
+def test_concurrency_limit_counts_model_calls_only(start_proxy, raw) -> None:
+    proxy = start_proxy("--upstream", raw.url, "--max-concurrent-requests", "1")
+    held = "held-" + uuid.uuid4().hex
+    release = threading.Event()
+    raw.answers[held] = Answer([b"ok"], [(b"content-type", b"text/plain")], hold=release)
+    worker = threading.Thread(
+        target=httpx.get,
+        args=(proxy.url + "/tokenize",),
+        kwargs={"headers": {"x-request-id": held}, "timeout": 30},
+    )
+    worker.start()
+    try:
+        for _ in range(100):  # the pass-through request is in flight
+            if held in raw.arrived_ids():
+                break
+            time.sleep(0.05)
+        rid = "call-" + uuid.uuid4().hex
+        raw.answers[rid] = Answer([sse(ODD_EVENTS[0], b"[DONE]")])
+        r = httpx.post(
+            proxy.url + "/v1/completions",
+            json={"model": "m", "prompt": "x", "stream": True},
+            headers={"x-request-id": rid},
+            timeout=10,
+        )
+        assert r.status_code == 200
+    finally:
+        release.set()
+        worker.join(10)
+
+
+def test_a_compressed_stream_passes_and_says_it_was_not_measured(start_proxy, raw) -> None:
+    proxy = start_proxy("--upstream", raw.url)
+    rid = "gzip-" + uuid.uuid4().hex
+    stream = gzip.compress(sse(*ODD_EVENTS[:1], b"[DONE]"))
+    raw.answers[rid] = Answer([stream], [*EVENT_STREAM, (b"content-encoding", b"gzip")])
+    with httpx.stream(
+        "POST",
+        proxy.url + "/v1/chat/completions",
+        json={"model": "m", "stream": True, "messages": []},
+        headers={"x-request-id": rid},
+        timeout=10,
+    ) as r:
+        assert b"".join(r.iter_raw()) == stream
+    (line,) = proxy.request_logs(rid)
+    assert (line["outcome"], line["not_measured"]) == ("ok", "content_encoding")
+    assert "chunks" not in line and "ttft_s" not in line
+    assert re.search(r'latency_proxy_requests_total\{[^}]*outcome="ok"\} 1', proxy.metrics())
