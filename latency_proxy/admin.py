@@ -1,4 +1,10 @@
-"""The admin port: /metrics (optionally behind a bearer token), /healthz, /readyz."""
+"""The admin port: /metrics (optionally behind a bearer token), /healthz, /readyz.
+
+/readyz asks each route's upstream for GET /health on connections of its own (never the
+request pool, which streams may fill) and says ready while any route answers: one dead
+route of two still leaves the other's traffic to serve, and its requests fail fast (502).
+The body lists each route's answer.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +45,7 @@ def create_admin_app(state: ProxyState) -> Starlette:
             return JSONResponse({"status": "draining"}, status_code=503)
 
         async def reachable(name: str, url: str) -> tuple[str, bool]:
-            session = state.upstreams.sessions.get(name)
+            session = state.upstreams.probes
             if session is None:
                 return name, False
             try:
@@ -55,7 +61,7 @@ def create_admin_app(state: ProxyState) -> Starlette:
                 *(reachable(route.name, route.url) for route in state.settings.routes)
             )
         )
-        ready = all(results.values())
+        ready = any(results.values())
         return JSONResponse(
             {"status": "ready" if ready else "unready", "upstreams": results},
             status_code=200 if ready else 503,

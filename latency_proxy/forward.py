@@ -23,7 +23,7 @@ from latency_proxy.outcome import Outcome
 from latency_proxy.recorder import Recorder
 from latency_proxy.recording import Recording
 from latency_proxy.request import BodyTooLarge, ClientGone, header, read_body
-from latency_proxy.responses import answer, answer_error
+from latency_proxy.responses import answer, answer_error, retry_after_header
 from latency_proxy.state import ProxyState
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream_call import UpstreamCaller
@@ -42,7 +42,11 @@ class Forwarder:
         self.recording = Recording(state.telemetry, state.policy)
         self.recorder = Recorder(self.recording.finish)
         self.upstream_call = UpstreamCaller(
-            state.upstreams, self.recording, state.policy, state.settings.first_n_tokens
+            state.upstreams,
+            self.recording,
+            state.policy,
+            state.settings.first_n_tokens,
+            state.settings.retry_after,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -173,7 +177,5 @@ class Forwarder:
         if exchange.call is None:  # refused before the body was read: still a model call
             exchange.call = ModelCall(operation=MEASURED_PATHS.get(exchange.path), body=b"")
         exchange.fail(Outcome.REJECTED, kind)
-        extra = None
-        if retry_after is not None:
-            extra = [(b"retry-after", str(max(1, round(retry_after))).encode())]
+        extra = None if retry_after is None else retry_after_header(retry_after)
         await answer_error(exchange, send, status, message, kind, param, extra)

@@ -1,6 +1,7 @@
 """GET /v1/models: one list for every route, as if the proxy were a single server.
 
-Each route's upstream is asked (briefly: a listing must not hang on one dead upstream);
+Each route's upstream is asked (briefly: a listing must not hang on one dead upstream, and
+on connections of its own, upstream.Upstreams.probes, so it never waits behind streams);
 the first route naming a model wins. A named route that does not answer is still listed
 under its own name, so a client can see every model it may ask for.
 """
@@ -32,8 +33,8 @@ async def list_models(upstreams: Upstreams, routes: Sequence[Route]) -> bytes:
 
 async def _route_models(upstreams: Upstreams, route: Route) -> list[dict[str, Any]]:
     try:
-        session = upstreams.session(route)
-        async with session.get(
+        assert upstreams.probes is not None  # started with the app
+        async with upstreams.probes.get(
             route.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=LIST_TIMEOUT)
         ) as response:
             payload = orjson.loads(await response.read())

@@ -17,11 +17,12 @@ from opentelemetry.propagate import inject
 
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import StreamMeter
-from latency_proxy.outcome import UpstreamErrorKind
+from latency_proxy.outcome import Outcome, UpstreamErrorKind
+from latency_proxy.pool_wait import PoolWait
 from latency_proxy.recording import Recording
 from latency_proxy.redact import ContentPolicy, request_texts
 from latency_proxy.relay import cancel_on_disconnect, relay_body, relay_events
-from latency_proxy.responses import answer_error
+from latency_proxy.responses import answer_error, retry_after_header
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream import Upstreams, request_headers, response_headers
 
@@ -48,8 +49,10 @@ class UpstreamCaller:
         recording: Recording,
         policy: ContentPolicy,
         first_n: tuple[int, ...],
+        retry_after: float,
     ) -> None:
         self._upstreams = upstreams
+        self._retry_after = retry_after_header(retry_after)
         self._spans = recording.spans
         self._metrics = recording.metrics
         self._captures = policy.captures
@@ -106,11 +109,24 @@ class UpstreamCaller:
     ) -> None:
         call = exchange.call
         assert call is not None
+        wait = PoolWait()
         try:
             response = await session.request(
-                method, url, data=call.body or None, headers=headers, allow_redirects=False
+                method,
+                url,
+                data=call.body or None,
+                headers=headers,
+                allow_redirects=False,
+                trace_request_ctx=wait,
             )
         except _TRANSPORT_ERRORS as exc:
+            if wait.waiting and isinstance(exc, TimeoutError):  # the proxy's own queue: full
+                exchange.fail(Outcome.REJECTED, "pool_timeout")
+                message = "no free upstream connection in time; retry later"
+                await answer_error(
+                    exchange, send, 503, message, "ServiceUnavailable", None, self._retry_after
+                )
+                return
             if isinstance(exc, TimeoutError):
                 kind = UpstreamErrorKind.TIMEOUT
             elif isinstance(exc, aiohttp.ClientConnectorError):

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from loadgen.processes import free_port
 from tests.support.raw_upstream import EVENT_STREAM, Answer, RawUpstream
 from tests.support.raw_upstream import serve as serve_raw
 
@@ -172,3 +173,69 @@ def test_a_compressed_stream_passes_and_says_it_was_not_measured(start_proxy, ra
     assert (line["outcome"], line["not_measured"]) == ("ok", "content_encoding")
     assert "chunks" not in line and "ttft_s" not in line
     assert re.search(r'latency_proxy_requests_total\{[^}]*outcome="ok"\} 1', proxy.metrics())
+
+
+def hold_a_stream(url: str, request_id: str, release: threading.Event) -> threading.Thread:
+    """A streaming request that reads its first chunk, then holds its connection until
+    `release` is set (the upstream is scripted to go silent after that chunk)."""
+
+    def run() -> None:
+        headers = {"x-request-id": request_id, "x-script": json.dumps({"hang_after": 1})}
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}
+        with httpx.stream(
+            "POST", url + "/v1/chat/completions", json=body, headers=headers, timeout=30
+        ) as r:
+            chunks = r.iter_raw()  # kept: a dropped iterator closes the response
+            next(chunks)
+            release.wait(30)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    return worker
+
+
+def test_readiness_and_listings_never_queue_behind_streams(start_proxy, upstream) -> None:
+    proxy = start_proxy(
+        "--upstream", upstream.url, "--pool-max-connections", "1", "--connect-timeout", "1s"
+    )
+    rid = "pool-" + uuid.uuid4().hex
+    release = threading.Event()
+    worker = hold_a_stream(proxy.url, rid, release)
+    try:
+        for _ in range(100):  # the one pooled connection is taken
+            if any(x.headers.get("x-request-id") == rid for x in upstream.received):
+                break
+            time.sleep(0.05)
+        t = time.perf_counter()
+        ready = httpx.get(proxy.admin + "/readyz", timeout=10)
+        assert time.perf_counter() - t < 1.0
+        assert ready.status_code == 200 and ready.json()["upstreams"] == {"default": True}
+        listed = httpx.get(proxy.url + "/v1/models", timeout=10).json()
+        assert [m["id"] for m in listed["data"]] == ["scripted"]
+        queued = "queued-" + uuid.uuid4().hex
+        r = httpx.post(
+            proxy.url + "/v1/completions",
+            json={"model": "m", "prompt": "x"},
+            headers={"x-request-id": queued},
+            timeout=10,
+        )
+    finally:
+        release.set()
+        worker.join(10)
+    # a wait for the proxy's own pool is its queue, not the upstream's timeout
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert r.json()["error"]["type"] == "ServiceUnavailable"
+    (line,) = proxy.request_logs(queued)
+    assert (line["outcome"], line["error_type"]) == ("rejected", "pool_timeout")
+    assert "latency_proxy_upstream_errors_total{" not in proxy.metrics()
+
+
+def test_ready_while_any_route_answers_and_the_body_lists_each(start_proxy, upstream) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    proxy = start_proxy("--upstream", f"live={upstream.url}", "--upstream", f"dead={dead}")
+    ready = httpx.get(proxy.admin + "/readyz", timeout=10)
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ready", "upstreams": {"live": True, "dead": False}}
+    proxy = start_proxy("--upstream", f"dead={dead}")
+    ready = httpx.get(proxy.admin + "/readyz", timeout=10)
+    assert ready.status_code == 503 and ready.json()["upstreams"] == {"dead": False}
