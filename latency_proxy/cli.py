@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="longest silence from the upstream, before or during a response (default 300s)",
     )
+    add(
+        "--write-timeout",
+        metavar="DURATION",
+        help="longest a send to the client may wait for it to read; then the stream ends, "
+        "recorded client_abort (default 30s; 0: never)",
+    )
     add("--pool-max-connections", metavar="N", help="upstream connections per route (default 1024)")
     add(
         "--max-body-size",

@@ -66,6 +66,7 @@ class Settings:
     pool_max_connections: int = 1024
     max_body_size: int = 16 * 2**20
     drain_timeout: float = 30.0
+    write_timeout: float = 30.0  # a client not reading for this long is let go; 0: never
     first_n_tokens: tuple[int, ...] = (3,)
     continuous_usage: bool = False
     provider_name: str = "vllm"
@@ -173,7 +174,13 @@ def _coerce(name: str, value: Any) -> Any:
             "content_max_chars",
         ):
             return int(value)
-        if name in ("connect_timeout", "read_timeout", "drain_timeout", "retry_after"):
+        if name in (
+            "connect_timeout",
+            "read_timeout",
+            "drain_timeout",
+            "write_timeout",
+            "retry_after",
+        ):
             return parse_duration(value)
         if name in ("max_body_size", "max_header_bytes"):
             return parse_size(value)

@@ -16,7 +16,7 @@ from opentelemetry.propagate import extract
 from latency_proxy.config import Route
 from latency_proxy.exchange import Exchange
 from latency_proxy.identity import request_id_from
-from latency_proxy.logs import bind_request
+from latency_proxy.logs import bind_request, cut_recorded
 from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.models_list import list_models
 from latency_proxy.outcome import Outcome
@@ -47,6 +47,7 @@ class Forwarder:
             state.policy,
             state.settings.first_n_tokens,
             state.settings.retry_after,
+            state.settings.write_timeout,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -70,6 +71,7 @@ class Forwarder:
             await self._handle(exchange, scope, receive, send, measured)
         except asyncio.CancelledError:  # the drain timeout ran out: the server cut the stream
             exchange.fail(Outcome.PROXY_ERROR, "shutdown")
+            cut_recorded()  # its record says so: uvicorn's traceback of the cut would repeat it
             raise
         except Exception as exc:  # last resort: the request still gets its span and log line
             exchange.fail(Outcome.PROXY_ERROR, type(exc).__name__)

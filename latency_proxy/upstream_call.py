@@ -16,6 +16,7 @@ from opentelemetry import trace
 from opentelemetry.propagate import inject
 
 from latency_proxy.exchange import Exchange
+from latency_proxy.logs import cut_recorded
 from latency_proxy.meter import StreamMeter
 from latency_proxy.outcome import Outcome, UpstreamErrorKind
 from latency_proxy.pool_wait import PoolWait
@@ -25,6 +26,7 @@ from latency_proxy.relay import cancel_on_disconnect, relay_body, relay_events
 from latency_proxy.responses import answer_error, retry_after_header
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream import Upstreams, request_headers, response_headers
+from latency_proxy.write_watch import WriteWatch
 
 perf_counter = time.perf_counter
 _EVENT_STREAM = b"text/event-stream"
@@ -50,7 +52,9 @@ class UpstreamCaller:
         policy: ContentPolicy,
         first_n: tuple[int, ...],
         retry_after: float,
+        write_timeout: float,
     ) -> None:
+        self._write_timeout = write_timeout
         self._upstreams = upstreams
         self._retry_after = retry_after_header(retry_after)
         self._spans = recording.spans
@@ -90,12 +94,16 @@ class UpstreamCaller:
         exchange.t_upstream_call = perf_counter()
         counted = call.operation is not None
         self.in_flight += counted
+        writes = WriteWatch(send, self._write_timeout)
         try:
-            work = self._call(exchange, session, scope["method"], url, headers, send)
-            client_left = await cancel_on_disconnect(work, receive)
+            work = self._call(exchange, session, scope["method"], url, headers, writes.send)
+            client_left = await cancel_on_disconnect(work, receive, writes)
         finally:
             self.in_flight -= counted
-        if client_left:
+        if writes.stalled:  # the response stays incomplete: uvicorn closes the connection
+            exchange.client_gone("write_timeout")
+            cut_recorded()
+        elif client_left:
             exchange.client_gone()
 
     async def _call(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import socket
 import threading
 import time
 import uuid
@@ -239,3 +240,29 @@ def test_ready_while_any_route_answers_and_the_body_lists_each(start_proxy, upst
     proxy = start_proxy("--upstream", f"dead={dead}")
     ready = httpx.get(proxy.admin + "/readyz", timeout=10)
     assert ready.status_code == 503 and ready.json()["upstreams"] == {"dead": False}
+
+
+def test_a_client_that_stops_reading_is_let_go_at_the_write_timeout(start_proxy, raw) -> None:
+    proxy = start_proxy("--upstream", raw.url, "--write-timeout", "1s")
+    rid = "stalled-" + uuid.uuid4().hex
+    event = sse(b'{"choices":[{"index":0,"delta":{"content":"%s"}}]}' % (b"x" * 65536))
+    raw.answers[rid] = Answer([event] * 1000)  # 64 MiB: more than any socket buffers
+    body = json.dumps({"model": "m", "stream": True, "messages": []}).encode()
+    with socket.create_connection(("127.0.0.1", proxy.port)) as client:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-request-id: %s\r\n"
+            b"content-length: %d\r\n\r\n%s" % (rid.encode(), len(body), body)
+        )
+        client.recv(1024)  # the stream started; from here on nothing is read
+        t = time.perf_counter()
+        (line,) = proxy.request_logs(rid, timeout=10)
+        assert time.perf_counter() - t < 5
+        assert (line["outcome"], line["error_type"], line["status"]) == (
+            "client_abort",
+            "write_timeout",
+            200,
+        )
+        assert line["level"] == "warning"
+    assert active(proxy) == [0.0]
+    assert '"level":"error"' not in proxy.output()
