@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from latency_proxy.models_list import list_models
 from latency_proxy.state import ProxyState
 
 READY_PROBE_TIMEOUT = 2.0
@@ -62,6 +63,9 @@ def create_admin_app(state: ProxyState) -> Starlette:
             )
         )
         ready = any(results.values())
+        if ready and not state.telemetry.model_label.has_listing:
+            # the first time the upstreams are up: learn their models, the model labels
+            await list_models(state.upstreams, state.settings.routes, state.telemetry.model_label)
         return JSONResponse(
             {"status": "ready" if ready else "unready", "upstreams": results},
             status_code=200 if ready else 503,

@@ -39,6 +39,7 @@ class Forwarder:
         self.settings = state.settings
         self.upstreams = state.upstreams
         self.routes = {route.name: route for route in state.settings.routes}
+        self.model_labels = state.telemetry.model_label
         self.recording = Recording(state.telemetry, state.policy)
         self.recorder = Recorder(self.recording.finish)
         self.upstream_call = UpstreamCaller(
@@ -127,7 +128,8 @@ class Forwarder:
             exchange.call = ModelCall(operation=None, body=body)
             model = model_of(body)
         if scope["method"] == "GET" and scope["path"] == "/v1/models":
-            await answer(exchange, send, 200, await list_models(self.upstreams, settings.routes))
+            listing = await list_models(self.upstreams, settings.routes, self.model_labels)
+            await answer(exchange, send, 200, listing)
             return
         route = self._route_for(model, measured)
         if route is None:

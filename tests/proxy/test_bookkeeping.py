@@ -266,3 +266,25 @@ def test_a_client_that_stops_reading_is_let_go_at_the_write_timeout(start_proxy,
         assert line["level"] == "warning"
     assert active(proxy) == [0.0]
     assert '"level":"error"' not in proxy.output()
+
+
+def test_names_the_upstream_lists_take_the_model_labels(start_proxy, upstream) -> None:
+    """An upstream that answers 200 for any model name (the scripted one does) must not let
+    the first clients' names become labels once it has listed its models."""
+    proxy = start_proxy("--upstream", upstream.url)
+    assert httpx.get(proxy.admin + "/readyz", timeout=10).status_code == 200  # learns the list
+    with httpx.Client(timeout=10) as client:
+        for i in range(40):
+            assert (
+                client.post(
+                    proxy.url + "/v1/completions", json={"model": f"m{i}", "prompt": "x"}
+                ).status_code
+                == 200
+            )
+        client.post(proxy.url + "/v1/completions", json={"model": "scripted", "prompt": "x"})
+    models = set(
+        re.findall(
+            r'latency_proxy_requests_total\{[^}]*gen_ai_request_model="([^"]+)"', proxy.metrics()
+        )
+    )
+    assert models == {"other", "scripted"}
