@@ -40,6 +40,8 @@ class LogWriter:
             "bytes_out": exchange.bytes_out,
             "e2e_s": round(t_end - exchange.t0, 6),
         }
+        if exchange.not_measured is not None:
+            fields["not_measured"] = exchange.not_measured
         if timing is not None:
             fields.update(
                 ttft_s=timing.ttft_s,
@@ -49,6 +51,7 @@ class LogWriter:
                 output_tokens=timing.output_tokens,
                 chunks=timing.content_events,
                 coalesced_fraction=timing.coalesced_fraction,
+                invalid_events=timing.invalid_events,
                 finish_reasons=timing.finish_reasons or None,
             )
         if content:

@@ -1,4 +1,10 @@
-"""The admin port: /metrics (optionally behind a bearer token), /healthz, /readyz."""
+"""The admin port: /metrics (optionally behind a bearer token), /healthz, /readyz.
+
+/readyz asks each route's upstream for GET /health on connections of its own (never the
+request pool, which streams may fill) and says ready while any route answers: one dead
+route of two still leaves the other's traffic to serve, and its requests fail fast (502).
+The body lists each route's answer.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from latency_proxy.models_list import list_models
 from latency_proxy.state import ProxyState
 
 READY_PROBE_TIMEOUT = 2.0
@@ -39,7 +46,7 @@ def create_admin_app(state: ProxyState) -> Starlette:
             return JSONResponse({"status": "draining"}, status_code=503)
 
         async def reachable(name: str, url: str) -> tuple[str, bool]:
-            session = state.upstreams.sessions.get(name)
+            session = state.upstreams.probes
             if session is None:
                 return name, False
             try:
@@ -55,7 +62,10 @@ def create_admin_app(state: ProxyState) -> Starlette:
                 *(reachable(route.name, route.url) for route in state.settings.routes)
             )
         )
-        ready = all(results.values())
+        ready = any(results.values())
+        if ready and not state.telemetry.model_label.has_listing:
+            # the first time the upstreams are up: learn their models, the model labels
+            await list_models(state.upstreams, state.settings.routes, state.telemetry.model_label)
         return JSONResponse(
             {"status": "ready" if ready else "unready", "upstreams": results},
             status_code=200 if ready else 503,

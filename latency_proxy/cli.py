@@ -51,7 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--host", help="main port bind address (default 127.0.0.1)")
     add("--port", help="main port (default 8080)")
-    add("--admin-host", help="admin port bind address (default: --host)")
+    add(
+        "--admin-host",
+        help="admin port bind address (default 127.0.0.1, whatever --host is: /metrics "
+        "lists models, routes and traffic; give 0.0.0.0 where the pod network may scrape it)",
+    )
     add("--admin-port", help="admin port: /metrics, /healthz, /readyz (default 9464)")
     add(
         "--content-capture",
@@ -66,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--read-timeout",
         metavar="DURATION",
         help="longest silence from the upstream, before or during a response (default 300s)",
+    )
+    add(
+        "--write-timeout",
+        metavar="DURATION",
+        help="longest a send to the client may wait for it to read; then the stream ends, "
+        "recorded client_abort (default 30s; 0: never)",
     )
     add("--pool-max-connections", metavar="N", help="upstream connections per route (default 1024)")
     add(
@@ -182,7 +192,7 @@ async def _serve(
 
 def serve(settings: Settings, app: ProxyApp) -> None:
     main_sock = bind(settings.host, settings.port)
-    admin_sock = bind(settings.effective_admin_host, settings.admin_port)
+    admin_sock = bind(settings.admin_host, settings.admin_port)
     main = DrainingServer(_uvicorn_config(app, "on", settings.drain_timeout), app.state)
     admin = AdminServer(_uvicorn_config(app.admin, "off", 1.0))
     log.info(
@@ -219,6 +229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"latency-proxy: error: {exc}", file=sys.stderr)
         return 2
     configure(settings.log_level, settings.log_format)
+    if settings.admin_exposed and app.state.admin_token is None:
+        log.warning(
+            "the admin port listens on %s without a token: /metrics lists models, routes and "
+            "traffic to anyone who can reach it; give --admin-token-file, or bind it to "
+            "127.0.0.1 where nothing else scrapes it",
+            settings.admin_host,
+        )
     if settings.content_capture == "full":
         log.warning(
             "content capture is FULL: prompt and completion text will be recorded in "

@@ -7,6 +7,7 @@ instead of half-way through a load test.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import re
 import tomllib
@@ -51,7 +52,7 @@ class Settings:
     upstream: tuple[str, ...] = ()
     host: str = "127.0.0.1"
     port: int = 8080
-    admin_host: str | None = None  # None: same as host
+    admin_host: str = "127.0.0.1"  # never follows --host: /metrics inventories the pod
     admin_port: int = 9464
     content_capture: str = "off"
     content_hash_key_file: str | None = None
@@ -65,6 +66,7 @@ class Settings:
     pool_max_connections: int = 1024
     max_body_size: int = 16 * 2**20
     drain_timeout: float = 30.0
+    write_timeout: float = 30.0  # a client not reading for this long is let go; 0: never
     first_n_tokens: tuple[int, ...] = (3,)
     continuous_usage: bool = False
     provider_name: str = "vllm"
@@ -86,8 +88,14 @@ class Settings:
         return None
 
     @property
-    def effective_admin_host(self) -> str:
-        return self.admin_host or self.host
+    def admin_exposed(self) -> bool:
+        """The admin port listens beyond this host (0.0.0.0, a pod or host address)."""
+        if self.admin_host == "localhost":
+            return False
+        try:
+            return not ipaddress.ip_address(self.admin_host).is_loopback
+        except ValueError:
+            return True  # a name: whatever it resolves to, not known to be loopback
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings) if f.name != "routes"}
@@ -166,7 +174,13 @@ def _coerce(name: str, value: Any) -> Any:
             "content_max_chars",
         ):
             return int(value)
-        if name in ("connect_timeout", "read_timeout", "drain_timeout", "retry_after"):
+        if name in (
+            "connect_timeout",
+            "read_timeout",
+            "drain_timeout",
+            "write_timeout",
+            "retry_after",
+        ):
             return parse_duration(value)
         if name in ("max_body_size", "max_header_bytes"):
             return parse_size(value)

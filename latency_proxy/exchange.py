@@ -37,6 +37,7 @@ class Exchange:
     upstream_error_kind: UpstreamErrorKind | None = None
     client_span: Span | None = None
     meter: StreamMeter | None = None  # set once an upstream answer is being measured
+    not_measured: str | None = None  # why a model call's answer was passed on unmeasured
     t_upstream_call: float | None = None
     overhead_event_sum: float = 0.0
     overhead_events: int = 0
@@ -72,9 +73,10 @@ class Exchange:
         self.fail(kind.outcome, error_type)
         self.upstream_error_kind = kind
 
-    def client_gone(self) -> None:
-        """The client disconnected: 499 unless a status line had already gone out."""
-        self.fail(Outcome.CLIENT_ABORT, "client_disconnect")
+    def client_gone(self, error_type: str = "client_disconnect") -> None:
+        """The client disconnected (or stopped reading, `write_timeout`): 499 unless a
+        status line had already gone out."""
+        self.fail(Outcome.CLIENT_ABORT, error_type)
         if self.status == 0:
             self.responded(CLIENT_CLOSED)
 

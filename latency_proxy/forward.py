@@ -16,14 +16,14 @@ from opentelemetry.propagate import extract
 from latency_proxy.config import Route
 from latency_proxy.exchange import Exchange
 from latency_proxy.identity import request_id_from
-from latency_proxy.logs import bind_request
+from latency_proxy.logs import bind_request, cut_recorded
 from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.models_list import list_models
 from latency_proxy.outcome import Outcome
 from latency_proxy.recorder import Recorder
 from latency_proxy.recording import Recording
 from latency_proxy.request import BodyTooLarge, ClientGone, header, read_body
-from latency_proxy.responses import answer, answer_error
+from latency_proxy.responses import answer, answer_error, retry_after_header
 from latency_proxy.state import ProxyState
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream_call import UpstreamCaller
@@ -39,10 +39,16 @@ class Forwarder:
         self.settings = state.settings
         self.upstreams = state.upstreams
         self.routes = {route.name: route for route in state.settings.routes}
+        self.model_labels = state.telemetry.model_label
         self.recording = Recording(state.telemetry, state.policy)
         self.recorder = Recorder(self.recording.finish)
         self.upstream_call = UpstreamCaller(
-            state.upstreams, self.recording, state.policy, state.settings.first_n_tokens
+            state.upstreams,
+            self.recording,
+            state.policy,
+            state.settings.first_n_tokens,
+            state.settings.retry_after,
+            state.settings.write_timeout,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -66,6 +72,7 @@ class Forwarder:
             await self._handle(exchange, scope, receive, send, measured)
         except asyncio.CancelledError:  # the drain timeout ran out: the server cut the stream
             exchange.fail(Outcome.PROXY_ERROR, "shutdown")
+            cut_recorded()  # its record says so: uvicorn's traceback of the cut would repeat it
             raise
         except Exception as exc:  # last resort: the request still gets its span and log line
             exchange.fail(Outcome.PROXY_ERROR, type(exc).__name__)
@@ -121,7 +128,8 @@ class Forwarder:
             exchange.call = ModelCall(operation=None, body=body)
             model = model_of(body)
         if scope["method"] == "GET" and scope["path"] == "/v1/models":
-            await answer(exchange, send, 200, await list_models(self.upstreams, settings.routes))
+            listing = await list_models(self.upstreams, settings.routes, self.model_labels)
+            await answer(exchange, send, 200, listing)
             return
         route = self._route_for(model, measured)
         if route is None:
@@ -173,7 +181,5 @@ class Forwarder:
         if exchange.call is None:  # refused before the body was read: still a model call
             exchange.call = ModelCall(operation=MEASURED_PATHS.get(exchange.path), body=b"")
         exchange.fail(Outcome.REJECTED, kind)
-        extra = None
-        if retry_after is not None:
-            extra = [(b"retry-after", str(max(1, round(retry_after))).encode())]
+        extra = None if retry_after is None else retry_after_header(retry_after)
         await answer_error(exchange, send, status, message, kind, param, extra)

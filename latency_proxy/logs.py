@@ -23,6 +23,9 @@ trace_ids_var: contextvars.ContextVar[tuple[str, str] | None] = contextvars.Cont
     "trace_ids", default=None
 )
 
+# set in a request's task once the proxy recorded why its response stays incomplete
+cut_var: contextvars.ContextVar[bool] = contextvars.ContextVar("cut", default=False)
+
 logger = logging.getLogger("latency_proxy")
 _CONTROL = {c: f"\\x{c:02x}" for c in range(32)}
 
@@ -31,6 +34,21 @@ def bind_request(request_id: str, context: SpanContext) -> None:
     """Stamp the log lines of the current task with a request's id and trace context."""
     request_id_var.set(request_id)
     trace_ids_var.set((format(context.trace_id, "032x"), format(context.span_id, "016x")))
+
+
+def cut_recorded() -> None:
+    """This request's response is cut on purpose and its record says why (a stream cut at
+    the drain deadline, a client past the write timeout): uvicorn's own report of the
+    incomplete response ("Exception in ASGI application", "ASGI callable returned without
+    completing response") would be a second, error-level line for one request."""
+    cut_var.set(True)
+
+
+class _RecordedCuts(logging.Filter):
+    """Drops uvicorn's lines about a response cut that the proxy has already recorded."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not cut_var.get()
 
 
 def escape(text: str, limit: int = 256) -> str:
@@ -95,4 +113,5 @@ def configure(level: str, fmt: str) -> None:
         log = logging.getLogger(name)
         log.handlers[:] = []
         log.propagate = True
+    logging.getLogger("uvicorn.error").addFilter(_RecordedCuts())
     logging.getLogger("uvicorn.access").disabled = True

@@ -21,6 +21,9 @@ DONE = b"[DONE]"
 _CONTENT_DELTA_KEYS = ("content", "reasoning_content", "reasoning", "tool_calls")
 _LESSONS = 4  # shapes a stream may try to learn (a reasoning model changes shape once)
 _PROBE_USAGE = b'{"probe":0}'
+# the largest token count taken from a usage object: exact as a float, so every sink (a
+# histogram, a JSON reader) sees the number itself; beyond it the value is not a count
+MAX_TOKEN_COUNT = 2**53
 
 
 class EventKind(Enum):
@@ -56,7 +59,7 @@ class RequestTiming:
     token_source: TokenSource = TokenSource.EVENTS
     events: int = 0
     content_events: int = 0
-    invalid_events: int = 0
+    invalid_events: int = 0  # data not JSON, or a usage whose counts are not counts
     finish_reasons: list[str] = field(default_factory=list)
     response_id: str | None = None
     response_model: str | None = None
@@ -288,16 +291,25 @@ class StreamMeter:
         return reading.kind
 
     def _take_usage(self, usage: Any) -> int | None:
+        """The completion tokens of a usage object; a count that is not one (negative,
+        fractional, a bool, past MAX_TOKEN_COUNT) is not taken and the event is invalid."""
         if not isinstance(usage, dict):
             return None
         completion = usage.get("completion_tokens")
         prompt = usage.get("prompt_tokens")
-        if isinstance(prompt, int):
+        valid = True
+        if type(prompt) is int and 0 <= prompt <= MAX_TOKEN_COUNT:
             self.result.input_tokens = prompt
-        if isinstance(completion, int):
-            self._usage_output = completion
-            return completion
-        return None
+        elif prompt is not None:
+            valid = False
+        taken = None
+        if type(completion) is int and 0 <= completion <= MAX_TOKEN_COUNT:
+            self._usage_output = taken = completion
+        elif completion is not None:
+            valid = False
+        if not valid:
+            self.result.invalid_events += 1
+        return taken
 
     def _take_reading(self, reading: Reading) -> None:
         r = self.result

@@ -1,7 +1,9 @@
 """What the proxy reads from (and adds to) an OpenAI-style request body.
 
 The body is parsed once, to route and label the request. It is re-serialised only when the
-proxy must ask for usage itself; otherwise the client's bytes go upstream untouched.
+proxy must ask for usage itself; otherwise the client's bytes go upstream untouched. A body
+the proxy cannot write back (orjson writes 255 levels of nesting, reads 1024) goes upstream
+as sent, without the usage request: its stream is then metered from its events.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ def model_of(body: bytes) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def streams(value: Any) -> bool:
-    """Whether vLLM will stream: `"stream": "yes"` or `1` does, as `true` does."""
+def lax_true(value: Any) -> bool:
+    """A boolean field as vLLM reads it: `"yes"` or `1` is true, as `true` is."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float):
@@ -65,7 +67,7 @@ def inspect(path: str, body: bytes, continuous_usage: bool) -> ModelCall:
         return call
     model = payload.get("model")
     call.model = model if isinstance(model, str) else None
-    call.stream = streams(payload.get("stream"))
+    call.stream = lax_true(payload.get("stream"))
     max_tokens = payload.get("max_completion_tokens", payload.get("max_tokens"))
     if isinstance(max_tokens, int) and not isinstance(max_tokens, bool):
         call.max_tokens = max_tokens
@@ -79,16 +81,21 @@ def inspect(path: str, body: bytes, continuous_usage: bool) -> ModelCall:
         options = {}
     elif not isinstance(options, dict):
         return call  # invalid: leave it to the upstream to reject
-    changed = False
-    if not options.get("include_usage"):
+    injected_usage = injected_continuous = False
+    if not lax_true(options.get("include_usage")):
         options["include_usage"] = True
-        call.injected_usage = changed = True
+        injected_usage = True
         # usage on every chunk, asked for but inert without include_usage: not the client's
-        call.injected_continuous_usage = bool(options.get("continuous_usage_stats"))
-    if continuous_usage and not options.get("continuous_usage_stats"):
+        injected_continuous = lax_true(options.get("continuous_usage_stats"))
+    if continuous_usage and not lax_true(options.get("continuous_usage_stats")):
         options["continuous_usage_stats"] = True
-        call.injected_continuous_usage = changed = True
-    if changed:
+        injected_continuous = True
+    if injected_usage or injected_continuous:
         payload["stream_options"] = options
-        call.body = orjson.dumps(payload)
+        try:
+            call.body = orjson.dumps(payload)
+        except orjson.JSONEncodeError:
+            return call  # too deep to write back: the client's bytes, metered from events
+        call.injected_usage = injected_usage
+        call.injected_continuous_usage = injected_continuous
     return call

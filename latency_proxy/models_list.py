@@ -1,6 +1,7 @@
 """GET /v1/models: one list for every route, as if the proxy were a single server.
 
-Each route's upstream is asked (briefly: a listing must not hang on one dead upstream);
+Each route's upstream is asked (briefly: a listing must not hang on one dead upstream, and
+on connections of its own, upstream.Upstreams.probes, so it never waits behind streams);
 the first route naming a model wins. A named route that does not answer is still listed
 under its own name, so a client can see every model it may ask for.
 """
@@ -15,25 +16,42 @@ import aiohttp
 import orjson
 
 from latency_proxy.config import DEFAULT_ROUTE, Route
+from latency_proxy.telemetry import ModelLabels
 from latency_proxy.upstream import Upstreams
 
 LIST_TIMEOUT = 2.0
 
 
-async def list_models(upstreams: Upstreams, routes: Sequence[Route]) -> bytes:
-    """The merged listing, as the JSON body to answer with."""
+async def list_models(upstreams: Upstreams, routes: Sequence[Route], labels: ModelLabels) -> bytes:
+    """The merged listing, as the JSON body to answer with; what the upstreams themselves
+    listed becomes the model labels (telemetry.ModelLabels)."""
     listed = await asyncio.gather(*(_route_models(upstreams, route) for route in routes))
     seen: dict[str, dict[str, Any]] = {}
-    for models in listed:
+    answered: list[str] = []
+    for route, models in zip(routes, listed, strict=True):
+        if models is None:
+            models = _fallback(route)
+        else:
+            answered += [str(model["id"]) for model in models]
         for model in models:
             seen.setdefault(str(model["id"]), model)
+    if any(models is not None for models in listed):
+        labels.listed(answered)
     return orjson.dumps({"object": "list", "data": list(seen.values())})
 
 
-async def _route_models(upstreams: Upstreams, route: Route) -> list[dict[str, Any]]:
+def _fallback(route: Route) -> list[dict[str, Any]]:
+    """A named route that did not answer is listed under its own name."""
+    if route.name == DEFAULT_ROUTE:
+        return []
+    return [{"id": route.name, "object": "model", "owned_by": "latency-proxy"}]
+
+
+async def _route_models(upstreams: Upstreams, route: Route) -> list[dict[str, Any]] | None:
+    """The upstream's own listing; None when it gave none."""
     try:
-        session = upstreams.session(route)
-        async with session.get(
+        assert upstreams.probes is not None  # started with the app
+        async with upstreams.probes.get(
             route.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=LIST_TIMEOUT)
         ) as response:
             payload = orjson.loads(await response.read())
@@ -42,6 +60,4 @@ async def _route_models(upstreams: Upstreams, route: Route) -> list[dict[str, An
                 return [m for m in data if isinstance(m, dict) and "id" in m]
     except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
         pass
-    if route.name == DEFAULT_ROUTE:
-        return []
-    return [{"id": route.name, "object": "model", "owned_by": "latency-proxy"}]
+    return None

@@ -42,7 +42,7 @@ class Recording:
         exchange.finished = True
         context = exchange.server_span.get_span_context()
         bind_request(exchange.request_id, context)  # may run outside the request's task
-        timing = exchange.meter.finish(t_end) if exchange.meter is not None else None
+        timing = self._timing(exchange, t_end)
         model = exchange.model
         if model and 200 <= exchange.status < 400 and exchange.upstream_error_kind is None:
             self._model_label.confirm(model)
@@ -59,6 +59,17 @@ class Recording:
                 write()
             except Exception as exc:
                 log.error("recording failed", exc_info=exc)
+
+    @staticmethod
+    def _timing(exchange: Exchange, t_end: float) -> RequestTiming | None:
+        """The meter's figures; a meter that fails costs the figures, never the record."""
+        if exchange.meter is None:
+            return None
+        try:
+            return exchange.meter.finish(t_end)
+        except Exception as exc:
+            log.error("recording failed", exc_info=exc)
+            return None
 
     def _content(self, exchange: Exchange, timing: RequestTiming | None) -> dict[str, str]:
         """gen_ai.input/output.messages as the policy allows (GenAI conventions, JSON)."""

@@ -21,6 +21,7 @@ from latency_proxy.meter import StreamMeter
 from latency_proxy.sse import SSEParser
 from latency_proxy.types import Receive, Send
 from latency_proxy.usage_filter import InjectedUsageFilter
+from latency_proxy.write_watch import WriteWatch
 
 perf_counter = time.perf_counter
 MAX_MEASURED_BODY = 8 * 2**20  # non-streaming bodies kept for usage parsing up to this size
@@ -98,13 +99,17 @@ async def relay_events(
         exchange.overhead_events = chunks
 
 
-async def cancel_on_disconnect(work: Coroutine[Any, Any, None], receive: Receive) -> bool:
-    """Run `work` in this task; if the client disconnects first, cancel it (which aborts the
-    upstream request) and return True."""
+async def cancel_on_disconnect(
+    work: Coroutine[Any, Any, None], receive: Receive, writes: WriteWatch | None = None
+) -> bool:
+    """Run `work` in this task; if the client disconnects first, or stops reading past the
+    write timeout (`writes`), cancel it (which aborts the upstream request) and return True."""
     task = asyncio.current_task()
     assert task is not None
     disconnected = asyncio.Event()
     watcher = asyncio.create_task(_watch_disconnect(receive, disconnected, task))
+    if writes is not None:
+        writes.start(lambda: (disconnected.set(), task.cancel()))
     try:
         await work
     except asyncio.CancelledError:
@@ -114,6 +119,8 @@ async def cancel_on_disconnect(work: Coroutine[Any, Any, None], receive: Receive
         return True
     finally:
         watcher.cancel()
+        if writes is not None:
+            writes.stop()
     return False
 
 

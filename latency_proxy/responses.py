@@ -40,6 +40,11 @@ async def answer(
     await send_json(send, status, body, exchange.request_id, extra)
 
 
+def retry_after_header(seconds: float) -> Headers:
+    """The Retry-After header of a 503: whole seconds, at least one."""
+    return [(b"retry-after", str(max(1, round(seconds))).encode())]
+
+
 async def answer_error(
     exchange: Exchange,
     send: Send,

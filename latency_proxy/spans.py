@@ -109,6 +109,8 @@ class SpanWriter:
                 client.update_name(self._client_name(exchange))
             if timing is not None:
                 self._timing_attributes(exchange, client, timing)
+            if exchange.not_measured is not None:
+                client.set_attribute(sc.NOT_MEASURED, exchange.not_measured)
             client.set_attributes(content)
             client.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
             if status >= 400 or kind is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import prometheus_client
 from opentelemetry.sdk.metrics import MeterProvider
@@ -37,25 +37,40 @@ prometheus_client.disable_created_metrics()
 class ModelLabels:
     """Which client-supplied model names may be recorded at all.
 
-    A model name comes from the request body, so until an upstream has accepted it, it is
-    the client's text like any other (a prompt pasted into `model` must not reach a metric
-    label). Route names and names an upstream answered with success are recorded, up to
-    `limit` beyond the routes; anything else is recorded as `other`.
+    A model name comes from the request body, so until an upstream has vouched for it, it
+    is the client's text like any other (a prompt pasted into `model` must not reach a
+    metric label). Recorded: route names; the names the upstreams list at /v1/models (up to
+    `limit`) once a listing came back; before that, names an upstream answered with success
+    (up to `limit`). An upstream that answers 200 for any name must not let the first
+    clients' names take the labels over: once the upstreams listed their models, a name
+    they did not list is `other`, whatever the upstream answered.
     """
 
     def __init__(self, known: Sequence[str], limit: int = 32) -> None:
         self._routes = set(known)
+        self._listed: set[str] | None = None
         self._confirmed: set[str] = set()
         self._limit = limit
 
+    def listed(self, names: Iterable[str]) -> None:
+        """The models the upstreams list (GET /v1/models): from now on, the labels."""
+        names = [name for name in names if name not in self._routes]
+        self._listed = set(names[: self._limit])
+
+    @property
+    def has_listing(self) -> bool:
+        return self._listed is not None
+
     def confirm(self, model: str) -> None:
+        if self._listed is not None:
+            return  # the upstreams said which models they serve
         if model not in self._routes and len(self._confirmed) < self._limit:
             self._confirmed.add(model)
 
     def __call__(self, model: str | None) -> str:
         if model is None:
             return ""
-        if model in self._routes or model in self._confirmed:
+        if model in self._routes or model in self._confirmed or model in (self._listed or ()):
             return model
         return OTHER_MODEL
 

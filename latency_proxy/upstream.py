@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import aiohttp
 from multidict import CIMultiDict
 
+from latency_proxy import pool_wait
 from latency_proxy.config import Route, Settings
 
 HOP_BY_HOP = frozenset(
@@ -41,6 +42,7 @@ _REPLACED_UPSTREAM = frozenset(
 )
 _NOT_TO_CLIENT = frozenset({b"content-length", b"x-request-id"})
 SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
+PROBE_CONNECTIONS = 16  # readiness probes and /v1/models listings: few, short, and apart
 
 
 def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
@@ -103,6 +105,8 @@ class Upstreams:
         self._settings = settings
         self._credentials = credentials or {}
         self.sessions: dict[str, aiohttp.ClientSession] = {}
+        # connections of their own, so /readyz and listings never queue behind streams
+        self.probes: aiohttp.ClientSession | None = None
 
     def authorization(self, route: Route) -> str | None:
         """The route's own API key as a bearer credential, replacing the client's."""
@@ -129,7 +133,12 @@ class Upstreams:
                 auto_decompress=False,
                 cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=SKIP_AUTO_HEADERS,
+                trace_configs=[pool_wait.tracing()],
             )
+        self.probes = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=PROBE_CONNECTIONS, ssl=tls),
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
 
     def session(self, route: Route) -> aiohttp.ClientSession:
         return self.sessions[route.name]
@@ -138,3 +147,6 @@ class Upstreams:
         for session in self.sessions.values():
             await session.close()
         self.sessions.clear()
+        if self.probes is not None:
+            await self.probes.close()
+            self.probes = None

@@ -16,17 +16,22 @@ from opentelemetry import trace
 from opentelemetry.propagate import inject
 
 from latency_proxy.exchange import Exchange
+from latency_proxy.logs import cut_recorded
 from latency_proxy.meter import StreamMeter
-from latency_proxy.outcome import UpstreamErrorKind
+from latency_proxy.outcome import Outcome, UpstreamErrorKind
+from latency_proxy.pool_wait import PoolWait
 from latency_proxy.recording import Recording
 from latency_proxy.redact import ContentPolicy, request_texts
 from latency_proxy.relay import cancel_on_disconnect, relay_body, relay_events
-from latency_proxy.responses import answer_error
+from latency_proxy.responses import answer_error, retry_after_header
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream import Upstreams, request_headers, response_headers
+from latency_proxy.write_watch import WriteWatch
 
 perf_counter = time.perf_counter
 _EVENT_STREAM = b"text/event-stream"
+# a model call's answer in a content coding (the proxy asked for none): not decoded, not read
+NOT_MEASURED_ENCODED = "content_encoding"
 _TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientError)  # aiohttp's timeouts are TimeoutErrors
 # what the client is told when no upstream answer came: status, error type, message
 _NO_ANSWER = {
@@ -37,7 +42,8 @@ _NO_ANSWER = {
 
 
 class UpstreamCaller:
-    """Sends each admitted request upstream; counts those between admission and last byte."""
+    """Sends each admitted request upstream; counts the model calls between admission and
+    last byte (what --max-concurrent-requests limits: pass-through requests are not counted)."""
 
     def __init__(
         self,
@@ -45,8 +51,12 @@ class UpstreamCaller:
         recording: Recording,
         policy: ContentPolicy,
         first_n: tuple[int, ...],
+        retry_after: float,
+        write_timeout: float,
     ) -> None:
+        self._write_timeout = write_timeout
         self._upstreams = upstreams
+        self._retry_after = retry_after_header(retry_after)
         self._spans = recording.spans
         self._metrics = recording.metrics
         self._captures = policy.captures
@@ -82,13 +92,18 @@ class UpstreamCaller:
                 exchange.input_texts = _input_texts(call.body)
         session = self._upstreams.session(route)
         exchange.t_upstream_call = perf_counter()
-        self.in_flight += 1
+        counted = call.operation is not None
+        self.in_flight += counted
+        writes = WriteWatch(send, self._write_timeout)
         try:
-            work = self._call(exchange, session, scope["method"], url, headers, send)
-            client_left = await cancel_on_disconnect(work, receive)
+            work = self._call(exchange, session, scope["method"], url, headers, writes.send)
+            client_left = await cancel_on_disconnect(work, receive, writes)
         finally:
-            self.in_flight -= 1
-        if client_left:
+            self.in_flight -= counted
+        if writes.stalled:  # the response stays incomplete: uvicorn closes the connection
+            exchange.client_gone("write_timeout")
+            cut_recorded()
+        elif client_left:
             exchange.client_gone()
 
     async def _call(
@@ -102,11 +117,24 @@ class UpstreamCaller:
     ) -> None:
         call = exchange.call
         assert call is not None
+        wait = PoolWait()
         try:
             response = await session.request(
-                method, url, data=call.body or None, headers=headers, allow_redirects=False
+                method,
+                url,
+                data=call.body or None,
+                headers=headers,
+                allow_redirects=False,
+                trace_request_ctx=wait,
             )
         except _TRANSPORT_ERRORS as exc:
+            if wait.waiting and isinstance(exc, TimeoutError):  # the proxy's own queue: full
+                exchange.fail(Outcome.REJECTED, "pool_timeout")
+                message = "no free upstream connection in time; retry later"
+                await answer_error(
+                    exchange, send, 503, message, "ServiceUnavailable", None, self._retry_after
+                )
+                return
             if isinstance(exc, TimeoutError):
                 kind = UpstreamErrorKind.TIMEOUT
             elif isinstance(exc, aiohttp.ClientConnectorError):
@@ -134,7 +162,10 @@ class UpstreamCaller:
             )
             meter = None
             if call.operation is not None:
-                meter = StreamMeter(exchange.t0, self._first_n, self._captures)
+                if response.headers.get("Content-Encoding", "identity").lower() != "identity":
+                    exchange.not_measured = NOT_MEASURED_ENCODED  # passed on as it came
+                else:
+                    meter = StreamMeter(exchange.t0, self._first_n, self._captures)
             try:
                 if event_stream and meter is not None:
                     await relay_events(exchange, response, send, meter)

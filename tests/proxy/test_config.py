@@ -82,3 +82,28 @@ def test_example_config_loads() -> None:
     s = load_settings({"config": str(ROOT / "examples" / "latency-proxy.toml")}, environ={})
     assert [r.name for r in s.routes] == ["llama-70b", "qwen-72b"]
     assert s.first_n_tokens == (1, 3, 10)
+
+
+@pytest.mark.parametrize(
+    ("flags", "admin_host", "exposed"),
+    [
+        ({"host": "0.0.0.0"}, "127.0.0.1", False),  # the main port's address is not the admin's
+        ({"admin_host": "0.0.0.0"}, "0.0.0.0", True),
+        ({"admin_host": "::"}, "::", True),
+        ({"admin_host": "10.1.2.3"}, "10.1.2.3", True),
+        ({"admin_host": "proxy.internal"}, "proxy.internal", True),
+        ({"admin_host": "::1"}, "::1", False),
+        ({"admin_host": "localhost"}, "localhost", False),
+    ],
+)
+def test_admin_port_stays_on_loopback_unless_told(flags: dict, admin_host: str, exposed: bool):
+    s = load_settings({"upstream": ["http://a:8000"], **flags}, environ={})
+    assert (s.admin_host, s.admin_exposed) == (admin_host, exposed)
+
+
+def test_main_port_elsewhere_leaves_the_admin_port_on_loopback(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", upstream.url, "--host", "127.0.0.2")  # ready at 127.0.0.1
+    (listening,) = [line for line in proxy.log_lines() if line["msg"] == "listening"]
+    assert listening["main"].startswith("127.0.0.2:")
+    assert listening["admin"] == f"127.0.0.1:{proxy.admin_port}"
+    assert "without a token" not in proxy.output()

@@ -225,3 +225,5 @@ def test_stream_longer_than_the_drain_is_cut_and_still_recorded(start_proxy, ups
     (line,) = proxy.request_logs(rid)
     assert (line["outcome"], line["error_type"]) == ("proxy_error", "shutdown")
     assert 0 < line["chunks"] < 100
+    assert line["level"] == "warning"  # its one line; uvicorn's traceback of the cut is not
+    assert "Exception in ASGI application" not in proxy.output()

@@ -184,3 +184,69 @@ def test_tpot_times_tokens_spans_first_to_last(gaps: list[float], k: int) -> Non
     span = sum(gaps[:-1])
     assert r.tpot_s == pytest.approx(span / (n_tokens - 1))
     assert sum(r.itl_s) == pytest.approx(span)
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**64), 2**64 - 1)  # orjson reads up to 2**64 - 1 as an integer
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "choices",
+                    "usage",
+                    "delta",
+                    "text",
+                    "content",
+                    "completion_tokens",
+                    "prompt_tokens",
+                    "finish_reason",
+                    "error",
+                    "id",
+                    "model",
+                    "type",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.lists(JSON, max_size=8), st.booleans())
+def test_any_json_the_upstream_sends_is_counted_never_raised(payloads: list, lazy: bool) -> None:
+    """Valid JSON that is not a chunk, or counts out of any range: the meter takes what it
+    can, counts the rest as invalid events, and finishes."""
+    meter = StreamMeter(0.0, (1, 3), collect_text=True, lazy=lazy)
+    for i, payload in enumerate(payloads):
+        meter.on_event(0.1 * (i + 1), ev(payload))
+    meter.on_body(json.dumps(payloads[0] if payloads else None).encode())
+    r = meter.finish(1.0)
+    assert r.events == len(payloads)
+    assert r.output_tokens is None or 0 <= r.output_tokens <= 2**53
+
+
+def test_counts_that_are_not_counts_are_invalid_events() -> None:
+    meter = StreamMeter(0.0)
+    meter.on_event(0.1, chat("a"))
+    meter.on_event(
+        0.2,
+        ev(
+            {
+                "choices": [{"delta": {"content": "b"}}],
+                "usage": {"prompt_tokens": 7, "completion_tokens": 2**64 - 1},
+            }
+        ),
+    )
+    meter.on_event(
+        0.3, ev({"choices": [], "usage": {"prompt_tokens": True, "completion_tokens": 2}})
+    )
+    r = meter.finish(0.4)
+    assert (r.invalid_events, r.input_tokens, r.output_tokens) == (2, 7, 2)
+    assert r.token_source is TokenSource.USAGE_TOTAL

@@ -1,0 +1,61 @@
+"""The watch for a client that stops reading without closing (--write-timeout).
+
+Such a client does not disconnect: its receive window closes, uvicorn's send waits for the
+transport to drain, and the stream — with its upstream connection, and the request in vLLM's
+batch — is pinned until the upstream gives up. The watch counts the sends that started and
+finished; a tick every quarter of the timeout sees one send pending without progress, and
+after the timeout ends the exchange as the client's (`client_abort`, `write_timeout`).
+Per event this costs one call and two increments; the clock is read per tick, not per send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from latency_proxy.types import Message, Send
+
+
+class WriteWatch:
+    __slots__ = ("_handle", "_last", "_send", "_stuck", "_timeout", "stalled", "writes")
+
+    def __init__(self, send: Send, timeout: float) -> None:
+        self._send = send
+        self._timeout = timeout  # 0: never
+        self.writes = 0  # odd while a send is pending
+        self.stalled = False
+        self._last = 0
+        self._stuck = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+
+    async def send(self, message: Message) -> None:
+        self.writes += 1
+        await self._send(message)
+        self.writes += 1
+
+    def start(self, on_stall: Callable[[], None]) -> None:
+        """Tick until stop(); on_stall runs once, when one send waited past the timeout."""
+        if self._timeout > 0:
+            self._arm(on_stall)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _arm(self, on_stall: Callable[[], None]) -> None:
+        loop = asyncio.get_running_loop()
+        self._handle = loop.call_later(self._timeout / 4, self._tick, on_stall)
+
+    def _tick(self, on_stall: Callable[[], None]) -> None:
+        writes = self.writes
+        if writes % 2 and writes == self._last:
+            self._stuck += self._timeout / 4
+            if self._stuck >= self._timeout:
+                self.stalled = True
+                self._handle = None
+                on_stall()
+                return
+        else:
+            self._last, self._stuck = writes, 0.0
+        self._arm(on_stall)
