@@ -72,6 +72,8 @@ class Settings:
     retry_after: float = 1.0
     max_headers: int = 100
     max_header_bytes: int = 32 * 1024
+    header_timeout: float = 10.0
+    idle_timeout: float = 75.0
     ca_bundle: str | None = None
     upstream_api_key: tuple[str, ...] = ()  # ROUTE=env:VAR or ROUTE=file:PATH
     admin_token_file: str | None = None
@@ -166,7 +168,14 @@ def _coerce(name: str, value: Any) -> Any:
             "content_max_chars",
         ):
             return int(value)
-        if name in ("connect_timeout", "read_timeout", "drain_timeout", "retry_after"):
+        if name in (
+            "connect_timeout",
+            "read_timeout",
+            "drain_timeout",
+            "retry_after",
+            "header_timeout",
+            "idle_timeout",
+        ):
             return parse_duration(value)
         if name in ("max_body_size", "max_header_bytes"):
             return parse_size(value)
@@ -224,6 +233,9 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("--pool-max-connections must be at least 1")
     if not s.first_n_tokens or min(s.first_n_tokens) < 1:
         raise ConfigError("--first-n-tokens: give positive token counts, e.g. 3 or 1,3,10")
+    for name in ("header_timeout", "idle_timeout"):
+        if getattr(s, name) <= 0:
+            raise ConfigError(f"--{name.replace('_', '-')}: give a positive duration, e.g. 10s")
     if s.max_concurrent_requests < 0:
         raise ConfigError("--max-concurrent-requests: 0 (unlimited) or more")
     for spec in s.upstream_api_key:
