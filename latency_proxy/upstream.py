@@ -7,8 +7,11 @@ alone; the streaming hot path is the product, so it gets the cheapest client tha
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
-from collections.abc import Iterable
+import weakref
+from collections.abc import Iterable, Iterator
 
 import aiohttp
 from multidict import CIMultiDict
@@ -138,3 +141,40 @@ class Upstreams:
         for session in self.sessions.values():
             await session.close()
         self.sessions.clear()
+
+
+_watched: weakref.WeakSet[asyncio.Future[None]] = weakref.WeakSet()
+
+
+@contextlib.contextmanager
+def body_ends_with_connection(response: aiohttp.ClientResponse) -> Iterator[None]:
+    """While the body is read, a connection that goes before the body is complete fails it.
+
+    On invalid chunked framing mid-body aiohttp's C parser closes the connection and keeps
+    the error on the connection's protocol, not on the body, and drops the read timeout:
+    the body would wait forever. This hands the body a ClientPayloadError instead.
+    """
+    protocol = response.connection.protocol if response.connection is not None else None
+    closed = protocol.closed if protocol is not None else None
+    if closed is None:  # already lost: aiohttp has settled the body itself
+        yield
+        return
+    if closed not in _watched:  # once per connection: its loss is never an unread error
+        _watched.add(closed)
+        closed.add_done_callback(_retrieve)
+
+    def fail_body(_: asyncio.Future[None]) -> None:
+        content = response.content
+        if not content.is_eof() and content.exception() is None:
+            content.set_exception(aiohttp.ClientPayloadError("upstream broke the HTTP framing"))
+
+    closed.add_done_callback(fail_body)
+    try:
+        yield
+    finally:
+        closed.remove_done_callback(fail_body)
+
+
+def _retrieve(closed: asyncio.Future[None]) -> None:
+    if not closed.cancelled():
+        closed.exception()

@@ -16,6 +16,7 @@ from opentelemetry import trace
 from opentelemetry.propagate import inject
 
 from latency_proxy.exchange import Exchange
+from latency_proxy.http_protocol import abort_connection
 from latency_proxy.meter import StreamMeter
 from latency_proxy.outcome import UpstreamErrorKind
 from latency_proxy.recording import Recording
@@ -23,7 +24,12 @@ from latency_proxy.redact import ContentPolicy, request_texts
 from latency_proxy.relay import cancel_on_disconnect, relay_body, relay_events
 from latency_proxy.responses import answer_error
 from latency_proxy.types import Receive, Scope, Send
-from latency_proxy.upstream import Upstreams, request_headers, response_headers
+from latency_proxy.upstream import (
+    Upstreams,
+    body_ends_with_connection,
+    request_headers,
+    response_headers,
+)
 
 perf_counter = time.perf_counter
 _EVENT_STREAM = b"text/event-stream"
@@ -84,7 +90,7 @@ class UpstreamCaller:
         exchange.t_upstream_call = perf_counter()
         self.in_flight += 1
         try:
-            work = self._call(exchange, session, scope["method"], url, headers, send)
+            work = self._call(exchange, session, scope, url, headers, send)
             client_left = await cancel_on_disconnect(work, receive)
         finally:
             self.in_flight -= 1
@@ -95,7 +101,7 @@ class UpstreamCaller:
         self,
         exchange: Exchange,
         session: aiohttp.ClientSession,
-        method: str,
+        scope: Scope,
         url: str,
         headers: CIMultiDict[str],
         send: Send,
@@ -104,7 +110,11 @@ class UpstreamCaller:
         assert call is not None
         try:
             response = await session.request(
-                method, url, data=call.body or None, headers=headers, allow_redirects=False
+                scope["method"],
+                url,
+                data=call.body or None,
+                headers=headers,
+                allow_redirects=False,
             )
         except _TRANSPORT_ERRORS as exc:
             if isinstance(exc, TimeoutError):
@@ -135,15 +145,21 @@ class UpstreamCaller:
             meter = None
             if call.operation is not None:
                 meter = StreamMeter(exchange.t0, self._first_n, self._captures)
+            cut = True  # unless the body ends as the upstream framed it
             try:
-                if event_stream and meter is not None:
-                    await relay_events(exchange, response, send, meter)
-                else:
-                    await relay_body(exchange, response, send, meter)
+                with body_ends_with_connection(response):
+                    if event_stream and meter is not None:
+                        await relay_events(exchange, response, send, meter)
+                    else:
+                        await relay_body(exchange, response, send, meter)
+                cut = False
             except TimeoutError:
                 exchange.upstream_failed(UpstreamErrorKind.TIMEOUT, "timeout")
             except aiohttp.ClientError:
                 exchange.upstream_failed(UpstreamErrorKind.PROTOCOL, "upstream_disconnect")
+            if cut and not event_stream:
+                abort_connection(scope)  # a body cut short upstream is cut short here too
+                return
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

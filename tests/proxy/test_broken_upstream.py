@@ -1,0 +1,78 @@
+"""Upstreams that break HTTP itself (tests/support/raw_upstream.py): every failure ends the
+exchange promptly, visibly to the client, with the right outcome, exactly once."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import orjson
+import pytest
+
+from tests.support.raw_upstream import RawRequest, RawUpstream, Reply, response
+
+CHUNKED_SSE = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+CONTENT = {"index": 0, "delta": {"content": "hi"}}
+EVENT = b"data: " + orjson.dumps(
+    {"id": "c", "object": "chat.completion.chunk", "choices": [CONTENT]}
+)
+EVENT += b"\n\n"
+BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def test_invalid_chunked_framing_mid_stream_ends_the_stream(start_proxy) -> None:
+    def respond(request: RawRequest) -> Reply:
+        # one valid chunk, then a chunk size that is not hex; the connection stays open
+        return Reply(CHUNKED_SSE + chunk(EVENT), later=(b"zz\r\n" + EVENT + b"\r\n",))
+
+    with RawUpstream(respond) as upstream:
+        proxy = start_proxy("--upstream", upstream.url)  # --read-timeout 300s: not what ends it
+        t = time.perf_counter()
+        with httpx.stream("POST", proxy.url + "/v1/chat/completions", json=BODY, timeout=10) as r:
+            raw = b"".join(r.iter_raw())
+        assert time.perf_counter() - t < 2.0
+    assert r.status_code == 200 and raw == EVENT
+    (line,) = proxy.request_logs(r.headers["x-request-id"])
+    assert (line["outcome"], line["output_tokens"]) == ("upstream_error", 1)
+    assert 'kind="protocol"' in proxy.metrics()
+
+
+@pytest.mark.parametrize("then", ["close", "stall"])
+def test_a_body_shorter_than_its_content_length_is_cut_short_for_the_client(
+    start_proxy, then: str
+) -> None:
+    full = orjson.dumps({"id": "c", "object": "text_completion", "choices": [{"text": "x" * 80}]})
+    head = response(full, b"content-type: application/json")
+    sent = head[: len(head) - len(full) // 2]  # the head, and half the body it declares
+
+    def respond(request: RawRequest) -> Reply:
+        return Reply(sent, close=then == "close")
+
+    with RawUpstream(respond) as upstream:
+        proxy = start_proxy("--upstream", upstream.url, "--read-timeout", "500ms")
+        rid = f"short-{then}"
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            httpx.stream(
+                "POST",
+                proxy.url + "/v1/completions",
+                json={"model": "m", "prompt": "x"},
+                headers={"x-request-id": rid},
+                timeout=10,
+            ) as r,
+        ):
+            assert r.status_code == 200
+            r.read()  # the body ends without its last chunk: the client knows it is short
+    (line,) = proxy.request_logs(rid)
+    outcome, kind = {
+        "close": ("upstream_error", "protocol"),
+        "stall": ("upstream_timeout", "timeout"),
+    }[then]
+    assert line["outcome"] == outcome
+    assert f'kind="{kind}"' in proxy.metrics()
