@@ -15,8 +15,10 @@ from collections.abc import Iterable, Iterator
 
 import aiohttp
 from multidict import CIMultiDict
+from yarl import URL
 
 from latency_proxy.config import Route, Settings
+from latency_proxy.types import Scope
 
 HOP_BY_HOP = frozenset(
     {
@@ -54,6 +56,24 @@ def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
     return tokens
 
 
+def _as_sent(raw: bytes) -> str:
+    """The str aiohttp writes back as exactly these bytes: it writes UTF-8. Bytes that are
+    not UTF-8 (obs-text) are the one case that cannot pass unchanged: read as latin-1."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def upstream_url(base: str, scope: Scope) -> URL:
+    """The route's base URL plus the path and query exactly as the client sent them:
+    `%2e%2e`, `%2F` and `%3F` stay encoded, so the upstream resolves what the client wrote."""
+    target = _as_sent(scope.get("raw_path") or scope["path"].encode())
+    if scope.get("query_string"):
+        target += "?" + _as_sent(scope["query_string"])
+    return URL(base + target, encoded=True)
+
+
 def request_headers(
     incoming: Iterable[tuple[bytes, bytes]],
     request_id: str,
@@ -74,9 +94,9 @@ def request_headers(
         if lower in drop:
             continue
         if lower == b"x-forwarded-for":
-            forwarded_for = value.decode("latin-1")
+            forwarded_for = _as_sent(value)
             continue
-        headers.add(name.decode("latin-1"), value.decode("latin-1"))
+        headers.add(name.decode("latin-1"), _as_sent(value))
     if client_host:
         chain = f"{forwarded_for}, {client_host}" if forwarded_for else client_host
         headers["X-Forwarded-For"] = chain

@@ -14,6 +14,7 @@ import orjson
 from multidict import CIMultiDict
 from opentelemetry import trace
 from opentelemetry.propagate import inject
+from yarl import URL
 
 from latency_proxy.exchange import Exchange
 from latency_proxy.http_protocol import abort_connection
@@ -29,6 +30,7 @@ from latency_proxy.upstream import (
     body_ends_with_connection,
     request_headers,
     response_headers,
+    upstream_url,
 )
 
 perf_counter = time.perf_counter
@@ -79,9 +81,7 @@ class UpstreamCaller:
         authorization = self._upstreams.authorization(route)
         if authorization is not None:
             headers["Authorization"] = authorization
-        url = route.url + scope["path"]
-        if scope.get("query_string"):
-            url += "?" + scope["query_string"].decode("latin-1")
+        url = upstream_url(route.url, scope)
         if call.operation is not None:
             self._metrics.admitted(exchange)
             if self._captures:
@@ -102,7 +102,7 @@ class UpstreamCaller:
         exchange: Exchange,
         session: aiohttp.ClientSession,
         scope: Scope,
-        url: str,
+        url: URL,
         headers: CIMultiDict[str],
         send: Send,
     ) -> None:
