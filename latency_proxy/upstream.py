@@ -12,6 +12,7 @@ import contextlib
 import ssl
 import weakref
 from collections.abc import Iterable, Iterator
+from types import SimpleNamespace
 
 import aiohttp
 from multidict import CIMultiDict
@@ -120,12 +121,21 @@ def response_headers(
 
 
 class Upstreams:
-    """The connection pools, created in the app's lifespan (they need a running loop)."""
+    """The connection pools, created in the app's lifespan (they need a running loop).
+
+    Each route has a pool, and beside it a session that never pools, for the one retry
+    `send` makes: a request that failed on a reused connection before any answer came (the
+    upstream had closed an idle connection just as the request went out on it, e.g. vLLM's
+    uvicorn after 5 s idle against aiohttp's 15 s) is sent once more on a fresh connection,
+    POSTs included, since the upstream found a closed socket, not a request. aiohttp itself
+    retries only idempotent methods, and on whatever connection the pool gives.
+    """
 
     def __init__(self, settings: Settings, credentials: dict[str, str] | None = None) -> None:
         self._settings = settings
         self._credentials = credentials or {}
         self.sessions: dict[str, aiohttp.ClientSession] = {}
+        self._fresh: dict[str, aiohttp.ClientSession] = {}
 
     def authorization(self, route: Route) -> str | None:
         """The route's own API key as a bearer credential, replacing the client's."""
@@ -137,30 +147,79 @@ class Upstreams:
         tls: ssl.SSLContext | bool = True
         if s.ca_bundle:
             tls = ssl.create_default_context(cafile=s.ca_bundle)
+        reuse = aiohttp.TraceConfig()
+        reuse.on_connection_reuseconn.append(_note_reuse)
         for route in s.routes:
-            connector = aiohttp.TCPConnector(
-                limit=s.pool_max_connections,
-                limit_per_host=0,
-                ttl_dns_cache=60,
-                ssl=tls,
+            pooled = aiohttp.TCPConnector(
+                limit=s.pool_max_connections, limit_per_host=0, ttl_dns_cache=60, ssl=tls
             )
-            self.sessions[route.name] = aiohttp.ClientSession(
-                connector=connector,
-                timeout=aiohttp.ClientTimeout(
-                    total=None, connect=s.connect_timeout, sock_read=s.read_timeout
-                ),
-                auto_decompress=False,
-                cookie_jar=aiohttp.DummyCookieJar(),
-                skip_auto_headers=SKIP_AUTO_HEADERS,
-            )
+            fresh = aiohttp.TCPConnector(force_close=True, ttl_dns_cache=60, ssl=tls)
+            self.sessions[route.name] = self._session(pooled, [reuse])
+            self._fresh[route.name] = self._session(fresh, [])
+
+    def _session(
+        self, connector: aiohttp.TCPConnector, traces: list[aiohttp.TraceConfig]
+    ) -> aiohttp.ClientSession:
+        s = self._settings
+        return aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=s.connect_timeout, sock_read=s.read_timeout
+            ),
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            skip_auto_headers=SKIP_AUTO_HEADERS,
+            trace_configs=traces,
+        )
 
     def session(self, route: Route) -> aiohttp.ClientSession:
         return self.sessions[route.name]
 
+    async def send(
+        self, route: Route, method: str, url: URL, body: bytes, headers: CIMultiDict[str]
+    ) -> aiohttp.ClientResponse:
+        """The upstream's response to this request, retried once as the class says."""
+        attempt = _Attempt()
+        try:
+            return await self.sessions[route.name].request(
+                method,
+                url,
+                data=body or None,
+                headers=headers,
+                allow_redirects=False,
+                trace_request_ctx=attempt,
+            )
+        except aiohttp.ClientConnectorError:
+            raise
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            if not attempt.reused:
+                raise
+        return await self._fresh[route.name].request(
+            method, url, data=body or None, headers=headers, allow_redirects=False
+        )
+
     async def close(self) -> None:
-        for session in self.sessions.values():
+        for session in (*self.sessions.values(), *self._fresh.values()):
             await session.close()
         self.sessions.clear()
+        self._fresh.clear()
+
+
+class _Attempt:
+    """One request's trace context: whether the pool gave it a connection used before."""
+
+    __slots__ = ("reused",)
+
+    def __init__(self) -> None:
+        self.reused = False
+
+
+async def _note_reuse(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: object
+) -> None:
+    attempt = context.trace_request_ctx
+    if attempt is not None:  # None: a request not made by send (the /v1/models listing)
+        attempt.reused = True
 
 
 _watched: weakref.WeakSet[asyncio.Future[None]] = weakref.WeakSet()

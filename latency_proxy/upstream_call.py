@@ -16,6 +16,7 @@ from opentelemetry import trace
 from opentelemetry.propagate import inject
 from yarl import URL
 
+from latency_proxy.config import Route
 from latency_proxy.exchange import Exchange
 from latency_proxy.http_protocol import abort_connection
 from latency_proxy.meter import StreamMeter
@@ -86,11 +87,10 @@ class UpstreamCaller:
             self._metrics.admitted(exchange)
             if self._captures:
                 exchange.input_texts = _input_texts(call.body)
-        session = self._upstreams.session(route)
         exchange.t_upstream_call = perf_counter()
         self.in_flight += 1
         try:
-            work = self._call(exchange, session, scope, url, headers, send)
+            work = self._call(exchange, route, scope, url, headers, send)
             client_left = await cancel_on_disconnect(work, receive)
         finally:
             self.in_flight -= 1
@@ -100,7 +100,7 @@ class UpstreamCaller:
     async def _call(
         self,
         exchange: Exchange,
-        session: aiohttp.ClientSession,
+        route: Route,
         scope: Scope,
         url: URL,
         headers: CIMultiDict[str],
@@ -109,13 +109,7 @@ class UpstreamCaller:
         call = exchange.call
         assert call is not None
         try:
-            response = await session.request(
-                scope["method"],
-                url,
-                data=call.body or None,
-                headers=headers,
-                allow_redirects=False,
-            )
+            response = await self._upstreams.send(route, scope["method"], url, call.body, headers)
         except _TRANSPORT_ERRORS as exc:
             if isinstance(exc, TimeoutError):
                 kind = UpstreamErrorKind.TIMEOUT

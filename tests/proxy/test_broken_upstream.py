@@ -76,3 +76,41 @@ def test_a_body_shorter_than_its_content_length_is_cut_short_for_the_client(
     }[then]
     assert line["outcome"] == outcome
     assert f'kind="{kind}"' in proxy.metrics()
+
+
+def post_tokenize(url: str, body: bytes) -> httpx.Response:
+    return httpx.post(url + "/tokenize", content=body, timeout=10)
+
+
+def test_a_post_on_a_reused_connection_the_upstream_closed_is_retried_on_a_fresh_one(
+    start_proxy,
+) -> None:
+    def respond(request: RawRequest) -> Reply:
+        # the first request of a connection is answered; one sent on it later finds it closed
+        return Reply(response(b"ok")) if request.index == 0 else Reply(close=True)
+
+    with RawUpstream(respond) as upstream:
+        proxy = start_proxy("--upstream", upstream.url)
+        assert post_tokenize(proxy.url, b"first").status_code == 200
+        r = post_tokenize(proxy.url, b"second")
+        assert (r.status_code, r.content) == (200, b"ok")
+        seen = [(q.connection, q.index, q.body) for q in upstream.requests]
+    assert seen == [(0, 0, b"first"), (0, 1, b"second"), (1, 0, b"second")]
+    assert proxy.request_logs(r.headers["x-request-id"])[0]["outcome"] == "ok"
+
+
+def test_a_post_that_fails_on_a_fresh_connection_is_not_sent_again(start_proxy) -> None:
+    with RawUpstream(lambda request: Reply(close=True)) as upstream:
+        proxy = start_proxy("--upstream", upstream.url)
+        r = post_tokenize(proxy.url, b"once")
+        assert r.status_code == 502 and r.json()["error"]["type"] == "BadGateway"
+        assert [q.body for q in upstream.requests] == [b"once"]
+
+
+def test_a_connection_the_upstream_marked_close_is_never_reused(start_proxy) -> None:
+    # the upstream says close and then keeps the connection open (and would answer on it)
+    with RawUpstream(lambda request: Reply(response(b"ok", b"connection: close"))) as upstream:
+        proxy = start_proxy("--upstream", upstream.url)
+        for body in (b"one", b"two", b"three"):
+            assert post_tokenize(proxy.url, body).status_code == 200
+        assert [(q.connection, q.index) for q in upstream.requests] == [(0, 0), (1, 0), (2, 0)]
