@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="how long a kept-alive client connection may wait for its next request (default 75s)",
     )
+    add(
+        "--max-event-bytes",
+        metavar="SIZE",
+        help="an SSE event still incomplete past this size passes through unmetered and is "
+        "counted in latency_proxy_oversized_events_total (default 4MiB)",
+    )
     add("--ca-bundle", metavar="FILE", help="CA certificates for https upstreams")
     add(
         "--upstream-api-key",

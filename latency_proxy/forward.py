@@ -42,7 +42,11 @@ class Forwarder:
         self.recording = Recording(state.telemetry, state.policy)
         self.recorder = Recorder(self.recording.finish)
         self.upstream_call = UpstreamCaller(
-            state.upstreams, self.recording, state.policy, state.settings.first_n_tokens
+            state.upstreams,
+            self.recording,
+            state.policy,
+            state.settings.first_n_tokens,
+            state.settings.max_event_bytes,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -54,12 +54,14 @@ class UpstreamCaller:
         recording: Recording,
         policy: ContentPolicy,
         first_n: tuple[int, ...],
+        max_event_bytes: int,
     ) -> None:
         self._upstreams = upstreams
         self._spans = recording.spans
         self._metrics = recording.metrics
         self._captures = policy.captures
         self._first_n = first_n
+        self._max_event_bytes = max_event_bytes
         self.in_flight = 0
 
     async def __call__(
@@ -143,7 +145,9 @@ class UpstreamCaller:
             try:
                 with body_ends_with_connection(response):
                     if event_stream and meter is not None:
-                        await relay_events(exchange, response, send, meter)
+                        await relay_events(
+                            exchange, response, send, meter, self._max_event_bytes
+                        )
                     else:
                         await relay_body(exchange, response, send, meter)
                 cut = False

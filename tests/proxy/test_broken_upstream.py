@@ -1,8 +1,9 @@
-"""Upstreams that break HTTP itself (tests/support/raw_upstream.py): every failure ends the
-exchange promptly, visibly to the client, with the right outcome, exactly once."""
+"""Upstreams that break HTTP or stretch it (tests/support/raw_upstream.py): every failure
+ends the exchange promptly, visibly to the client, with the right outcome, exactly once."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import httpx
@@ -114,3 +115,33 @@ def test_a_connection_the_upstream_marked_close_is_never_reused(start_proxy) -> 
         for body in (b"one", b"two", b"three"):
             assert post_tokenize(proxy.url, body).status_code == 200
         assert [(q.connection, q.index) for q in upstream.requests] == [(0, 0), (1, 0), (2, 0)]
+
+
+def sse(payload: dict) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def test_an_event_past_max_event_bytes_passes_through_unmetered(start_proxy) -> None:
+    def delta(text: str, finish: str | None = None) -> dict:
+        choice = {"index": 0, "delta": {"content": text}, "finish_reason": finish}
+        return {"id": "c", "object": "chat.completion.chunk", "choices": [choice]}
+
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    big = [b"data: " + b"a" * 2**20] * 50 + [b"\n\n"]  # a 50 MB event, no newline until its end
+    before, after = [sse(delta("hi"))], [sse(delta("!", "length")), b"data: [DONE]\n\n"]
+    injected = sse({"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    parts = [*before, *big, after[0], injected, after[1]]
+
+    def respond(request: RawRequest) -> Reply:
+        return Reply(CHUNKED_SSE, later=(*map(chunk, parts), b"0\r\n\r\n"), gap=0)
+
+    with RawUpstream(respond) as upstream:
+        proxy = start_proxy("--upstream", upstream.url, "--max-event-bytes", "1MiB")
+        with httpx.stream("POST", proxy.url + "/v1/chat/completions", json=BODY, timeout=30) as r:
+            raw = b"".join(r.iter_raw())
+        sent = orjson.loads(upstream.requests[0].body)
+    assert sent["stream_options"] == {"include_usage": True}  # the proxy asked, the client did not
+    assert raw == b"".join([*before, *big, *after])  # byte for byte, less the usage it asked for
+    (line,) = proxy.request_logs(r.headers["x-request-id"])
+    assert (line["outcome"], line["output_tokens"], line["input_tokens"]) == ("ok", 2, 3)
+    assert re.search(r"latency_proxy_oversized_events_total\{[^}]*\} 1\.0", proxy.metrics())
