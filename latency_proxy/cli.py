@@ -28,6 +28,7 @@ from latency_proxy.config import (
     load_settings,
     upstream_credentials,
 )
+from latency_proxy.http_protocol import REQUEST_LINE_ALLOWANCE, ConnectionLimits, protocol_class
 from latency_proxy.logs import configure
 from latency_proxy.state import ProxyState
 
@@ -114,6 +115,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="request header size limit, else 431 (default 32KiB)",
     )
+    add(
+        "--header-timeout",
+        metavar="DURATION",
+        help="longest time from a connection's accept, or a later request's first byte, to "
+        "the end of the request's headers; then the connection is closed (default 10s)",
+    )
+    add(
+        "--idle-timeout",
+        metavar="DURATION",
+        help="how long a kept-alive client connection may wait for its next request (default 75s)",
+    )
+    add(
+        "--max-event-bytes",
+        metavar="SIZE",
+        help="an SSE event still incomplete past this size passes through unmetered and is "
+        "counted in latency_proxy_oversized_events_total (default 4MiB)",
+    )
     add("--ca-bundle", metavar="FILE", help="CA certificates for https upstreams")
     add(
         "--upstream-api-key",
@@ -163,11 +181,17 @@ class AdminServer(uvicorn.Server):
         yield
 
 
-def _uvicorn_config(app: object, lifespan: str, drain_timeout: float) -> uvicorn.Config:
+def _uvicorn_config(
+    app: object, lifespan: str, drain_timeout: float, settings: Settings
+) -> uvicorn.Config:
+    limits = ConnectionLimits(
+        max_head_bytes=settings.max_header_bytes + REQUEST_LINE_ALLOWANCE,
+        header_timeout=settings.header_timeout,
+    )
     return uvicorn.Config(
         app,
         loop="uvloop",
-        http="httptools",
+        http=protocol_class(limits),
         lifespan=lifespan,
         log_config=None,
         access_log=False,
@@ -175,7 +199,7 @@ def _uvicorn_config(app: object, lifespan: str, drain_timeout: float) -> uvicorn
         date_header=False,
         proxy_headers=False,
         timeout_graceful_shutdown=drain_timeout,
-        timeout_keep_alive=75,
+        timeout_keep_alive=settings.idle_timeout,
     )
 
 
@@ -193,8 +217,8 @@ async def _serve(
 def serve(settings: Settings, app: ProxyApp) -> None:
     main_sock = bind(settings.host, settings.port)
     admin_sock = bind(settings.admin_host, settings.admin_port)
-    main = DrainingServer(_uvicorn_config(app, "on", settings.drain_timeout), app.state)
-    admin = AdminServer(_uvicorn_config(app.admin, "off", 1.0))
+    main = DrainingServer(_uvicorn_config(app, "on", settings.drain_timeout, settings), app.state)
+    admin = AdminServer(_uvicorn_config(app.admin, "off", 1.0, settings))
     log.info(
         "listening",
         extra={

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from latency_proxy.redact import MODES, ContentPolicy, load_audit_hook
+from latency_proxy.sse import MAX_EVENT_BYTES
 from latency_proxy.units import parse_duration, parse_size
 
 ENV_PREFIX = "LATENCY_PROXY_"
@@ -74,6 +75,9 @@ class Settings:
     retry_after: float = 1.0
     max_headers: int = 100
     max_header_bytes: int = 32 * 1024
+    header_timeout: float = 10.0
+    idle_timeout: float = 75.0
+    max_event_bytes: int = MAX_EVENT_BYTES
     ca_bundle: str | None = None
     upstream_api_key: tuple[str, ...] = ()  # ROUTE=env:VAR or ROUTE=file:PATH
     admin_token_file: str | None = None
@@ -180,9 +184,11 @@ def _coerce(name: str, value: Any) -> Any:
             "drain_timeout",
             "write_timeout",
             "retry_after",
+            "header_timeout",
+            "idle_timeout",
         ):
             return parse_duration(value)
-        if name in ("max_body_size", "max_header_bytes"):
+        if name in ("max_body_size", "max_header_bytes", "max_event_bytes"):
             return parse_size(value)
         if name == "continuous_usage":
             if isinstance(value, bool):
@@ -238,6 +244,11 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("--pool-max-connections must be at least 1")
     if not s.first_n_tokens or min(s.first_n_tokens) < 1:
         raise ConfigError("--first-n-tokens: give positive token counts, e.g. 3 or 1,3,10")
+    if s.max_event_bytes < 1:
+        raise ConfigError("--max-event-bytes: give a size, e.g. 4MiB")
+    for name in ("header_timeout", "idle_timeout"):
+        if getattr(s, name) <= 0:
+            raise ConfigError(f"--{name.replace('_', '-')}: give a positive duration, e.g. 10s")
     if s.max_concurrent_requests < 0:
         raise ConfigError("--max-concurrent-requests: 0 (unlimited) or more")
     for spec in s.upstream_api_key:

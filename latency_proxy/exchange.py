@@ -41,6 +41,7 @@ class Exchange:
     t_upstream_call: float | None = None
     overhead_event_sum: float = 0.0
     overhead_events: int = 0
+    oversized_events: int = 0  # SSE events past --max-event-bytes, passed through unmetered
     bytes_in: int = 0
     bytes_out: int = 0
     active_labels: tuple[str, str, str] | None = None  # counted in flight under these

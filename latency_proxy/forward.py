@@ -23,7 +23,7 @@ from latency_proxy.outcome import Outcome
 from latency_proxy.recorder import Recorder
 from latency_proxy.recording import Recording
 from latency_proxy.request import BodyTooLarge, ClientGone, header, read_body
-from latency_proxy.responses import answer, answer_error, retry_after_header
+from latency_proxy.responses import HEADERS_TOO_LARGE, answer, answer_error, retry_after_header
 from latency_proxy.state import ProxyState
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream_call import UpstreamCaller
@@ -49,6 +49,7 @@ class Forwarder:
             state.settings.first_n_tokens,
             state.settings.retry_after,
             state.settings.write_timeout,
+            state.settings.max_event_bytes,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -93,13 +94,7 @@ class Forwarder:
             len(headers) > settings.max_headers
             or sum(len(k) + len(v) for k, v in headers) > settings.max_header_bytes
         ):
-            await self._reject(
-                exchange,
-                send,
-                431,
-                "request headers too many or too large",
-                "RequestHeaderFieldsTooLarge",
-            )
+            await self._reject(exchange, send, 431, *HEADERS_TOO_LARGE)
             return
         declared = header(scope, b"content-length")
         try:

@@ -132,6 +132,12 @@ COALESCED_STREAMS = Spec(
     "before the proxy buffers, so ITL and TPOT are not the server's",
     "counter",
 )
+OVERSIZED_EVENTS = Spec(
+    "latency_proxy.oversized_events",
+    "",
+    "SSE events past --max-event-bytes: passed through to the client, not metered",
+    "counter",
+)
 TELEMETRY_DROPPED = Spec(
     "latency_proxy.telemetry.dropped",
     "",
@@ -154,6 +160,7 @@ ALL = (
     ACTIVE,
     UPSTREAM_ERRORS,
     COALESCED_STREAMS,
+    OVERSIZED_EVENTS,
     TELEMETRY_DROPPED,
 )
 

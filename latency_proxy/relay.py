@@ -57,12 +57,14 @@ async def relay_events(
     response: aiohttp.ClientResponse,
     send: Send,
     meter: StreamMeter,
+    max_event_bytes: int,
 ) -> None:
-    """Pass an event stream through, timing every event as its chunk arrives."""
+    """Pass an event stream through, timing every event as its chunk arrives (an event
+    past max_event_bytes passes through unmetered: sse.py)."""
     exchange.meter = meter
     call = exchange.call
     assert call is not None
-    parser = SSEParser()
+    parser = SSEParser(max_event_bytes)
     on_event = meter.on_event
     usage_filter = None
     if call.injected_usage or call.injected_continuous_usage:
@@ -97,6 +99,7 @@ async def relay_events(
         exchange.sent(sent)
         exchange.overhead_event_sum = overhead
         exchange.overhead_events = chunks
+        exchange.oversized_events = parser.oversized
 
 
 async def cancel_on_disconnect(

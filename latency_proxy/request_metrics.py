@@ -41,6 +41,8 @@ class MetricsWriter:
         kind = exchange.upstream_error_kind
         if kind is not None:
             tel.instrument(ins.UPSTREAM_ERRORS).record(1, (*labels, kind.value))
+        if exchange.oversized_events:
+            tel.instrument(ins.OVERSIZED_EVENTS).record(exchange.oversized_events, labels)
         if timing is None:
             return
         context = trace.set_span_in_context(exchange.client_span or exchange.server_span)

@@ -9,6 +9,8 @@ from latency_proxy.exchange import Exchange
 from latency_proxy.types import Send
 
 Headers = list[tuple[bytes, bytes]]
+# message and type of the 431, whether the head was refused as it arrived or once complete
+HEADERS_TOO_LARGE = ("request headers too many or too large", "RequestHeaderFieldsTooLarge")
 
 
 def error_body(status: int, message: str, kind: str, param: str | None = None) -> bytes:

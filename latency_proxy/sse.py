@@ -10,6 +10,12 @@ As bytes arrive only event boundaries (blank lines) are searched for, resuming w
 last search stopped, so the search sees each byte once however the stream is split; an
 event's fields are read once it is complete. The usual event, one `data: ` line ended by a
 blank line, LF only, is a single slice, and the usual read, one such event, skips the search.
+
+An event still incomplete past `max_event_bytes` is not held: its bytes so far, and then
+every read until its blank line, come out as events without data (`Event(raw, None)`, what
+the meter ignores and the relay passes on), so it passes through unmetered, in memory
+bounded by the limit, at a cost linear in its size; `oversized` counts such events. A big
+event below the limit grows its buffer in place, so that stays linear too.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ import re
 from typing import NamedTuple
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+# two line ends in a row: an event's end (a CR followed by LF is one line end, not two)
+_BLANK_LINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r(?!\n))")
+MAX_EVENT_BYTES = 4 * 2**20
+_IN_PLACE = 64 * 1024  # a pending event this big grows in place, not by a copy per read
 _new = tuple.__new__  # Event's own __new__ is Python code: twice the cost per event
 
 
@@ -37,77 +47,132 @@ class Event(NamedTuple):
 class SSEParser:
     """Feed chunks as they arrive; get back the events they complete."""
 
-    __slots__ = ("_buf", "_line")
+    __slots__ = ("_buf", "_cr", "_line", "_max", "_skipping", "oversized")
 
-    def __init__(self) -> None:
-        self._buf = b""  # bytes of the unfinished event
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._buf: bytes | bytearray = b""  # the unfinished event (skipping: its last 2 bytes)
         self._line = 0  # where its first line not known to be complete starts in _buf
+        self._cr = False  # _buf holds a CR (else the LF-only search will do)
+        self._max = max_event_bytes
+        self._skipping = False  # inside an event past the limit, passed on unparsed
+        self.oversized = 0  # events that were
 
     @property
     def pending(self) -> int:
-        """Bytes received that belong to no complete event yet."""
-        return len(self._buf)
+        """Bytes received that belong to no complete event yet (and were not passed on)."""
+        return 0 if self._skipping else len(self._buf)
 
     def remainder(self) -> bytes:
         """The bytes of the unfinished event (a stream that ended mid-event)."""
-        return self._buf
+        return b"" if self._skipping else bytes(self._buf)
 
     def feed(self, chunk: bytes) -> list[Event]:
         if (
-            not self._buf
+            not self._buf  # never while skipping: then it holds the event's last bytes
             and chunk.find(10) == len(chunk) - 2
             and chunk[-1] == 10
             and 13 not in chunk
             and chunk[:6] == b"data: "
         ):
             return [_new(Event, (chunk, chunk[6:-2], None))]  # the usual read: one event
-        buf = self._buf + chunk if self._buf else chunk
+        if self._skipping:
+            return self._skip(chunk)
+        held = len(self._buf)
+        if not held:
+            buf: bytes | bytearray = chunk
+        elif held >= _IN_PLACE:
+            if type(self._buf) is bytes:
+                self._buf = bytearray(self._buf)
+            self._buf += chunk
+            buf = self._buf
+        else:
+            buf = self._buf + chunk
         # the usual stream is LF-only: bytes.find is much cheaper than the regex
-        lf_only = b"\r" not in buf
-        ends, line = _ends_lf(buf, self._line) if lf_only else _ends_any(buf, self._line)
-        start = ends[-1] if ends else 0
-        self._buf = buf[start:] if start else buf
+        cr = self._cr or 13 in chunk
+        scan = held - 1  # what was held was searched: an end can only begin at its last byte
+        ends, line = _ends_any(buf, self._line, scan) if cr else _ends_lf(buf, self._line, scan)
+        events: list[Event] = []
+        if ends:
+            buf = bytes(buf) if type(buf) is bytearray else buf
+            start = ends[-1]
+            self._buf = buf[start:]
+            self._cr = cr and 13 in self._buf
+            begin = 0
+            for end in ends:
+                raw = buf[begin:end]
+                if not cr and raw[:6] == b"data: " and raw.find(10, 6) == end - begin - 2:
+                    events.append(_new(Event, (raw, raw[6:-2], None)))  # the usual event
+                else:
+                    events.append(_event(raw))
+                begin = end
+        else:
+            start = 0
+            self._buf = buf
+            self._cr = cr
         self._line = line - start
-        events = []
-        begin = 0
-        for end in ends:
-            raw = buf[begin:end]
-            if lf_only and raw[:6] == b"data: " and raw.find(10, 6) == end - begin - 2:
-                events.append(_new(Event, (raw, raw[6:-2], None)))  # the usual event
-            else:
-                events.append(_event(raw))
-            begin = end
+        if len(self._buf) > self._max:
+            events.append(self._start_skipping())
         return events
 
+    def _start_skipping(self) -> Event:
+        """The event in progress is past the limit: pass on what came of it, keep its tail."""
+        self.oversized += 1
+        self._skipping = True
+        raw = bytes(self._buf)
+        self._buf = raw[-2:]
+        self._line = 0
+        self._cr = False
+        return _new(Event, (raw, None, None))
 
-def _ends_lf(buf: bytes, pos: int) -> tuple[list[int], int]:
+    def _skip(self, chunk: bytes) -> list[Event]:
+        """Pass a read of an oversized event on, up to its blank line; parse what follows."""
+        tail = self._buf
+        across = _BLANK_LINE.search(tail + chunk[:4])  # a blank line begun before this read
+        if across is not None and across.start() < len(tail):
+            end = across.end() - len(tail)
+        elif 10 in chunk or 13 in chunk:
+            found = _BLANK_LINE.search(chunk)
+            end = found.end() if found is not None else -1
+        else:
+            end = -1  # no line end at all: the usual read of a big event
+        if end < 0:
+            self._buf = (tail + chunk[-2:])[-2:]
+            return [_new(Event, (chunk, None, None))]
+        self._skipping = False
+        self._buf = b""
+        events = [_new(Event, (chunk[:end], None, None))] if end > 0 else []
+        return events + self.feed(chunk[end:]) if end < len(chunk) else events
+
+
+def _ends_lf(buf: bytes | bytearray, pos: int, scan: int) -> tuple[list[int], int]:
     """Where each complete event ends, and where the unfinished line starts (LF only).
 
     pos is a line start; an event ends with the first empty line: an LF at pos, or the
-    second of the first two LFs in a row after it.
+    second of the first two LFs in a row after it. Nothing before scan needs searching.
     """
     ends = []
     while True:
         if buf[pos : pos + 1] == b"\n":
             pos += 1
         else:
-            found = buf.find(b"\n\n", pos)
+            found = buf.find(b"\n\n", max(pos, scan))
             if found < 0:
-                return ends, max(pos, buf.rfind(b"\n", pos) + 1)
+                return ends, max(pos, buf.rfind(b"\n", max(pos, scan)) + 1)
             pos = found + 2
         ends.append(pos)
 
 
-def _ends_any(buf: bytes, pos: int) -> tuple[list[int], int]:
+def _ends_any(buf: bytes | bytearray, pos: int, scan: int) -> tuple[list[int], int]:
     """_ends_lf for any mix of CRLF, LF and lone CR."""
     ends = []
-    while (match := _LINE_END.search(buf, pos)) is not None:
+    at = max(pos, scan)
+    while (match := _LINE_END.search(buf, at)) is not None:
         end = match.end()
         if end == len(buf) and buf[end - 1] == 13:
             break  # maybe half of a CRLF: decide when more bytes arrive
         if match.start() == pos:
             ends.append(end)  # an empty line ends the event
-        pos = end
+        pos = at = end
     return ends, pos
 
 

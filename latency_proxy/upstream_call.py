@@ -14,18 +14,27 @@ import orjson
 from multidict import CIMultiDict
 from opentelemetry import trace
 from opentelemetry.propagate import inject
+from yarl import URL
 
+from latency_proxy.config import Route
+from latency_proxy.connection_trace import ConnectionTrace
 from latency_proxy.exchange import Exchange
+from latency_proxy.http_protocol import abort_connection
 from latency_proxy.logs import cut_recorded
 from latency_proxy.meter import StreamMeter
 from latency_proxy.outcome import Outcome, UpstreamErrorKind
-from latency_proxy.pool_wait import PoolWait
 from latency_proxy.recording import Recording
 from latency_proxy.redact import ContentPolicy, request_texts
 from latency_proxy.relay import cancel_on_disconnect, relay_body, relay_events
 from latency_proxy.responses import answer_error, retry_after_header
 from latency_proxy.types import Receive, Scope, Send
-from latency_proxy.upstream import Upstreams, request_headers, response_headers
+from latency_proxy.upstream import (
+    Upstreams,
+    body_ends_with_connection,
+    request_headers,
+    response_headers,
+    upstream_url,
+)
 from latency_proxy.write_watch import WriteWatch
 
 perf_counter = time.perf_counter
@@ -53,6 +62,7 @@ class UpstreamCaller:
         first_n: tuple[int, ...],
         retry_after: float,
         write_timeout: float,
+        max_event_bytes: int,
     ) -> None:
         self._write_timeout = write_timeout
         self._upstreams = upstreams
@@ -61,6 +71,7 @@ class UpstreamCaller:
         self._metrics = recording.metrics
         self._captures = policy.captures
         self._first_n = first_n
+        self._max_event_bytes = max_event_bytes
         self.in_flight = 0
 
     async def __call__(
@@ -83,20 +94,17 @@ class UpstreamCaller:
         authorization = self._upstreams.authorization(route)
         if authorization is not None:
             headers["Authorization"] = authorization
-        url = route.url + scope["path"]
-        if scope.get("query_string"):
-            url += "?" + scope["query_string"].decode("latin-1")
+        url = upstream_url(route.url, scope)
         if call.operation is not None:
             self._metrics.admitted(exchange)
             if self._captures:
                 exchange.input_texts = _input_texts(call.body)
-        session = self._upstreams.session(route)
         exchange.t_upstream_call = perf_counter()
         counted = call.operation is not None
         self.in_flight += counted
         writes = WriteWatch(send, self._write_timeout)
         try:
-            work = self._call(exchange, session, scope["method"], url, headers, writes.send)
+            work = self._call(exchange, route, scope, url, headers, writes.send)
             client_left = await cancel_on_disconnect(work, receive, writes)
         finally:
             self.in_flight -= counted
@@ -109,23 +117,18 @@ class UpstreamCaller:
     async def _call(
         self,
         exchange: Exchange,
-        session: aiohttp.ClientSession,
-        method: str,
-        url: str,
+        route: Route,
+        scope: Scope,
+        url: URL,
         headers: CIMultiDict[str],
         send: Send,
     ) -> None:
         call = exchange.call
         assert call is not None
-        wait = PoolWait()
+        wait = ConnectionTrace()
         try:
-            response = await session.request(
-                method,
-                url,
-                data=call.body or None,
-                headers=headers,
-                allow_redirects=False,
-                trace_request_ctx=wait,
+            response = await self._upstreams.send(
+                route, scope["method"], url, call.body, headers, wait
             )
         except _TRANSPORT_ERRORS as exc:
             if wait.waiting and isinstance(exc, TimeoutError):  # the proxy's own queue: full
@@ -166,15 +169,23 @@ class UpstreamCaller:
                     exchange.not_measured = NOT_MEASURED_ENCODED  # passed on as it came
                 else:
                     meter = StreamMeter(exchange.t0, self._first_n, self._captures)
+            cut = True  # unless the body ends as the upstream framed it
             try:
-                if event_stream and meter is not None:
-                    await relay_events(exchange, response, send, meter)
-                else:
-                    await relay_body(exchange, response, send, meter)
+                with body_ends_with_connection(response):
+                    if event_stream and meter is not None:
+                        await relay_events(
+                            exchange, response, send, meter, self._max_event_bytes
+                        )
+                    else:
+                        await relay_body(exchange, response, send, meter)
+                cut = False
             except TimeoutError:
                 exchange.upstream_failed(UpstreamErrorKind.TIMEOUT, "timeout")
             except aiohttp.ClientError:
                 exchange.upstream_failed(UpstreamErrorKind.PROTOCOL, "upstream_disconnect")
+            if cut and not event_stream:
+                abort_connection(scope)  # a body cut short upstream is cut short here too
+                return
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from loadgen.processes import free_port
-from tests.support.raw_upstream import EVENT_STREAM, Answer, RawUpstream
-from tests.support.raw_upstream import serve as serve_raw
+from tests.support.canned_upstream import EVENT_STREAM, Answer, CannedUpstream
+from tests.support.canned_upstream import serve as serve_canned
 
 HUGE = 18446744073709551615  # 2**64 - 1: still an integer to orjson, past any int64
 ODD_EVENTS = [
@@ -35,8 +35,8 @@ ODD_EVENTS = [
 
 
 @pytest.fixture(scope="module")
-def raw() -> Iterator[RawUpstream]:
-    with serve_raw() as app:
+def canned() -> Iterator[CannedUpstream]:
+    with serve_canned() as app:
         yield app
 
 
@@ -54,12 +54,12 @@ def active(proxy) -> list[float]:
 
 @pytest.mark.parametrize("client_asks_usage", [True, False])
 def test_odd_events_pass_and_the_request_is_recorded_once(
-    start_proxy, raw, client_asks_usage: bool
+    start_proxy, canned, client_asks_usage: bool
 ) -> None:
-    proxy = start_proxy("--upstream", raw.url)
+    proxy = start_proxy("--upstream", canned.url)
     rid = "odd-" + uuid.uuid4().hex
     stream = sse(*ODD_EVENTS)
-    raw.answers[rid] = Answer([stream[:40], stream[40:]])  # a read that splits an event
+    canned.answers[rid] = Answer([stream[:40], stream[40:]])  # a read that splits an event
     body: dict = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}
     if client_asks_usage:
         body["stream_options"] = {"include_usage": True}
@@ -127,11 +127,11 @@ def test_include_usage_is_read_as_vllm_reads_it(proxy, upstream) -> None:
     assert (line["input_tokens"], line["output_tokens"]) == (7, 5)
 
 
-def test_concurrency_limit_counts_model_calls_only(start_proxy, raw) -> None:
-    proxy = start_proxy("--upstream", raw.url, "--max-concurrent-requests", "1")
+def test_concurrency_limit_counts_model_calls_only(start_proxy, canned) -> None:
+    proxy = start_proxy("--upstream", canned.url, "--max-concurrent-requests", "1")
     held = "held-" + uuid.uuid4().hex
     release = threading.Event()
-    raw.answers[held] = Answer([b"ok"], [(b"content-type", b"text/plain")], hold=release)
+    canned.answers[held] = Answer([b"ok"], [(b"content-type", b"text/plain")], hold=release)
     worker = threading.Thread(
         target=httpx.get,
         args=(proxy.url + "/tokenize",),
@@ -140,11 +140,11 @@ def test_concurrency_limit_counts_model_calls_only(start_proxy, raw) -> None:
     worker.start()
     try:
         for _ in range(100):  # the pass-through request is in flight
-            if held in raw.arrived_ids():
+            if held in canned.arrived_ids():
                 break
             time.sleep(0.05)
         rid = "call-" + uuid.uuid4().hex
-        raw.answers[rid] = Answer([sse(ODD_EVENTS[0], b"[DONE]")])
+        canned.answers[rid] = Answer([sse(ODD_EVENTS[0], b"[DONE]")])
         r = httpx.post(
             proxy.url + "/v1/completions",
             json={"model": "m", "prompt": "x", "stream": True},
@@ -157,11 +157,11 @@ def test_concurrency_limit_counts_model_calls_only(start_proxy, raw) -> None:
         worker.join(10)
 
 
-def test_a_compressed_stream_passes_and_says_it_was_not_measured(start_proxy, raw) -> None:
-    proxy = start_proxy("--upstream", raw.url)
+def test_a_compressed_stream_passes_and_says_it_was_not_measured(start_proxy, canned) -> None:
+    proxy = start_proxy("--upstream", canned.url)
     rid = "gzip-" + uuid.uuid4().hex
     stream = gzip.compress(sse(*ODD_EVENTS[:1], b"[DONE]"))
-    raw.answers[rid] = Answer([stream], [*EVENT_STREAM, (b"content-encoding", b"gzip")])
+    canned.answers[rid] = Answer([stream], [*EVENT_STREAM, (b"content-encoding", b"gzip")])
     with httpx.stream(
         "POST",
         proxy.url + "/v1/chat/completions",
@@ -242,11 +242,11 @@ def test_ready_while_any_route_answers_and_the_body_lists_each(start_proxy, upst
     assert ready.status_code == 503 and ready.json()["upstreams"] == {"dead": False}
 
 
-def test_a_client_that_stops_reading_is_let_go_at_the_write_timeout(start_proxy, raw) -> None:
-    proxy = start_proxy("--upstream", raw.url, "--write-timeout", "1s")
+def test_a_client_that_stops_reading_is_let_go_at_the_write_timeout(start_proxy, canned) -> None:
+    proxy = start_proxy("--upstream", canned.url, "--write-timeout", "1s")
     rid = "stalled-" + uuid.uuid4().hex
     event = sse(b'{"choices":[{"index":0,"delta":{"content":"%s"}}]}' % (b"x" * 65536))
-    raw.answers[rid] = Answer([event] * 1000)  # 64 MiB: more than any socket buffers
+    canned.answers[rid] = Answer([event] * 1000)  # 64 MiB: more than any socket buffers
     body = json.dumps({"model": "m", "stream": True, "messages": []}).encode()
     with socket.create_connection(("127.0.0.1", proxy.port)) as client:
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

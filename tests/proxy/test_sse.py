@@ -26,14 +26,16 @@ def streams(draw: st.DrawFn) -> bytes:
     return out
 
 
-def parse_all(stream: bytes, cuts: list[int]) -> tuple[list[Event], bytes]:
-    parser = SSEParser()
+def parse_all(
+    stream: bytes, cuts: list[int], parser: SSEParser | None = None
+) -> tuple[list[Event], bytes]:
+    parser = parser or SSEParser()
     events: list[Event] = []
     last = 0
-    for cut in sorted(set(cuts)):
+    for cut in [*sorted(set(cuts)), len(stream)]:
         events += parser.feed(stream[last:cut])
         last = cut
-    events += parser.feed(stream[last:])
+        assert parser.pending <= parser._max
     return events, parser.remainder()
 
 
@@ -85,3 +87,34 @@ def test_unfinished_event_is_pending_not_dispatched() -> None:
 def test_field_without_space_and_without_colon() -> None:
     events = SSEParser().feed(b"data:x\ndata\n\n")
     assert events[0].data == b"x\n"
+
+
+def _subsequence(short: list[Event], long: list[Event]) -> bool:
+    rest = iter(long)
+    return all(any(e == other for other in rest) for e in short)
+
+
+@given(streams(), st.lists(st.integers(0, 400), max_size=30), st.integers(1, 48))
+def test_events_past_the_limit_pass_through_and_the_rest_parse_the_same(
+    stream: bytes, cuts: list[int], limit: int
+) -> None:
+    reference = [e for e in parse_all(stream, [])[0] if e.data is not None]
+    parser = SSEParser(max_event_bytes=limit)
+    events, rest = parse_all(stream, [c for c in cuts if c <= len(stream)], parser)
+    assert b"".join(e.raw for e in events) + rest == stream  # every byte passes on, once
+    parsed = [e for e in events if e.data is not None]
+    # nothing invented; nothing that never outgrew the limit missed
+    assert _subsequence(parsed, reference)
+    assert _subsequence([e for e in reference if len(e.raw) <= limit], parsed)
+
+
+def test_a_150_mb_event_passes_through_in_bounded_memory() -> None:
+    parser = SSEParser(max_event_bytes=4 * 2**20)
+    reads = [b'data: {"n":1}\n\ndata: ', *[b"a" * 65536] * (150 * 16), b'\n\ndata: {"n":2}\n\n']
+    events: list[tuple[int, bytes | None]] = []  # sizes only: the pieces are not kept
+    for read in reads:
+        events += [(len(e.raw), e.data) for e in parser.feed(read)]
+        assert parser.pending <= 4 * 2**20
+    assert sum(size for size, _ in events) == sum(map(len, reads))  # every byte, once
+    parsed = [data for _, data in events if data is not None]
+    assert parsed == [b'{"n":1}', b'{"n":2}'] and parser.oversized == 1

@@ -1,74 +1,120 @@
-"""An upstream that answers with exactly the bytes a test hands it.
+"""An upstream that answers with exact bytes: the broken servers a real one will not be.
 
-The scripted simulator (scripted_upstream.py) speaks vLLM's wire format, faults included;
-some tests need what no model server should send — events that are valid JSON but not
-chunks, counts past any range, a compressed event stream — or an answer held open until the
-test lets it go. This app serves those, keyed by the request's X-Request-Id, and says which
-requests reached it.
+The scripted simulator speaks correct HTTP whatever it is told; a proxy must also survive an
+upstream that breaks the framing, sends less than it declared, or closes a kept-alive
+connection just as a request arrives on it. `RawUpstream` runs an asyncio server on a
+loopback port in a background thread, reads each request (head and Content-Length body),
+records it byte for byte with the connection it came on, and writes whatever `respond`
+returns for it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from loadgen.processes import free_port
-from tests.support.scripted_upstream import ServerThread
-
-EVENT_STREAM = [(b"content-type", b"text/event-stream")]
 
 
-@dataclass
-class Answer:
-    chunks: list[bytes]
-    headers: list[tuple[bytes, bytes]] = field(default_factory=lambda: list(EVENT_STREAM))
-    status: int = 200
-    hold: threading.Event | None = None  # the answer starts once the test sets it
+@dataclass(frozen=True, slots=True)
+class RawRequest:
+    connection: int  # accepted connections are numbered from 0
+    index: int  # requests on this connection, from 0
+    head: bytes  # request line and headers, as received, up to the blank line
+    body: bytes
+
+    @property
+    def target(self) -> bytes:
+        """The request target as sent (path and query, undecoded)."""
+        return self.head.split(b" ", 2)[1]
+
+    def header(self, name: bytes) -> bytes | None:
+        for line in self.head.split(b"\r\n")[1:]:
+            key, _, value = line.partition(b":")
+            if key.strip().lower() == name:
+                return value.strip()
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Bytes to write, `later` parts each `gap` seconds after the one before (so a client
+    reads them apart); then close the connection (`close`), or keep serving it."""
+
+    data: bytes = b""
+    close: bool = False
+    later: tuple[bytes, ...] = ()
+    gap: float = 0.05
+
+
+Respond = Callable[[RawRequest], Reply]
 
 
 class RawUpstream:
-    """An ASGI app: each request gets the Answer filed under its X-Request-Id, /health and
-    anything else unknown a plain 200."""
+    def __init__(self, respond: Respond) -> None:
+        self._respond = respond
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.requests: list[RawRequest] = []
+        self._connections = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True)
 
-    def __init__(self) -> None:
-        self.answers: dict[str, Answer] = {}
-        self.arrived: list[tuple[str, str]] = []  # (path, X-Request-Id) in arrival order
-        self.url = ""
+    def __enter__(self) -> RawUpstream:
+        self._thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("raw upstream did not start")
+        return self
 
-    def arrived_ids(self) -> set[str]:
-        return {request_id for _, request_id in self.arrived}
+    def __exit__(self, *exc: object) -> None:
+        assert self._loop is not None and self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
 
-    async def __call__(self, scope: dict, receive, send) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self._started.set()
+        await self._stop.wait()
+        server.close()  # asyncio.run then cancels the connections still served
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = self._connections
+        self._connections += 1
+        index = 0
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:
+                    return
+                request = RawRequest(connection, index, head[:-4], b"")
+                length = request.header(b"content-length")
+                body = await reader.readexactly(int(length)) if length else b""
+                request = RawRequest(connection, index, head[:-4], body)
+                self.requests.append(request)
+                index += 1
+                reply = self._respond(request)
+                writer.write(reply.data)
+                await writer.drain()
+                for part in reply.later:
+                    await asyncio.sleep(reply.gap)
+                    writer.write(part)
+                    await writer.drain()
+                if reply.close:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
             return
-        while (await receive()).get("more_body", False):
-            pass
-        headers = dict(scope["headers"])
-        request_id = headers.get(b"x-request-id", b"").decode()
-        self.arrived.append((scope["path"], request_id))
-        answer = self.answers.get(
-            request_id, Answer([b"{}"], [(b"content-type", b"application/json")])
-        )
-        if answer.hold is not None:
-            await asyncio.to_thread(answer.hold.wait, 30)
-        await send(
-            {"type": "http.response.start", "status": answer.status, "headers": answer.headers}
-        )
-        for chunk in answer.chunks:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            writer.close()
 
 
-@contextlib.contextmanager
-def serve() -> Iterator[RawUpstream]:
-    app = RawUpstream()
-    port = free_port()
-    with ServerThread(app, port):
-        app.url = f"http://127.0.0.1:{port}"
-        yield app
+def response(body: bytes = b"ok", *headers: bytes, status: bytes = b"200 OK") -> bytes:
+    """A complete HTTP/1.1 response with a Content-Length (more header lines may follow)."""
+    lines = [b"HTTP/1.1 " + status, b"content-length: %d" % len(body), *headers]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
