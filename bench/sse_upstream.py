@@ -60,7 +60,7 @@ def _chunk(delta: dict, finish_reason: str | None = None) -> bytes:
 ROLE = _chunk({"role": "assistant", "content": ""})
 TOKEN = _chunk({"content": " tok"})
 FINISH = _chunk({}, "length")
-DONE = _frame(b"[DONE]") + b"0\r\n\r\n"
+DONE_FRAMES = _frame(b"[DONE]") + b"0\r\n\r\n"
 
 
 def _usage(tokens: int) -> bytes:
@@ -142,7 +142,7 @@ class StreamProtocol(asyncio.Protocol):
             self._schedule(due + self.itl, sent, tokens, usage)
             return
         self.timer = None
-        self.transport.write(TOKEN + FINISH + (_usage(tokens) if usage else b"") + DONE)
+        self.transport.write(TOKEN + FINISH + (_usage(tokens) if usage else b"") + DONE_FRAMES)
         if not self.parser.should_keep_alive():
             self.transport.close()
 

@@ -17,7 +17,7 @@ from latency_proxy import event_shape
 from latency_proxy.coalescing import coalesced_fraction
 from latency_proxy.sse import Event
 
-DONE = b"[DONE]"
+DONE_DATA = b"[DONE]"  # the data of the stream's last event
 _CONTENT_DELTA_KEYS = ("content", "reasoning_content", "reasoning", "tool_calls")
 _LESSONS = 4  # shapes a stream may try to learn (a reasoning model changes shape once)
 _PROBE_USAGE = b'{"probe":0}'
@@ -186,7 +186,7 @@ class StreamMeter:
         result.events += 1
         if self._t_first_event is None:
             self._t_first_event = t
-        if data == DONE:
+        if data == DONE_DATA:
             return EventKind.DONE
         shape = self._shape
         if shape is not None and (cut := shape.cut(data)) is not None:
