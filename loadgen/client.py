@@ -90,6 +90,8 @@ async def send(
         error = f"stream_error:{timing.error_type}"
     if error is None and timing.output_tokens is None:
         error = "no_output"
+    if error is None and not timing.finish_reasons:
+        error = "truncated"  # it ended, but the model never said it was done (a cut upstream)
     return Record(
         request_id=request_id,
         target=target.name,

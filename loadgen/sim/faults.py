@@ -20,7 +20,8 @@ order, and at most one rule (the rules' rates are laid end to end, so they add u
     malformed=P[@N][:text|shape]  one broken event after N content chunks, then the stream goes
                          on: `text` is not JSON, `shape` is JSON that is no chunk ({"choices": 1})
     restart=P:DURATION   the engine restarts: every generation in flight is cut and, for
-                         DURATION, every request but /metrics answers 503 (Retry-After)
+                         DURATION, every request but /metrics answers 503 (Retry-After);
+                         a restart drawn while it is down does nothing more
 
 N counts content chunks (tokens at stream interval 1); a stream that ends before N is not
 hurt. Stream faults apply to streamed answers only.

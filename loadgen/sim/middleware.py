@@ -71,7 +71,7 @@ class FaultMiddleware:
             query = scope["query_string"].decode("latin-1")
             scripting.received.append(Received(method, path, query, headers, body, *now))
         failed = scripting.fault() if scripting and generation else None
-        if faults.restart_s:
+        if faults.restart_s and self.down_until <= time.monotonic():  # none while restarting
             self.restart(faults.restart_s)
         if faults.headers_delay:
             await asyncio.sleep(faults.headers_delay)
@@ -119,7 +119,7 @@ class FaultMiddleware:
         """The engine restarts: every generation in flight loses its connection (each
         response sees its client go and frees its batch slot), and until `down_s` from now
         every request but a scrape answers 503."""
-        self.down_until = max(self.down_until, time.monotonic() + down_s)
+        self.down_until = time.monotonic() + down_s
         for transport in list(self._in_flight):
             cut(transport, reset=False)
 
