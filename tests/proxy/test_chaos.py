@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,10 @@ def run_chaos(tmp_path: Path, start_proxy, faults: list[str]) -> tuple[list, lis
         return records, requests_logged(proxy), summary, report
 
 
+def logged_at(line: dict) -> float:
+    return datetime.fromisoformat(line["ts"].replace("Z", "+00:00")).timestamp()
+
+
 def requests_logged(proxy) -> list[dict]:
     """The proxy's lines for model calls (loadgen's /tokenize calls left out)."""
     return [
@@ -107,10 +112,13 @@ def test_every_request_recorded_once_alike_on_both_sides(tmp_path: Path, start_p
     by_id = Counter(line["request_id"] for line in lines)
     assert len({r["request_id"] for r in records}) == len(records)  # one record per request
     assert {by_id[r["request_id"]] for r in records} == {1}  # and one proxy line each
-    # a proxy line loadgen has no record of is a cooldown request loadgen cancelled
+    # a proxy line loadgen has no record of is a cooldown request loadgen cancelled as the
+    # run ended, at most one per stream (the proxy may have answered it in full by then)
     ids = {r["request_id"] for r in records}
     extra = [line for line in lines if line["request_id"] not in ids]
-    assert all(line["outcome"] == "client_abort" for line in extra) and len(extra) <= 16
+    assert len(extra) <= 16, Counter(line["outcome"] for line in extra)
+    last = max(r["sent_at"] for r in records)
+    assert all(logged_at(line) >= last - TIMEOUT_S for line in extra)
     proxy_says = {line["request_id"]: proxy_kind(line) for line in lines}
     mismatched = [
         (r["request_id"], loadgen_kind(r), proxy_says[r["request_id"]])
