@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from latency_proxy.meter import StreamMeter
+from latency_proxy.meter import EventKind, StreamMeter
 from latency_proxy.sse import SSEParser
 from loadgen.records import FIRST_N, Record
 from loadgen.targets import Target
@@ -64,6 +64,7 @@ async def send(
     meter = StreamMeter(intended, first_n=(FIRST_N,))
     status: int | None = None
     error: str | None = None
+    ended: bool | None = None  # a stream's [DONE] came (None: not a stream)
     sent = time.perf_counter()
     try:
         async with asyncio.timeout(timeout_s):
@@ -73,11 +74,11 @@ async def send(
                     await resp.read()  # drained, never recorded: it may quote the prompt
                     error = f"http_{status}"
                 elif resp.content_type == "text/event-stream":
-                    parser = SSEParser()
+                    parser, ended = SSEParser(), False
                     async for chunk in resp.content.iter_any():
                         now = time.perf_counter()
                         for event in parser.feed(chunk):
-                            meter.on_event(now, event)
+                            ended = meter.on_event(now, event) is EventKind.DONE or ended
                 else:
                     meter.on_body(await resp.read())
     except TimeoutError:
@@ -90,6 +91,8 @@ async def send(
         error = f"stream_error:{timing.error_type}"
     if error is None and timing.output_tokens is None:
         error = "no_output"
+    if error is None and ended is False:
+        error = "truncated"  # the stream ended without its [DONE]: an upstream cut it
     return Record(
         request_id=request_id,
         target=target.name,

@@ -2,12 +2,15 @@
 
     create_app(preset=None, *, ttft=None, itl=None, served_model_name=None,
                stream_interval=1, seed=0, jitter=0.0,
-               max_model_len=32768, mean_output_tokens=256, script=None) -> Starlette
+               max_model_len=32768, mean_output_tokens=256, script=None,
+               faults=None) -> Starlette
 
 Give either `preset` (a presets.Preset or a preset name: the continuous-batching engine
 and its performance model) or both `ttft` and `itl` in seconds (fixed timing, see fixed.py;
 `max_model_len` and `mean_output_tokens` apply to fixed mode only, a preset has its own).
-`script` (fixed mode only, for tests) turns on scripted mode, see script.py.
+`script` (fixed mode only, for tests) turns on scripted mode, see script.py; `faults` (a
+list of faults.Rule, in either mode; empty: only the `x-fault` header) turns on failure
+injection, see faults.py.
 The served model name defaults to the preset's, or "sim" in fixed mode. Routes:
 POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize; GET /v1/models, /health,
 /metrics.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -35,12 +38,14 @@ from starlette.routing import Route
 from loadgen.sim import prefix_cache, presets, requests, responses, tokenizer
 from loadgen.sim.engine import Engine
 from loadgen.sim.errors import ApiError
+from loadgen.sim.faults import Faults, Injector, Rule
 from loadgen.sim.fixed import FixedTiming
 from loadgen.sim.metrics import SimMetrics
+from loadgen.sim.middleware import FaultMiddleware, faults_of, script_of
 from loadgen.sim.plan import OutputPlan, plan_output
 from loadgen.sim.requests import GenerationRequest
 from loadgen.sim.responses import ChunkWriter, DeferredJSON, EventStream, Headers
-from loadgen.sim.script import Script, Scripting, ScriptMiddleware, script_of
+from loadgen.sim.script import Script, Scripting
 from loadgen.sim.sequence import Seq
 from loadgen.sim.tracing import RequestTracer, provider_from_env
 
@@ -61,6 +66,7 @@ class Simulator:
         max_model_len: int,
         mean_output_tokens: int,
         script: dict[str, Any] | None,
+        faults: Sequence[Rule] | None,
     ) -> None:
         if isinstance(preset, str):
             preset = presets.load(preset)
@@ -72,6 +78,7 @@ class Simulator:
         if script is not None and not fixed:
             raise ValueError("a script needs fixed timing (ttft and itl)")
         self.scripting = Scripting(script) if script is not None else None
+        self.injector = Injector(faults, seed) if faults is not None else None
         self.stream_interval = stream_interval
         self.seed = seed
         self.cache_block_size = 0  # the prefix cache's block size; 0 when none
@@ -189,6 +196,7 @@ class Simulator:
             f"{'chatcmpl' if chat else 'cmpl'}-{request_id}",
             {k: v for k in _TRACE_HEADERS if (v := request.headers.get(k))} if self.tracer else {},
             script,
+            faults_of(request.scope),
         )
         headers: Headers = [(b"x-request-id", request_id.encode())]
         if req.stream:
@@ -200,8 +208,11 @@ class Simulator:
         writer = ChunkWriter(
             job.req, job.response_id, self._model(job), self.fingerprint, **self._scripted(job)
         )
+        faults = job.faults
         if job.req.chat:
             yield writer.role()
+        if faults and (extra := await faults.after_chunk(0)):
+            yield extra
         sent = number = 0
         async with contextlib.aclosing(self._chunks(job)) as chunks:
             async for count in chunks:
@@ -211,8 +222,8 @@ class Simulator:
                     yield writer.content(text, count)
                 else:
                     yield writer.content(text, count, plan.finish_reason, plan.stop_reason)
-                if job.script:
-                    await job.script.after_chunk(number)
+                if faults and (extra := await faults.after_chunk(number)):
+                    yield extra
         self._finished(job)
         yield writer.tail(plan.tokens)
 
@@ -312,6 +323,7 @@ class _Job:
     response_id: str
     trace_context: dict[str, str]  # traceparent/tracestate, kept only when tracing
     script: Script | None  # a scripted request's (script.py)
+    faults: Faults | None  # what goes wrong with it, when the server plays faults (faults.py)
 
 
 def _request_id(request: Request) -> str:
@@ -336,6 +348,7 @@ def create_app(
     max_model_len: int = 32768,
     mean_output_tokens: int = 256,
     script: dict[str, Any] | None = None,
+    faults: Sequence[Rule] | None = None,
 ) -> Starlette:
     sim = Simulator(
         preset,
@@ -348,6 +361,7 @@ def create_app(
         max_model_len=max_model_len,
         mean_output_tokens=mean_output_tokens,
         script=script,
+        faults=faults,
     )
     routes = [
         Route("/health", sim.health, methods=["GET"]),
@@ -362,8 +376,10 @@ def create_app(
     # `vary: Origin` is on every response
     cors = Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"])
     middleware = [cors]
-    if sim.scripting is not None:
-        middleware.append(Middleware(ScriptMiddleware, scripting=sim.scripting))
+    if sim.scripting is not None or sim.injector is not None:
+        middleware.append(
+            Middleware(FaultMiddleware, scripting=sim.scripting, injector=sim.injector)
+        )
     app = Starlette(routes=routes, middleware=middleware, lifespan=sim.lifespan)
     app.state.sim = sim
     return app

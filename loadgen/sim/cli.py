@@ -11,8 +11,9 @@ from typing import NoReturn
 import uvicorn
 
 from latency_proxy.units import parse_duration
-from loadgen.sim import presets, vllm_args
+from loadgen.sim import faults, presets, vllm_args
 from loadgen.sim.app import create_app
+from loadgen.sim.connection import HttpProtocol
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,8 +42,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="fixed mode, for tests: scripted mode with this default script (an x-script header "
         "per request, faults, /control, /arrivals; see loadgen/sim/script.py)",
     )
+    p.add_argument(
+        "--fault",
+        type=_fault,
+        action="append",
+        metavar="KIND=RATE[@N][:ARG]",
+        help="inject a fault into this share of generation requests, seeded by --seed "
+        "(repeatable; an x-fault header per request; see loadgen/sim/faults.py): "
+        "error=P[:STATUS] spike=P:DUR cut=P[@N] reset=P[@N] stall=P[@N]:DUR "
+        "malformed=P[@N][:text|shape] restart=P:DUR",
+    )
     vllm_args.add_arguments(p)
     return p
+
+
+def _fault(text: str) -> faults.Rule:
+    try:
+        return faults.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
             seed=args.seed,
             jitter=args.jitter,
             script=args.script,
+            faults=args.fault,
         )
     except (ValueError, OSError) as exc:
         _fail(str(exc))
@@ -96,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         log_level="warning",
         access_log=False,
-        http="httptools",
+        http=HttpProtocol,  # httptools, handing the faults the connection (connection.py)
         # the default loop, not uvloop: uvloop costs less CPU per event, but its timers kept
         # the engine's schedule worse (72% vs 97% of steps within 2 ms, bench/sim_capacity.py)
         loop="asyncio",

@@ -23,6 +23,7 @@ CONTINUOUS = {"include_usage": True, "continuous_usage_stats": True}
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 ID_PREFIX = {"chat": "chatcmpl-", "completions": "cmpl-"}
 MAX_TOKENS = 24
+STALL_S = 2.0  # vLLM's API server slower than this to answer /health is stalled
 
 
 def request_body(endpoint: str, max_tokens: int = MAX_TOKENS, **extra: Any) -> dict[str, Any]:
@@ -205,6 +206,13 @@ def hang_up_after_three_events(url: str, request_id: str, body: dict[str, Any]) 
     return time.monotonic() - t0
 
 
+def vllm_answer_time(vllm: VLLMServer) -> float:
+    """Seconds vLLM's API server takes to answer /health: how long it is stalled right now."""
+    t0 = time.monotonic()
+    httpx.get(vllm.url + "/health", timeout=120)
+    return time.monotonic() - t0
+
+
 def test_client_disconnect_aborts_the_request_in_vllm(
     vllm: VLLMServer, vllm_proxy: ProxyProcess
 ) -> None:
@@ -215,28 +223,52 @@ def test_client_disconnect_aborts_the_request_in_vllm(
 
     On two cores vLLM's engine can starve its own API server (and the proxy and this client)
     for seconds, while it keeps generating. The answer asked for takes the tiny model well
-    over ten seconds, and an attempt counts only if the client hung up within three."""
+    over ten seconds, and an attempt counts only if the client hung up within three.
+
+    It failed about one run in ten, the likeliest cause being that stall: the proxy ends the
+    exchange (and closes vLLM's connection) at the hang-up, but a stalled API server sees the
+    disconnect only after the engine has finished the answer. So each side is checked on its
+    own. The proxy's part fails the test whenever it is late. vLLM's is judged against how
+    long its API server took to answer /health right after the hang-up: a whole answer
+    behind a stalled API server (STALL_S or more) is vLLM's own stall and the attempt is
+    retried, and when vLLM stalled in every attempt the test is xfailed, saying so, rather
+    than failing the run. A whole answer from an API server that answered at once is a lost
+    abort, and fails."""
     max_tokens = MAX_MODEL_LEN - 64
     body = request_body("completions", max_tokens=max_tokens, stream=True)
+    stalls = []
     for attempt in range(3):
         request_id = f"rv-abort-{attempt}"
         finished = vllm.settled_metric("vllm:request_success_total")
         generated = vllm.settled_metric("vllm:generation_tokens_total")
         took = hang_up_after_three_events(vllm_proxy.url + PATHS["completions"], request_id, body)
+        stall = vllm_answer_time(vllm)
         deadline = time.monotonic() + 60
         while vllm.metric("vllm:num_requests_running") and time.monotonic() < deadline:
             time.sleep(0.1)
-        if took < 3.0:
+        if took >= 3.0:
+            continue
+        (line,) = vllm_proxy.request_logs(request_id)
+        assert line["outcome"] == "client_abort"
+        # the proxy's part: it ended the exchange (and closed vLLM's connection) at the hang-up
+        assert line["e2e_s"] < took + 2.0, f"the proxy noticed the hang-up late: {line}"
+        tokens = vllm.settled_metric("vllm:generation_tokens_total") - generated
+        succeeded = vllm.settled_metric("vllm:request_success_total") - finished
+        whole = tokens >= max_tokens or succeeded > 0
+        if not whole:
             break
+        assert stall >= STALL_S, (
+            f"vLLM generated the whole answer though its API server answered /health in "
+            f"{stall:.2f} s after the hang-up: the abort did not reach it: {line}"
+        )
+        stalls.append(f"{stall:.1f} s")
     else:
+        if stalls:
+            pytest.xfail(
+                f"vLLM's own stall: its API server took {', '.join(stalls)} to answer /health "
+                "after the hang-up and the engine finished the answer meanwhile; the proxy "
+                "ended the exchange on time"
+            )
         pytest.fail(f"the client needed over 3 s to read 3 events, 3 times (last {took:.1f} s)")
-    (line,) = vllm_proxy.request_logs(request_id)
-    assert line["outcome"] == "client_abort"
-    # the proxy's part: it ended the exchange (and closed vLLM's connection) at the hang-up
-    assert line["e2e_s"] < took + 2.0, f"the proxy noticed the hang-up late: {line}"
-    tokens = vllm.settled_metric("vllm:generation_tokens_total") - generated
     assert vllm.metric("vllm:num_requests_running") == 0
-    assert tokens < max_tokens, (
-        f"vLLM generated the whole answer, the abort did not reach it: {line}"
-    )
     assert vllm.settled_metric("vllm:request_success_total") == finished

@@ -21,6 +21,7 @@ import uvicorn
 
 from loadgen.processes import free_port, simulator
 from loadgen.sim.app import create_app
+from loadgen.sim.connection import HttpProtocol
 from loadgen.sim.script import Received, Scripting
 
 MODEL = "scripted"
@@ -45,7 +46,7 @@ class ServerThread:
             log_level="critical",
             lifespan="on",
             loop="asyncio",
-            http="httptools",
+            http=HttpProtocol,  # httptools, handing the simulator's faults the connection
             **tls,
         )
         self.server = uvicorn.Server(self.config)
