@@ -83,6 +83,7 @@ class Forwarder:
                     exchange, send, 500, "internal proxy error", "InternalServerError"
                 )
         finally:
+            self.recording.metrics.ended(exchange)
             self.recorder.submit(exchange, perf_counter())
 
     async def _handle(

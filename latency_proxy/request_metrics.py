@@ -31,11 +31,17 @@ class MetricsWriter:
         exchange.active_labels = self.labels(exchange)
         self._telemetry.instrument(ins.ACTIVE).record(1, exchange.active_labels)
 
+    def ended(self, exchange: Exchange) -> None:
+        """The request's last byte is out: no longer in flight, now rather than when its
+        record is written (records are written one per loop turn, and a burst of short
+        answers would otherwise read as more requests in flight than there are)."""
+        if exchange.active_labels is not None:
+            self._telemetry.instrument(ins.ACTIVE).record(-1, exchange.active_labels)
+            exchange.active_labels = None
+
     def record(self, exchange: Exchange, timing: RequestTiming | None, trace_id: str) -> None:
         tel = self._telemetry
         labels = self.labels(exchange)
-        if exchange.active_labels is not None:
-            tel.instrument(ins.ACTIVE).record(-1, exchange.active_labels)
         outcome = exchange.outcome.value
         tel.instrument(ins.REQUESTS).record(1, (*labels, str(exchange.status), outcome))
         kind = exchange.upstream_error_kind
