@@ -461,6 +461,10 @@ def _on_parser(parser: LocustArgumentParser, **_: Any) -> None:
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
+    # gevent's loop caches "now": after the imports of the locustfile (numpy, matplotlib) it is
+    # seconds old, and every timer set before the loop next runs (--run-time's among them)
+    # would fire that much early
+    gevent.get_hub().loop.update_now()
     engine = ENGINES[environment] = Engine(environment)
     engine.register()
 
