@@ -20,6 +20,7 @@ closes every worker's measured window (`loadgen_close`) and waits for their last
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
@@ -43,7 +44,6 @@ from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
 from latency_proxy.units import parse_duration
-from loadgen import report
 from loadgen.locust_client import StreamingClient
 from loadgen.locust_run import Collector, Final, Outbox, Window, write
 from loadgen.measurement import Clock, Measurement
@@ -73,7 +73,7 @@ def add_arguments(parser: LocustArgumentParser) -> None:
     g.add_argument("--model", help="model to ask for (default: the first at /v1/models)")
     g.add_argument("--input-tokens", default="512", metavar="N|LO-HI", help="default 512")
     g.add_argument("--output-tokens", default="64", metavar="N|LO-HI", help="default 64")
-    g.add_argument("--ignore-eos", choices=("on", "off"), default="on")
+    g.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=True)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--dataset", metavar="FILE", help="JSONL of {prompt} or {messages}, or ShareGPT")
     g.add_argument("--tokenizer", metavar="tokenizer.json", help="size prompts with this")
@@ -116,7 +116,7 @@ class Options:
             model=ns.model or None,
             input_tokens=Lengths.parse(ns.input_tokens),
             output_tokens=Lengths.parse(ns.output_tokens),
-            ignore_eos=ns.ignore_eos == "on",
+            ignore_eos=ns.ignore_eos,
             temperature=ns.temperature,
             dataset=ns.dataset or None,
             tokenizer=ns.tokenizer or None,
@@ -345,7 +345,9 @@ class Engine:
         out = options.out or Path("loadgen-runs") / time.strftime("%Y%m%d-%H%M%S")
         data = self.collector.run_data(options.summary, self._meta(options, first))
         summary = write(out, data)
-        print(report.console_table(summary))
+        from loadgen.report import console_table  # as write's: workers never import it
+
+        print(console_table(summary))
         print(f"loadgen.locust: results: {out}/ (summary.json, requests.jsonl, report.md)")
 
     def _meta(self, options: Options, first: Final) -> dict[str, Any]:

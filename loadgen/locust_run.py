@@ -17,10 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen import compare, report, rundir
 from loadgen.measurement import Clock
 from loadgen.records import Phase, Record, RunData, SummarySettings
-from loadgen.summary import summarize_run
 
 
 class Window:
@@ -135,6 +133,11 @@ class Collector:
 
 def write(out: str | Path, data: RunData) -> dict[str, Any]:
     """requests.jsonl, run.json, summary.json and report.md, as loadgen writes them."""
+    # imported here: only the collecting process writes, and report's matplotlib would add
+    # a second to every worker's start
+    from loadgen import compare, report, rundir
+    from loadgen.summary import summarize_run
+
     summary = summarize_run(data)
     rundir.write(out, data, summary)
     report.write(out, data, summary, compare.of_run(data, summary))

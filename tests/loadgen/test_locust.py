@@ -24,6 +24,7 @@ import csv
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,15 @@ def start(args: list[str], log: Path) -> subprocess.Popen:
         )
 
 
+def wait_for_line(log: Path, text: str, process: subprocess.Popen, timeout_s: float = 60) -> None:
+    """Poll a child's log until a line with `text` appears (or the child exits)."""
+    deadline = time.monotonic() + timeout_s
+    while text not in log.read_text(errors="replace"):
+        assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, f"no {text!r} in {log}"
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     tmp = tmp_path_factory.mktemp("locust")
@@ -90,10 +100,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
         workers = [
             start(worker, tmp / f"worker{i}.log") for i in range(2)
         ]
+        # loadgen starts once the master has its workers (Locust logs it as it sets the run
+        # time), so its requests, after its own start-up, overlap the Locust run's
+        wait_for_line(tmp / "master.log", "Run time limit set", master)
         baseline = start(
             [
                 "loadgen", "--target", twin, "--concurrency", str(USERS),
-                "--duration", f"{RUN_S}s", "--warmup", "0s", "--no-progress",
+                "--duration", f"{RUN_S - 1}s", "--warmup", "0s", "--no-progress",
                 "--out", str(tmp / "loadgen"), *WORKLOAD,
             ],
             tmp / "loadgen.log",
@@ -162,3 +175,49 @@ def test_locust_csv_shows_the_ttft_median_of_summary_json(runs: Runs):
     assert int(rows[("TTFT", path)]["Request Count"]) == ttft["count"]
     # Locust keeps response times rounded to 10 ms between 100 ms and 1 s
     assert abs(float(rows[("TTFT", path)]["Median Response Time"]) - ttft["p50"] * 1e3) <= 10
+
+
+HOGGED = '''
+import time
+
+from locust import User, constant, task
+
+from loadgen.locust import LoadgenUser
+
+
+class Streams(LoadgenUser):
+    pass
+
+
+class Hog(User):
+    """Holds the hub 50 ms at a time: the process, not the server, is the bottleneck."""
+
+    fixed_count = 1
+    wait_time = constant(0.01)  # a timer, so the hub polls between spins (sleep(0) would not)
+
+    @task
+    def spin(self):
+        end = time.perf_counter() + 0.05
+        while time.perf_counter() < end:
+            pass
+'''
+
+
+def test_a_hogged_locust_process_marks_its_run_invalid(tmp_path: Path):
+    locustfile = tmp_path / "hogged.py"
+    locustfile.write_text(HOGGED)
+    with simulator("--ttft", str(TTFT), "--itl", str(ITL)) as url:
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "loadgen.locust", "-f", str(locustfile), "--headless",
+                "-u", "3", "-r", "100", "-t", "3s", "--host", url, "--out", str(tmp_path / "run"),
+                "--input-tokens", "16", "--output-tokens", str(TOKENS),
+            ],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (target,) = rundir.read_summary(tmp_path / "run")["targets"].values()
+    assert target["requests"]["ok"] > 0
+    assert target["valid"] is False
+    assert any("event-loop lag" in reason for reason in target["invalid_reasons"])
+    assert target["client"]["loop_lag_s"]["p99"] > 0.025
