@@ -47,6 +47,7 @@ async def send(
                     await resp.read()  # drained, never recorded: it may quote the prompt
                     m.error = f"http_{resp.status}"
                 elif resp.content_type == "text/event-stream":
+                    m.streaming()
                     async for chunk in resp.content.iter_any():
                         m.feed(time.perf_counter(), chunk)
                 else:

@@ -63,6 +63,7 @@ class StreamingClient:
                         response.read()  # drained, never recorded: it may quote the prompt
                         m.error = f"http_{m.status}"
                     elif str(response.get("content-type", "")).startswith("text/event-stream"):
+                        m.streaming()
                         while line := response.readline(b"\n"):
                             m.feed(time.perf_counter(), line)
                     else:

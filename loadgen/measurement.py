@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from latency_proxy.meter import StreamMeter
+from latency_proxy.meter import EventKind, StreamMeter
 from latency_proxy.sse import SSEParser
 from loadgen.records import FIRST_N, Record
 from loadgen.targets import Target
@@ -35,9 +35,9 @@ class Clock:
 class Measurement:
     """A request from its intended send time (t0, perf_counter) to its Record.
 
-    The caller sets `sent` when it starts sending, `status` when the response starts and
-    `error` for a failure of its own (a timeout, a transport error); `record` fills in the
-    stream's own failures.
+    The caller sets `sent` when it starts sending, `status` when the response starts, calls
+    `streaming` when it is an SSE stream, and sets `error` for a failure of its own (a timeout,
+    a transport error); `record` fills in the stream's own failures.
     """
 
     target: Target
@@ -47,6 +47,7 @@ class Measurement:
     sent: float = 0.0
     status: int | None = None
     error: str | None = None
+    ended: bool | None = None  # a stream's [DONE] came (None: not a stream)
     meter: StreamMeter = field(init=False)
     parser: SSEParser = field(init=False, default_factory=SSEParser)
 
@@ -63,10 +64,14 @@ class Measurement:
             **self.target.headers,
         }
 
+    def streaming(self) -> None:
+        """The response is an SSE stream: it must end with its [DONE]."""
+        self.ended = False
+
     def feed(self, now: float, chunk: bytes) -> None:
         """Stream bytes as they arrived at `now`."""
         for event in self.parser.feed(chunk):
-            self.meter.on_event(now, event)
+            self.ended = self.meter.on_event(now, event) is EventKind.DONE or self.ended
 
     def body(self, data: bytes) -> None:
         """A whole non-streaming answer."""
@@ -79,6 +84,8 @@ class Measurement:
             error = f"stream_error:{timing.error_type}"
         if error is None and timing.output_tokens is None:
             error = "no_output"
+        if error is None and self.ended is False:
+            error = "truncated"  # the stream ended without its [DONE]: an upstream cut it
         return Record(
             request_id=self.request_id,
             target=self.target.name,
