@@ -33,7 +33,8 @@ class Record:
     error: str | None = None
     excluded: str | None = None  # "warmup" or "cooldown": kept here, left out of results
     block: int = 0
-    shard: int = 0
+    shard: int = 0  # a Locust run: the worker's index
+    worker: str | None = None  # a Locust run: the worker's id (Locust's client_id)
     level: float | None = None  # the sweep's concurrency or rate
     ttft_s: float | None = None
     tpot_s: float | None = None

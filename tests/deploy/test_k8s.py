@@ -34,7 +34,12 @@ from tests.support.dashboards import dashboards, datasources, queries
 
 K8S = ROOT / "deploy" / "k8s"
 OVERLAYS = {"llama-70b-awq": ("llama-70b", "awq"), "qwen-72b-gptq": ("qwen-72b", "gptq")}
-KUSTOMIZATIONS = [f"overlays/{name}" for name in OVERLAYS] + ["collector", "loadgen", "logging"]
+KUSTOMIZATIONS = [f"overlays/{name}" for name in OVERLAYS] + [
+    "collector",
+    "loadgen",
+    "locust",
+    "logging",
+]
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 PROXY_DRAIN_S = 30  # the proxy's default --drain-timeout, also set in base/deployment.yaml
 
@@ -169,6 +174,35 @@ def test_loadgen_job_shards_add_up_and_share_a_volume():
         for v in o["spec"]["template"]["spec"]["volumes"]
     }
     assert claims == {one("loadgen", "PersistentVolumeClaim")["metadata"]["name"]}
+
+
+def test_locust_example_runs_the_locustfile_distributed():
+    jobs = {o["metadata"]["name"]: o for o in render("locust") if o["kind"] == "Job"}
+    master, workers = jobs["loadgen-locust-master"], jobs["loadgen-locust-workers"]
+    config = one("locust", "ConfigMap")["data"]
+    service = one("locust", "Service")
+    llm = one("overlays/llama-70b-awq", "Service")["metadata"]["name"]
+    assert config["TARGET"] == f"http://{llm}:8080"
+    (m,) = master["spec"]["template"]["spec"]["containers"]
+    (w,) = workers["spec"]["template"]["spec"]["containers"]
+    assert m["command"] == w["command"] == ["python", "-m", "loadgen.locust"]
+    assert {"--master", "--headless", "--expect-workers=$(WORKERS)", "--host=$(TARGET)"} <= set(
+        m["args"]
+    )
+    assert "--out=/results/$(RUN_ID)" in m["args"]  # loadgen's run directory, on the volume
+    assert workers["spec"]["completions"] == workers["spec"]["parallelism"] == int(
+        config["WORKERS"]
+    )
+    assert f"--master-host={service['metadata']['name']}" in w["args"]
+    # the Service reaches the master's pod, not the workers'
+    selector = service["spec"]["selector"].items()
+    assert selector <= master["spec"]["template"]["metadata"]["labels"].items()
+    assert not selector <= workers["spec"]["template"]["metadata"]["labels"].items()
+    ports = {p["name"] for p in m["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
+    (volume,) = master["spec"]["template"]["spec"]["volumes"]
+    claim = one("locust", "PersistentVolumeClaim")["metadata"]["name"]
+    assert volume["persistentVolumeClaim"]["claimName"] == claim
 
 
 # ---- deploy/k8s/rules: the PrometheusRule, generated from deploy/prometheus/rules
