@@ -21,6 +21,7 @@ same machine, other processes included.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import subprocess
 import sys
@@ -38,7 +39,10 @@ from tests.support import ROOT
 from tests.support.scripted_upstream import MODEL, arrivals
 from tests.support.timing import EARLY, LATE
 
-pytest.importorskip("locust")
+# not importorskip: importing locust monkey-patches this process for gevent (threads, sockets,
+# signals), which breaks every test after it; finding the package is enough
+if importlib.util.find_spec("locust") is None:
+    pytest.skip("locust is not installed (pip install -e '.[test]')", allow_module_level=True)
 
 TTFT, ITL, TOKENS = 0.2, 0.02, 8
 JITTER = 0.25
@@ -221,3 +225,9 @@ def test_a_hogged_locust_process_marks_its_run_invalid(tmp_path: Path):
     assert target["valid"] is False
     assert any("event-loop lag" in reason for reason in target["invalid_reasons"])
     assert target["client"]["loop_lag_s"]["p99"] > 0.025
+
+
+def test_locust_never_runs_inside_the_test_process() -> None:
+    """Locust (gevent's monkey-patching) stays in its own processes: imported here it would
+    break threads, signals and sockets for every later test."""
+    assert "locust" not in sys.modules and "gevent" not in sys.modules
