@@ -21,6 +21,7 @@ MEASURED_PATHS = {
 }
 # vLLM validates bodies with pydantic in lax mode: these strings (any case) mean true
 _LAX_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+_LAX_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 
 
 @dataclass(slots=True)
@@ -47,13 +48,22 @@ def model_of(body: bytes) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def lax_true(value: Any) -> bool:
-    """A boolean field as vLLM reads it: `"yes"` or `1` is true, as `true` is."""
+def lax_bool(value: Any) -> bool | None:
+    """A boolean field as vLLM's pydantic models read it (lax mode): `"yes"` or `1` is true
+    as `true` is, `"off"` or `0` false; None for what vLLM refuses (`"x"`, `2`, a list)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float):
-        return value == 1
-    return isinstance(value, str) and value.lower() in _LAX_TRUE
+        return {1: True, 0: False}.get(value)  # type: ignore[call-overload]
+    if isinstance(value, str):
+        lowered = value.lower()
+        return True if lowered in _LAX_TRUE else False if lowered in _LAX_FALSE else None
+    return None
+
+
+def lax_true(value: Any) -> bool:
+    """A boolean field that vLLM reads as true."""
+    return lax_bool(value) is True
 
 
 def inspect(path: str, body: bytes, continuous_usage: bool) -> ModelCall:
@@ -81,6 +91,9 @@ def inspect(path: str, body: bytes, continuous_usage: bool) -> ModelCall:
         options = {}
     elif not isinstance(options, dict):
         return call  # invalid: leave it to the upstream to reject
+    flags = ("include_usage", "continuous_usage_stats")
+    if any(k in options and options[k] is not None and lax_bool(options[k]) is None for k in flags):
+        return call  # vLLM refuses the body: the client must see vLLM's own error
     injected_usage = injected_continuous = False
     if not lax_true(options.get("include_usage")):
         options["include_usage"] = True
