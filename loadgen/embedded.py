@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadgen.processes import free_port, stop, wait_ready
+from loadgen.processes import free_port, running
 
 PRESET = "llama-70b-awq-tp4-a100"
 READY_TIMEOUT_S = 60.0
@@ -27,52 +27,36 @@ class Stack:
     proxy_metrics: str  # the proxy's admin /metrics
 
 
-def _spawn(log_dir: Path, module: str, *args: str) -> subprocess.Popen:
-    # output to a log file in the run directory: nobody reads a pipe, and a full one stalls
-    with open(log_dir / f"{module.replace('.', '_')}.log", "wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a Ctrl-C is loadgen's to handle: it stops them last
-        )
+def _child(
+    log_dir: Path, module: str, args: list[str], ready_url: str
+) -> contextlib.AbstractContextManager[subprocess.Popen]:
+    """`python -m module ARGS`, its output in the run directory, ready at ready_url."""
+    return running(
+        [sys.executable, "-m", module, *args],
+        ready_url,
+        log_dir / f"{module.replace('.', '_')}.log",
+        timeout_s=READY_TIMEOUT_S,
+        new_session=True,  # a Ctrl-C is loadgen's to handle: it stops them last
+    )
 
 
 @contextlib.contextmanager
 def stack(log_dir: Path, sim_args: tuple[str, ...] = ("--preset", PRESET)) -> Iterator[Stack]:
-    """Start simulator, then proxy in front of it; yield their URLs; stop both."""
+    """Start simulator, then proxy in front of it; yield their URLs; stop both (proxy first)."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    processes: list[subprocess.Popen] = []
-    try:
+    with contextlib.ExitStack() as started:
         sim_port = free_port()
         direct = f"http://127.0.0.1:{sim_port}"
-        sim_cmd = (*sim_args, "--host", "127.0.0.1", "--port", str(sim_port))
-        sim = _spawn(log_dir, "loadgen.sim", *sim_cmd)
-        processes.append(sim)
-        wait_ready(direct + "/health", sim, READY_TIMEOUT_S)
+        sim_cmd = [*sim_args, "--host", "127.0.0.1", "--port", str(sim_port)]
+        started.enter_context(_child(log_dir, "loadgen.sim", sim_cmd, direct + "/health"))
         proxy_port, admin_port = free_port(), free_port()
-        proxy = _spawn(
-            log_dir,
-            "latency_proxy",
-            "--upstream",
-            direct,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(proxy_port),
-            "--admin-port",
-            str(admin_port),
-        )
-        processes.append(proxy)
-        wait_ready(f"http://127.0.0.1:{admin_port}/healthz", proxy, READY_TIMEOUT_S)
-        proxy_url = f"http://127.0.0.1:{proxy_port}"
+        admin = f"http://127.0.0.1:{admin_port}"
+        proxy_cmd = ["--upstream", direct, "--host", "127.0.0.1", "--port", str(proxy_port)]
+        proxy_cmd += ["--admin-port", str(admin_port)]
+        started.enter_context(_child(log_dir, "latency_proxy", proxy_cmd, admin + "/healthz"))
         yield Stack(
             direct=direct,
-            proxy=proxy_url,
+            proxy=f"http://127.0.0.1:{proxy_port}",
             metrics=direct + "/metrics",
-            proxy_metrics=f"http://127.0.0.1:{admin_port}/metrics",
+            proxy_metrics=admin + "/metrics",
         )
-    finally:
-        for process in reversed(processes):
-            stop(process)
