@@ -183,8 +183,8 @@ class UpstreamCaller:
                 exchange.upstream_failed(UpstreamErrorKind.TIMEOUT, "timeout")
             except aiohttp.ClientError:
                 exchange.upstream_failed(UpstreamErrorKind.PROTOCOL, "upstream_disconnect")
-            if cut and not event_stream:
-                abort_connection(scope)  # a body cut short upstream is cut short here too
+            if cut:  # a body cut short upstream is cut short here too, event streams included
+                abort_connection(scope)
                 return
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -12,7 +12,7 @@ import time
 
 import httpx
 
-from tests.support.proxy import disconnect_mid_stream, proxy_env
+from tests.support.proxy import disconnect_mid_stream, proxy_env, read_raw
 
 CANARY = "CANARY-7f3a9c-do-not-leak"
 
@@ -67,15 +67,13 @@ def test_canary_never_leaves_the_proxy_with_capture_off(start_proxy, upstream) -
         ]
         with httpx.Client(timeout=10) as client:
             for path, body, script in cases:
-                client.post(
-                    proxy.url + path,
-                    content=body,
-                    headers={
-                        "x-script": json.dumps(script),
-                        "authorization": f"Bearer {CANARY}",
-                        "content-type": "application/json",
-                    },
-                )
+                headers = {
+                    "x-script": json.dumps(script),
+                    "authorization": f"Bearer {CANARY}",
+                    "content-type": "application/json",
+                }
+                with client.stream("POST", proxy.url + path, content=body, headers=headers) as r:
+                    read_raw(r)  # (the stream whose upstream dies is cut for the client too)
         script = json.dumps({"tokens": 100, "itl": 0.02, "text": CANARY})
         disconnect_mid_stream(
             proxy.url,

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import ROOT
-from tests.support.proxy import disconnect_mid_stream, proxy_env
+from tests.support.proxy import disconnect_mid_stream, proxy_env, read_raw
 
 KEY = "test-hmac-key"
 CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key", "cookie")
@@ -190,12 +190,14 @@ def _send(proxy, path: str, secret: str, credential: str) -> None:
         if body is None
         else json.dumps(body).encode()
     )
-    httpx.post(
+    with httpx.stream(
+        "POST",
         proxy.url + "/v1/chat/completions",
         content=content,
         timeout=10,
         headers={**headers, "x-script": json.dumps(script), "content-type": "application/json"},
-    )
+    ) as r:
+        read_raw(r)  # (die_mid_stream's is cut for the client too)
 
 
 TOKEN = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=10, max_size=10)

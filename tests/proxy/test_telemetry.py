@@ -9,7 +9,7 @@ import uuid
 
 import httpx
 
-from tests.support.proxy import proxy_env
+from tests.support.proxy import proxy_env, read_raw
 from tests.support.timing import LATE, on_time
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -158,11 +158,10 @@ def test_every_request_yields_one_server_span_and_one_count(start_proxy, upstrea
         for body, script in cases:
             rid = "one-" + uuid.uuid4().hex
             rids.append(rid)
-            client.post(
-                proxy.url + "/v1/completions",
-                json=body,
-                headers={"x-request-id": rid, "x-script": json.dumps(script)},
-            )
+            headers = {"x-request-id": rid, "x-script": json.dumps(script)}
+            url = proxy.url + "/v1/completions"
+            with client.stream("POST", url, json=body, headers=headers) as r:
+                assert read_raw(r)[1] == ("die_after" in script)  # a dying upstream's is cut
     for rid in rids:  # recorded (the log line is written last) before counting spans
         assert proxy.request_logs(rid)
     spans = otlp.wait_for_spans(

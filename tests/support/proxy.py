@@ -118,3 +118,17 @@ def disconnect_mid_stream(
         while received.count(marker) < count:
             received += sock.recv(65536)
     return time.perf_counter()
+
+
+def read_raw(response: httpx.Response) -> tuple[bytes, bool]:
+    """A streamed response's raw bytes, and whether its connection closed before the body's
+    end (the proxy cuts a client's body so when its upstream's broke)."""
+    raw = b""
+    try:
+        for chunk in response.iter_raw():
+            raw += chunk
+    except httpx.RemoteProtocolError as exc:
+        if "incomplete" not in str(exc):
+            raise
+        return raw, True
+    return raw, False
