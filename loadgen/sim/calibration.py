@@ -12,9 +12,10 @@ tokens takes the whole prompt); above 32K it turned chunked prefill on by itself
 512-token budget (vLLM PR #6666; the default became 2,048 only in PR #10544, after 0.6.3).
 
 lmdeploy's static inference benchmark (InternLM/lmdeploy, docs/en/benchmark/a100_fp16.md as
-of v0.1.0, commit 379a2d5a6, table "llama2-70b", lines 97-118; its script
-benchmark/profile_generation.py): Llama-2-70B in fp16 on 4×A100-80GB (tp 4), served by
-TurboMind, lmdeploy's own engine, not vLLM. `concurrency` threads each send 6 identical
+first published, commit ebe90bc94, lmdeploy v0.1.0a1: table "llama2-70b", lines 97-118; the
+script benchmark/profile_generation.py of that commit, whose defaults, concurrency 1 16 32 64
+and 6 test rounds, are the table's rows): Llama-2-70B in fp16 on 4×A100-80GB (tp 4), served
+by TurboMind, lmdeploy's own engine, not vLLM. `concurrency` threads each send 6 identical
 requests one after another (ignore_eos, fixed prompt and output lengths); FTL is the mean
 time to first token over all requests, the per-token latency's 50th percentile is over every
 gap after the first token, throughput is all output tokens over the run's time. The replay
@@ -45,7 +46,7 @@ QWEN_SPEED = {1: 31.37, 6144: 29.90, 14336: 30.10, 30720: 27.53, 63488: 20.74}  
 # faster than TurboMind (its KV reads and per-sequence work at large batch, see README).
 LOADED_TOLERANCE = 0.20
 LMDEPLOY_SOURCE = (
-    "InternLM/lmdeploy docs/en/benchmark/a100_fp16.md (v0.1.0, commit 379a2d5a6), "
+    "InternLM/lmdeploy docs/en/benchmark/a100_fp16.md (commit ebe90bc94, v0.1.0a1), "
     "llama2-70b static inference, TurboMind, fp16, tp 4, A100-80G"
 )
 LMDEPLOY_ROUNDS = 6  # profile_generation.py's --test-round default: requests per thread
