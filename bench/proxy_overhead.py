@@ -17,6 +17,11 @@ window) and its RSS, and the proxy's ratios to nginx. The load client runs in it
 and times streams with latency_proxy's SSEParser and StreamMeter (the one definition of TTFT).
 
     python bench/proxy_overhead.py [--streams 1,64] [--duration 12s] [--tokens 64] [--json]
+                                   [--profile FILE]
+
+--profile FILE samples the proxy with py-spy over each proxy cell's measured window (the last
+cell's samples stay in FILE, py-spy's raw format) and prints where its CPU per event went, by
+layer (bench/profile_layers.py).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 import uvloop
+from profile_layers import by_layer, record_later  # bench/, beside this script
+from profile_layers import markdown as layers_markdown
 
 from latency_proxy.meter import StreamMeter
 from latency_proxy.sse import SSEParser
@@ -416,6 +423,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--targets", default=",".join(TARGETS), help="a subset of the default")
     parser.add_argument("--nginx", default="/usr/sbin/nginx")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy the proxy's cells into FILE; print CPU by layer"
+    )
     args = parser.parse_args(argv)
     args.streams = [int(s) for s in args.streams.split(",")]
     args.targets = [t for t in TARGETS if t in args.targets.split(",")]
@@ -429,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{args.nginx} not found: apt-get install -y nginx-light, or --targets without nginx"
         )
     cells: list[CellResult] = []
+    profiles: list[tuple[CellResult, Counter[str]]] = []
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="proxy-overhead-")))
         up_port, started = start_upstream(tmp)
@@ -457,7 +468,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                     watch["intermediary"] = watched[target]
                 print(f"… {target} × {streams} streams", file=sys.stderr, flush=True)
                 cell = Cell(target, url, streams, args.tokens, args.warmup, args.duration, watch)
+                sampler = None
+                if args.profile and target == "proxy":
+                    pid = watched["proxy"][0]
+                    sampler = record_later(pid, args.warmup, args.duration, args.profile)
                 cells.append(client.submit(run_cell, cell).result())
+                if sampler is not None:
+                    sampler.join()
+                    profiles.append((cells[-1], by_layer(args.profile.read_text().splitlines())))
                 if cells[-1].errors:
                     print(f"  errors: {cells[-1].errors}", file=sys.stderr, flush=True)
     rows = report(cells)
@@ -471,6 +489,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{args.duration:g}s measured per cell after {args.warmup:g}s warm-up\n"
         )
         print(markdown(rows))
+    for cell, samples in profiles:
+        cpu = figures(cell)["cpu_ms_per_1k_events"]
+        print(f"\nproxy × {cell.streams} streams, CPU by layer ({args.profile}):\n")
+        print(layers_markdown(samples, cpu))
 
 
 def _cell_summary(cell: CellResult) -> dict:

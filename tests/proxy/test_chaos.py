@@ -149,10 +149,11 @@ def test_a_client_of_the_proxy_can_tell_its_stream_was_cut(start_proxy, fault: s
         proxy = start_proxy("--upstream", upstream)
         body = json.dumps({"messages": [{"role": "user", "content": "a"}], "stream": True})
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
-            sock.sendall(
+            head = (
                 f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-fault: {fault}\r\n"
-                f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n{body}".encode()
+                f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
             )
+            sock.sendall((head + body).encode())
             received = b""
             while data := sock.recv(65536):
                 received += data

@@ -1,0 +1,112 @@
+"""Where a process's CPU goes, by layer: py-spy samples grouped by the code on top of the stack.
+
+A flame graph of the proxy answers "which function"; the data-plane question is "which
+layer": the event loop and its syscalls (what any Python pass-through pays, the relay floor),
+uvicorn's and aiohttp's HTTP framing, the proxy's own per-event work (relay, SSE parser,
+meter, usage filter) and its per-request bookkeeping (spans, metrics, the log line). Each
+sample is charged to the layer of its innermost Python frame; a sample whose innermost frame
+is the event loop's `run` is time in uvloop's C code (epoll, socket reads and writes,
+callbacks) with no Python frame above it.
+
+    python bench/profile_layers.py PROFILE.raw         # a `py-spy record --format raw` file
+    python bench/proxy_overhead.py --targets proxy --profile proxy.raw   # records one
+
+py-spy is not a dependency of the project: `.venv/bin/pip install py-spy` (it reads the
+process from outside, so the proxy runs unchanged; it needs ptrace, which root has).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+_FRAME_FILE = re.compile(r"\(([^:()]+):\d+\)$")
+PER_REQUEST = "proxy per request: routing, headers, spans, metrics, log line"
+
+# first match wins: (file path prefix or module file, layer)
+LAYERS: tuple[tuple[str, str], ...] = (
+    ("asyncio/runners.py", "event loop: uvloop C (epoll, socket reads/writes, callbacks)"),
+    ("uvloop/", "event loop: uvloop C (epoll, socket reads/writes, callbacks)"),
+    ("asyncio/", "event loop: asyncio Python (tasks, futures)"),
+    ("uvicorn/", "uvicorn: HTTP server, ASGI send (the client socket write is charged here)"),
+    ("aiohttp/", "aiohttp: upstream client, response reading"),
+    ("multidict/", "aiohttp: upstream client, response reading"),
+    ("yarl/", "aiohttp: upstream client, response reading"),
+    ("latency_proxy/relay.py", "proxy per event: relay, SSE parser, meter, usage filter"),
+    ("latency_proxy/sse.py", "proxy per event: relay, SSE parser, meter, usage filter"),
+    ("latency_proxy/meter.py", "proxy per event: relay, SSE parser, meter, usage filter"),
+    ("latency_proxy/event_shape.py", "proxy per event: relay, SSE parser, meter, usage filter"),
+    ("latency_proxy/usage_filter.py", "proxy per event: relay, SSE parser, meter, usage filter"),
+    ("latency_proxy/write_watch.py", "proxy per event: relay, SSE parser, meter, usage filter"),
+    ("latency_proxy/", PER_REQUEST),
+    ("opentelemetry/", PER_REQUEST),
+    # py-spy names site-packages files from the package down: OpenTelemetry's SDK modules
+    ("trace/", PER_REQUEST),
+    ("metrics/", PER_REQUEST),
+    ("attributes/", PER_REQUEST),
+    ("context/", PER_REQUEST),
+    ("prometheus_client/", PER_REQUEST),
+    ("logging/", PER_REQUEST),
+)
+OTHER = "other (standard library, orjson, …)"
+
+
+def layer_of(frame: str) -> str:
+    """The layer of one py-spy frame, `function (path/to/file.py:line)`."""
+    found = _FRAME_FILE.search(frame)
+    path = found.group(1) if found else frame
+    for prefix, layer in LAYERS:
+        if path.startswith(prefix) or f"/{prefix}" in path:
+            return layer
+    return OTHER
+
+
+def by_layer(raw_lines: Iterable[str]) -> Counter[str]:
+    """Samples per layer from py-spy's raw format: `frame;frame;…;innermost COUNT` per line."""
+    samples: Counter[str] = Counter()
+    for line in raw_lines:
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        if stack and count.isdigit():
+            samples[layer_of(stack.rsplit(";", 1)[-1])] += int(count)
+    return samples
+
+
+def markdown(samples: Counter[str], cpu_us_per_event: float | None = None) -> str:
+    total = sum(samples.values()) or 1
+    head = "| layer | share of samples |" + (" µs/event |" if cpu_us_per_event else "")
+    rule = "|---|---|" + ("---|" if cpu_us_per_event else "")
+    rows = [head, rule]
+    for layer, n in samples.most_common():
+        share = n / total
+        row = f"| {layer} | {share:.0%} |"
+        if cpu_us_per_event:
+            row += f" {share * cpu_us_per_event:.0f} |"
+        rows.append(row)
+    return "\n".join(rows)
+
+
+def record_later(pid: int, delay: float, duration: float, out: Path) -> threading.Thread:
+    """Start `py-spy record` on pid after delay (the cell's warm-up), for duration seconds."""
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(py_spy).exists():
+        sys.exit("--profile needs py-spy: .venv/bin/pip install py-spy")
+    command = [py_spy, "record", "--pid", str(pid), "--duration", str(max(1, round(duration)))]
+    command += ["--rate", "200", "--format", "raw", "--nonblocking", "--output", str(out)]
+
+    def run() -> None:
+        threading.Event().wait(delay)
+        subprocess.run(command, check=True, capture_output=True)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+if __name__ == "__main__":
+    print(markdown(by_layer(Path(sys.argv[1]).read_text().splitlines())))
