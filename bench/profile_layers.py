@@ -22,28 +22,32 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
 _FRAME_FILE = re.compile(r"\(([^:()]+):\d+\)$")
+LOOP_C = "event loop: uvloop C (epoll, socket reads/writes, callbacks)"
+PER_EVENT = "proxy per event: relay, SSE parser, meter, usage filter"
 PER_REQUEST = "proxy per request: routing, headers, spans, metrics, log line"
+AIOHTTP = "aiohttp: upstream client, response reading"
 
 # first match wins: (file path prefix or module file, layer)
 LAYERS: tuple[tuple[str, str], ...] = (
-    ("asyncio/runners.py", "event loop: uvloop C (epoll, socket reads/writes, callbacks)"),
-    ("uvloop/", "event loop: uvloop C (epoll, socket reads/writes, callbacks)"),
+    ("asyncio/runners.py", LOOP_C),
+    ("uvloop/", LOOP_C),
     ("asyncio/", "event loop: asyncio Python (tasks, futures)"),
     ("uvicorn/", "uvicorn: HTTP server, ASGI send (the client socket write is charged here)"),
-    ("aiohttp/", "aiohttp: upstream client, response reading"),
-    ("multidict/", "aiohttp: upstream client, response reading"),
-    ("yarl/", "aiohttp: upstream client, response reading"),
-    ("latency_proxy/relay.py", "proxy per event: relay, SSE parser, meter, usage filter"),
-    ("latency_proxy/sse.py", "proxy per event: relay, SSE parser, meter, usage filter"),
-    ("latency_proxy/meter.py", "proxy per event: relay, SSE parser, meter, usage filter"),
-    ("latency_proxy/event_shape.py", "proxy per event: relay, SSE parser, meter, usage filter"),
-    ("latency_proxy/usage_filter.py", "proxy per event: relay, SSE parser, meter, usage filter"),
-    ("latency_proxy/write_watch.py", "proxy per event: relay, SSE parser, meter, usage filter"),
+    ("aiohttp/", AIOHTTP),
+    ("multidict/", AIOHTTP),
+    ("yarl/", AIOHTTP),
+    ("latency_proxy/relay.py", PER_EVENT),
+    ("latency_proxy/sse.py", PER_EVENT),
+    ("latency_proxy/meter.py", PER_EVENT),
+    ("latency_proxy/event_shape.py", PER_EVENT),
+    ("latency_proxy/usage_filter.py", PER_EVENT),
+    ("latency_proxy/write_watch.py", PER_EVENT),
     ("latency_proxy/", PER_REQUEST),
     ("opentelemetry/", PER_REQUEST),
     # py-spy names site-packages files from the package down: OpenTelemetry's SDK modules
@@ -100,7 +104,7 @@ def record_later(pid: int, delay: float, duration: float, out: Path) -> threadin
     command += ["--rate", "200", "--format", "raw", "--nonblocking", "--output", str(out)]
 
     def run() -> None:
-        threading.Event().wait(delay)
+        time.sleep(delay)
         subprocess.run(command, check=True, capture_output=True)
 
     thread = threading.Thread(target=run, daemon=True)

@@ -55,15 +55,6 @@ class StreamShape:
     gap_s: float | None  # mean gap between content events
     verdict: str
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "buffered": self.buffered,
-            "coalesced_fraction": self.coalesced_fraction,
-            "tokens_per_event": self.tokens_per_event,
-            "gap_s": self.gap_s,
-            "verdict": self.verdict,
-        }
-
 
 Stream = tuple[Sequence[float], float | None, int | None]  # gaps, TPOT, output tokens
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -190,7 +191,7 @@ def _target(
         "gpu": _gpu(gpu, intervals),
         "mbu": _mbu(ok, active, metrics, settings),
         "server": server_metrics.server_block([w for w in server if w.target == name]),
-        "stream": stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok).as_dict(),
+        "stream": asdict(stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok)),
     }
     return summary
 

@@ -61,4 +61,4 @@ def test_target_verdicts() -> None:
 def test_no_verdict_from_streams_without_gaps() -> None:
     shape = stream_shape([([], None, 1), ([], None, None)])
     assert shape.buffered is None and shape.coalesced_fraction is None
-    assert shape.as_dict()["verdict"] == "too few content events to tell"
+    assert shape.verdict == "too few content events to tell"
