@@ -17,6 +17,7 @@ not a request yet, so like a malformed one (uvicorn's 400) it is answered, not r
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from latency_proxy.responses import HEADERS_TOO_LARGE, error_body
 from latency_proxy.types import Scope
 
 ABORT = "latency_proxy.abort"  # the scope extension abort_connection calls
+WRITER = "latency_proxy.writer"  # the scope extension client_writer returns
 REQUEST_LINE_ALLOWANCE = 8 * 1024  # a head's bytes beyond its names and values
 _REFUSAL = error_body(431, *HEADERS_TOO_LARGE)
 _REFUSAL_RESPONSE = (
@@ -54,6 +56,37 @@ def abort_connection(scope: Scope) -> None:
         abort()
 
 
+class ClientWriter:
+    """A response body written straight onto the client's transport, framed as uvicorn
+    frames it, from inside the upstream's data callback: no ASGI send (a coroutine, and a
+    task wake-up) per chunk. The response head and its end still go through ASGI `send`.
+    `on_writable` runs when a full write buffer has drained (uvicorn's flow control)."""
+
+    __slots__ = ("_cycle", "_transport", "on_writable")
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+        self._transport = cycle.transport
+        self.on_writable: Callable[[], None] | None = None
+
+    def write(self, body: bytes) -> None:
+        cycle = self._cycle
+        if cycle.disconnected or cycle.response_complete or not cycle.response_started:
+            return
+        if cycle.chunked_encoding:  # always, but for HEAD, 204 and 304: no body then
+            self._transport.write(b"%x\r\n%b\r\n" % (len(body), body))
+
+    @property
+    def paused(self) -> bool:
+        """The client's write buffer is over uvicorn's high-water mark."""
+        return self._cycle.flow.write_paused and not self._cycle.disconnected
+
+
+def client_writer(scope: Scope) -> ClientWriter:
+    """The writer for this request's response body, once its head is sent."""
+    return scope["extensions"][WRITER]()  # type: ignore[typeddict-item]
+
+
 def _abort(cycle: RequestResponseCycle) -> None:
     cycle.disconnected = True  # uvicorn: nothing more to send, nothing to complete
     cycle.transport.close()  # what was written still goes out, then the FIN
@@ -66,6 +99,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._head_bytes: int | None = 0  # bytes of the head being read; None: none is
         self._header_timer: asyncio.TimerHandle | None = None
+        self._writer: ClientWriter | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -94,7 +128,19 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:
-            self.scope.setdefault("extensions", {})[ABORT] = lambda: _abort(cycle)  # type: ignore[typeddict-unknown-key]
+            extensions = self.scope.setdefault("extensions", {})
+            extensions[ABORT] = lambda: _abort(cycle)  # type: ignore[typeddict-unknown-key]
+            extensions[WRITER] = lambda: self._writer_for(cycle)  # type: ignore[typeddict-unknown-key]
+
+    def _writer_for(self, cycle: RequestResponseCycle) -> ClientWriter:
+        self._writer = ClientWriter(cycle)
+        return self._writer
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        writer = self._writer
+        if writer is not None and writer.on_writable is not None:
+            writer.on_writable()
 
     def _refuse_head(self) -> None:
         self._cancel_header_timer()

@@ -1,10 +1,14 @@
 """The hot path: upstream bytes to the client as they arrive, and the watch for a client
 that leaves.
 
-Bytes are sent on as they come. Only when the proxy injected a usage request does it hold
-bytes back, and then never longer than the end of the current event, so it can drop the
-one event the client did not ask for. Per chunk the loops touch local names only; what
-they count goes onto the exchange once, however the relay ends.
+The body is relayed inside the upstream connection's data callback: each chunk is parsed,
+metered and written to the client's transport before the callback returns (no task
+wake-up, no ASGI send per chunk; upstream_connection.py, http_protocol.ClientWriter). Only
+when the proxy injected a usage request does it hold bytes back, and then never longer than
+the end of the current event, so it can drop the one event the client did not ask for. A
+client whose write buffer fills pauses the upstream's reads until it drains. Per chunk the
+sinks touch closure names only; what they count goes onto the exchange once, however the
+relay ends.
 """
 
 from __future__ import annotations
@@ -14,12 +18,12 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-import aiohttp
-
 from latency_proxy.exchange import Exchange
+from latency_proxy.http_protocol import ClientWriter
 from latency_proxy.meter import StreamMeter
 from latency_proxy.sse import SSEParser
-from latency_proxy.types import Receive, Send
+from latency_proxy.types import Receive
+from latency_proxy.upstream_connection import Response, Sink
 from latency_proxy.usage_filter import InjectedUsageFilter
 from latency_proxy.write_watch import WriteWatch
 
@@ -27,10 +31,52 @@ perf_counter = time.perf_counter
 MAX_MEASURED_BODY = 8 * 2**20  # non-streaming bodies kept for usage parsing up to this size
 
 
+class Backpressure:
+    """Writes to the client; a full write buffer pauses the upstream until it drains, and
+    the write watch counts the wait as a pending write (write_watch.py)."""
+
+    __slots__ = ("_response", "_watch", "_writer", "held")
+
+    def __init__(self, response: Response, writer: ClientWriter, watch: WriteWatch) -> None:
+        self._response = response
+        self._writer = writer
+        self._watch = watch
+        self.held = False
+        writer.on_writable = self._release
+
+    def write(self, data: bytes) -> None:
+        writer = self._writer
+        writer.write(data)
+        if writer.paused and not self.held:
+            self.held = True
+            self._response.pause_reading()
+            self._watch.held()
+
+    def _release(self) -> None:
+        if self.held:
+            self.held = False
+            self._response.resume_reading()
+            self._watch.released()
+
+    def stop(self) -> None:
+        """After the last write: a wait still pending is the final send's to count."""
+        self._writer.on_writable = None
+        self._release()
+
+
+async def _stream(response: Response, sink: Sink) -> None:
+    """Feed the body to `sink` until it is complete; on any end, let go of the upstream."""
+    try:
+        response.stream(sink)
+        await response.done
+    finally:
+        response.close()  # nothing, if the body was complete
+
+
 async def relay_body(
     exchange: Exchange,
-    response: aiohttp.ClientResponse,
-    send: Send,
+    response: Response,
+    flow: Backpressure,
     meter: StreamMeter | None,
 ) -> None:
     """Pass a body through unparsed; a model call's (up to a size) is measured at its end."""
@@ -38,13 +84,18 @@ async def relay_body(
     kept: list[bytes] = []
     kept_size = 0
     sent = 0
+    write = flow.write
+
+    def sink(t: float, chunk: bytes) -> None:
+        nonlocal kept_size, sent
+        sent += len(chunk)
+        if keep and kept_size + len(chunk) <= MAX_MEASURED_BODY:
+            kept.append(chunk)
+            kept_size += len(chunk)
+        write(chunk)
+
     try:
-        async for chunk in response.content.iter_any():
-            sent += len(chunk)
-            if keep and kept_size + len(chunk) <= MAX_MEASURED_BODY:
-                kept.append(chunk)
-                kept_size += len(chunk)
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await _stream(response, sink)
     finally:
         exchange.sent(sent)
     if meter is not None:
@@ -54,8 +105,8 @@ async def relay_body(
 
 async def relay_events(
     exchange: Exchange,
-    response: aiohttp.ClientResponse,
-    send: Send,
+    response: Response,
+    flow: Backpressure,
     meter: StreamMeter,
     max_event_bytes: int,
 ) -> None:
@@ -65,36 +116,41 @@ async def relay_events(
     call = exchange.call
     assert call is not None
     parser = SSEParser(max_event_bytes)
+    feed = parser.feed
     on_event = meter.on_event
+    write = flow.write
     usage_filter = None
     if call.injected_usage or call.injected_continuous_usage:
         usage_filter = InjectedUsageFilter(call.injected_usage, call.injected_continuous_usage)
     overhead = 0.0
     chunks = 0
     sent = 0
+
+    def sink(t: float, chunk: bytes) -> None:
+        nonlocal overhead, chunks, sent
+        events = feed(chunk)
+        if usage_filter is not None:
+            out = b"".join([usage_filter.feed(e, on_event(t, e)) for e in events])
+        else:
+            for event in events:
+                on_event(t, event)
+            out = chunk
+        if out:
+            sent += len(out)
+            write(out)
+        overhead += perf_counter() - t
+        chunks += 1
+
     try:
         try:
-            async for chunk in response.content.iter_any():
-                t = perf_counter()
-                events = parser.feed(chunk)
-                if usage_filter is not None:
-                    out = b"".join([usage_filter.feed(e, on_event(t, e)) for e in events])
-                else:
-                    for event in events:
-                        on_event(t, event)
-                    out = chunk
-                if out:
-                    sent += len(out)
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
-                overhead += perf_counter() - t
-                chunks += 1
+            await _stream(response, sink)
         finally:
             # what was held back goes out however the upstream ended (not to a client
-            # that is gone: then this task was cancelled and the send is skipped)
+            # that is gone: then this task was cancelled and the write is skipped)
             tail = usage_filter.flush() + parser.remainder() if usage_filter else b""
             if tail and not _cancelling():
                 sent += len(tail)
-                await send({"type": "http.response.body", "body": tail, "more_body": True})
+                write(tail)
     finally:
         exchange.sent(sent)
         exchange.overhead_event_sum = overhead

@@ -1,47 +1,40 @@
 """An admitted request sent to its route and the answer relayed, every failure mapped.
 
 Before the upstream's headers arrive, a failure gets the proxy's own answer (502 or 504,
-OpenAI-style); after, the status line is out, so the stream just ends and the exchange
-records why. This is the one place where what aiohttp raised becomes an outcome and kind.
+OpenAI-style); after, the status line is out, so the stream is cut and the exchange
+records why. This is the one place where what the upstream client raised becomes an
+outcome and kind.
 """
 
 from __future__ import annotations
 
 import time
 
-import aiohttp
 import orjson
-from multidict import CIMultiDict
 from opentelemetry import trace
 from opentelemetry.propagate import inject
-from yarl import URL
 
 from latency_proxy.config import Route
-from latency_proxy.connection_trace import ConnectionTrace
 from latency_proxy.exchange import Exchange
-from latency_proxy.http_protocol import abort_connection
+from latency_proxy.http_protocol import abort_connection, client_writer
 from latency_proxy.logs import cut_recorded
 from latency_proxy.meter import StreamMeter
 from latency_proxy.outcome import Outcome, UpstreamErrorKind
 from latency_proxy.recording import Recording
 from latency_proxy.redact import ContentPolicy, request_texts
-from latency_proxy.relay import cancel_on_disconnect, relay_body, relay_events
+from latency_proxy.relay import Backpressure, cancel_on_disconnect, relay_body, relay_events
 from latency_proxy.responses import answer_error, retry_after_header
 from latency_proxy.types import Receive, Scope, Send
-from latency_proxy.upstream import (
-    Upstreams,
-    body_ends_with_connection,
-    request_headers,
-    response_headers,
-    upstream_url,
-)
+from latency_proxy.upstream import Upstreams, request_headers, response_headers, upstream_target
+from latency_proxy.upstream_connection import ConnectError, Response, UpstreamError
+from latency_proxy.upstream_pool import Attempt
 from latency_proxy.write_watch import WriteWatch
 
 perf_counter = time.perf_counter
 _EVENT_STREAM = b"text/event-stream"
 # a model call's answer in a content coding (the proxy asked for none): not decoded, not read
 NOT_MEASURED_ENCODED = "content_encoding"
-_TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientError)  # aiohttp's timeouts are TimeoutErrors
+_TRANSPORT_ERRORS = (TimeoutError, UpstreamError)
 # what the client is told when no upstream answer came: status, error type, message
 _NO_ANSWER = {
     UpstreamErrorKind.TIMEOUT: (504, "GatewayTimeout", "upstream did not answer in time"),
@@ -90,11 +83,8 @@ class UpstreamCaller:
             identity_encoding=call.operation is not None,
             client_host=client[0] if client else None,
             scheme=scope.get("scheme", "http"),
+            authorization=self._upstreams.authorization(route),
         )
-        authorization = self._upstreams.authorization(route)
-        if authorization is not None:
-            headers["Authorization"] = authorization
-        url = upstream_url(route.url, scope)
         if call.operation is not None:
             self._metrics.admitted(exchange)
             if self._captures:
@@ -104,7 +94,7 @@ class UpstreamCaller:
         self.in_flight += counted
         writes = WriteWatch(send, self._write_timeout)
         try:
-            work = self._call(exchange, route, scope, url, headers, writes.send)
+            work = self._call(exchange, route, scope, headers, writes)
             client_left = await cancel_on_disconnect(work, receive, writes)
         finally:
             self.in_flight -= counted
@@ -119,19 +109,19 @@ class UpstreamCaller:
         exchange: Exchange,
         route: Route,
         scope: Scope,
-        url: URL,
-        headers: CIMultiDict[str],
-        send: Send,
+        headers: list[tuple[bytes, bytes]],
+        writes: WriteWatch,
     ) -> None:
         call = exchange.call
         assert call is not None
-        wait = ConnectionTrace()
+        send = writes.send
+        attempt = Attempt()
         try:
             response = await self._upstreams.send(
-                route, scope["method"], url, call.body, headers, wait
+                route, scope["method"], upstream_target(scope), call.body, headers, attempt
             )
         except _TRANSPORT_ERRORS as exc:
-            if wait.waiting and isinstance(exc, TimeoutError):  # the proxy's own queue: full
+            if attempt.waiting and isinstance(exc, TimeoutError):  # the proxy's own queue: full
                 exchange.fail(Outcome.REJECTED, "pool_timeout")
                 message = "no free upstream connection in time; retry later"
                 await answer_error(
@@ -140,7 +130,7 @@ class UpstreamCaller:
                 return
             if isinstance(exc, TimeoutError):
                 kind = UpstreamErrorKind.TIMEOUT
-            elif isinstance(exc, aiohttp.ClientConnectorError):
+            elif isinstance(exc, ConnectError):
                 kind = UpstreamErrorKind.CONNECT
             else:
                 kind = UpstreamErrorKind.PROTOCOL
@@ -148,45 +138,53 @@ class UpstreamCaller:
             status, error_kind, message = _NO_ANSWER[kind]
             await answer_error(exchange, send, status, message, error_kind)
             return
-        async with response:
-            exchange.responded(response.status)
-            if response.status >= 500:
-                exchange.upstream_failed(UpstreamErrorKind.STATUS, str(response.status))
-            content_type = response.headers.get("Content-Type", "").encode("latin-1")
-            event_stream = content_type.startswith(_EVENT_STREAM)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": response.status,
-                    "headers": response_headers(
-                        response.raw_headers, exchange.request_id, event_stream
-                    ),
-                }
-            )
-            meter = None
-            if call.operation is not None:
-                if response.headers.get("Content-Encoding", "identity").lower() != "identity":
-                    exchange.not_measured = NOT_MEASURED_ENCODED  # passed on as it came
-                else:
-                    meter = StreamMeter(exchange.t0, self._first_n, self._captures)
-            cut = True  # unless the body ends as the upstream framed it
-            try:
-                with body_ends_with_connection(response):
-                    if event_stream and meter is not None:
-                        await relay_events(
-                            exchange, response, send, meter, self._max_event_bytes
-                        )
-                    else:
-                        await relay_body(exchange, response, send, meter)
-                cut = False
-            except TimeoutError:
-                exchange.upstream_failed(UpstreamErrorKind.TIMEOUT, "timeout")
-            except aiohttp.ClientError:
-                exchange.upstream_failed(UpstreamErrorKind.PROTOCOL, "upstream_disconnect")
-            if cut:  # a body cut short upstream is cut short here too, event streams included
-                abort_connection(scope)
-                return
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        try:
+            await self._relay(exchange, scope, response, writes)
+        finally:
+            response.close()  # nothing, if its body was complete
+
+    async def _relay(
+        self, exchange: Exchange, scope: Scope, response: Response, writes: WriteWatch
+    ) -> None:
+        call = exchange.call
+        assert call is not None
+        exchange.responded(response.status)
+        if response.status >= 500:
+            exchange.upstream_failed(UpstreamErrorKind.STATUS, str(response.status))
+        event_stream = (response.header(b"content-type") or b"").startswith(_EVENT_STREAM)
+        await writes.send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": response_headers(
+                    response.raw_headers, exchange.request_id, event_stream
+                ),
+            }
+        )
+        meter = None
+        if call.operation is not None:
+            if (response.header(b"content-encoding") or b"identity").lower() != b"identity":
+                exchange.not_measured = NOT_MEASURED_ENCODED  # passed on as it came
+            else:
+                meter = StreamMeter(exchange.t0, self._first_n, self._captures)
+        flow = Backpressure(response, client_writer(scope), writes)
+        cut = True  # unless the body ends as the upstream framed it
+        try:
+            if event_stream and meter is not None:
+                await relay_events(exchange, response, flow, meter, self._max_event_bytes)
+            else:
+                await relay_body(exchange, response, flow, meter)
+            cut = False
+        except TimeoutError:
+            exchange.upstream_failed(UpstreamErrorKind.TIMEOUT, "timeout")
+        except UpstreamError:
+            exchange.upstream_failed(UpstreamErrorKind.PROTOCOL, "upstream_disconnect")
+        finally:
+            flow.stop()
+        if cut:  # a body cut short upstream is cut short here too, event streams included
+            abort_connection(scope)
+            return
+        await writes.send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _input_texts(body: bytes) -> list[tuple[str, str]]:

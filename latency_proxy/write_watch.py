@@ -33,6 +33,13 @@ class WriteWatch:
         await self._send(message)
         self.writes += 1
 
+    def held(self) -> None:
+        """A write outside `send` filled the client's buffer: pending until released."""
+        self.writes += 1
+
+    def released(self) -> None:
+        self.writes += 1
+
     def start(self, on_stall: Callable[[], None]) -> None:
         """Tick until stop(); on_stall runs once, when one send waited past the timeout."""
         if self._timeout > 0:

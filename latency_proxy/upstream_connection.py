@@ -1,0 +1,312 @@
+"""One HTTP/1.1 connection to an upstream: a request written whole, its response read by
+httptools inside the event loop's data callback.
+
+The proxy owns this layer because the benchmark said so: with aiohttp, a third of the
+proxy's CPU per event went to the client's reader (a buffer append, a future, a task
+wake-up and a rescheduled timer per chunk; README, "Performance"). Here a body chunk goes
+from `data_received` to the response's sink in the same callback, and the read timeout is
+one timer per request that re-arms itself from the time of the last read.
+
+Everything an upstream can do wrong ends the response exactly once, with an exception the
+caller maps to an outcome: `ConnectError` (no connection), `ProtocolError` (it broke
+HTTP/1.1: a malformed head or framing, a head past `MAX_HEAD_BYTES`, a body cut short by a
+close), `TimeoutError` (silent past the read timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import httptools
+
+perf_counter = time.perf_counter
+MAX_HEAD_BYTES = 64 * 1024  # a response head larger than this is refused (aiohttp: 8 KiB a line)
+_NO_BODY_STATUS = frozenset({204, 304})
+
+Sink = Callable[[float, bytes], None]  # (perf_counter at the read, body bytes)
+
+
+class UpstreamError(Exception):
+    """The upstream exchange failed; the message names how, never what was sent."""
+
+
+class ConnectError(UpstreamError):
+    """No connection: refused, unreachable, unknown host, or a failed TLS handshake."""
+
+
+class ProtocolError(UpstreamError):
+    """The upstream broke the HTTP exchange."""
+
+    def __init__(self, message: str, answered: bool) -> None:
+        super().__init__(message)
+        self.answered = answered  # any byte of a response had arrived
+
+
+class Response:
+    """One response: its head, then its body handed to a sink as it arrives.
+
+    Body bytes that arrive before `stream` is called (with the head, or while the caller
+    sends its own head on) are kept and handed over first. `done` settles when the body
+    is complete (None) or failed (the exception).
+    """
+
+    __slots__ = ("_chunks", "_connection", "_sink", "done", "raw_headers", "status")
+
+    def __init__(self, connection: Connection, status: int, raw_headers: list[tuple[bytes, bytes]]):
+        self._connection: Connection | None = connection
+        self.status = status
+        self.raw_headers = raw_headers
+        self.done: asyncio.Future[None] = connection.loop.create_future()
+        self.done.add_done_callback(_retrieve)
+        self._sink: Sink | None = None
+        self._chunks: list[tuple[float, bytes]] = []
+
+    def header(self, name: bytes) -> bytes | None:
+        """The first value of a header (name in lowercase)."""
+        for key, value in self.raw_headers:
+            if key.lower() == name:
+                return value
+        return None
+
+    def stream(self, sink: Sink) -> None:
+        """Hand the body to `sink` from now on, what arrived so far first."""
+        chunks, self._chunks = self._chunks, []
+        for t, chunk in chunks:
+            sink(t, chunk)
+        self._sink = sink
+
+    def pause_reading(self) -> None:
+        """Stop reading the upstream (the client is slow); the read timeout waits too."""
+        if self._connection is not None:
+            self._connection.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self._connection is not None:
+            self._connection.resume_reading()
+
+    def close(self) -> None:
+        """Abandon the body: a connection still reading it is closed, never reused."""
+        connection, self._connection = self._connection, None
+        if connection is not None:  # still reading (done may be cancelled with its waiter)
+            connection.abandon()
+
+    def _body(self, t: float, chunk: bytes) -> None:
+        if self._sink is None:
+            self._chunks.append((t, chunk))
+        else:
+            self._sink(t, chunk)
+
+    def _end(self, error: BaseException | None) -> None:
+        self._connection = None
+        if not self.done.done():
+            if error is None:
+                self.done.set_result(None)
+            else:
+                self.done.set_exception(error)
+
+
+class Connection(asyncio.Protocol):
+    """The protocol of one pooled connection; the pool calls `request` once at a time."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        read_timeout: float,
+        on_idle: Callable[[Connection], None],
+        on_closed: Callable[[Connection], None],
+    ) -> None:
+        self.loop = loop
+        self._read_timeout = read_timeout
+        self._on_idle = on_idle
+        self._on_closed = on_closed
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.reused = False  # set by the pool when it hands out a connection used before
+        self.idle_since = 0.0
+        self._parser: httptools.HttpResponseParser | None = None
+        self._head: asyncio.Future[Response] | None = None
+        self._response: Response | None = None
+        self._head_only = False
+        self._head_bytes = 0
+        self._status = 0
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._until_close = False  # a body without length or chunks: it ends with the connection
+        self._keep_alive = False
+        self._answered = False
+        self._last_read = 0.0
+        self._paused = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._read_time = perf_counter()
+
+    # the pool's side
+
+    def request(self, head: bytes, body: bytes, head_only: bool) -> asyncio.Future[Response]:
+        """Write the request; the future is its response's head."""
+        assert self.transport is not None and self._head is None
+        self._parser = httptools.HttpResponseParser(self)
+        self._head = self.loop.create_future()
+        self._head.add_done_callback(_retrieve)
+        self._head_only = head_only
+        self._head_bytes = 0
+        self._answered = False
+        self._last_read = self.loop.time()
+        self._timer = self.loop.call_at(self._last_read + self._read_timeout, self._check_read)
+        self.transport.write(head + body if body else head)
+        return self._head
+
+    def pause_reading(self) -> None:
+        if not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self._last_read = self.loop.time()  # the upstream's silence counts from now
+            self.transport.resume_reading()
+
+    def abandon(self) -> None:
+        self._fail(ProtocolError("the proxy stopped reading", self._answered))
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+        self._closed()
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._read_time = perf_counter()
+        self._last_read = self.loop.time()
+        parser = self._parser
+        if parser is None:  # bytes while idle: not HTTP this connection can carry on with
+            self.close()
+            return
+        self._answered = True
+        if self._head is not None and not self._head.done():
+            self._head_bytes += len(data)
+        try:
+            parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            self._fail(exc.__context__ or exc)
+            return
+        except httptools.HttpParserError as exc:
+            self._fail(ProtocolError(f"malformed response: {exc}", True))
+            return
+        if self._head_bytes > MAX_HEAD_BYTES and self._head is not None and not self._head.done():
+            self._fail(ProtocolError("response head too large", True))
+
+    def eof_received(self) -> bool:
+        self._lost()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost()
+        self._closed()
+
+    # httptools callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        parser = self._parser
+        if parser is None or self._head is None:  # a second response nobody asked for
+            raise ProtocolError("response without a request", True)
+        status = parser.get_status_code()
+        if 100 <= status < 200:  # informational (100, 103): not the answer
+            self._headers = []
+            return
+        headers, self._headers = self._headers, []
+        self._status = status
+        chunked = length = False
+        for name, value in headers:
+            lower = name.lower()
+            if lower == b"content-length":
+                length = True
+            elif lower == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+        no_body = self._head_only or status in _NO_BODY_STATUS
+        self._until_close = not (no_body or chunked or length)
+        self._keep_alive = parser.should_keep_alive() and not self._until_close
+        response = Response(self, status, headers)
+        self._response = response
+        if not self._head.done():
+            self._head.set_result(response)
+        if self._head_only:  # no body follows, whatever the head says
+            self._complete()
+
+    def on_body(self, body: bytes) -> None:
+        if self._response is not None:
+            self._response._body(self._read_time, body)
+
+    def on_message_complete(self) -> None:
+        if self._response is not None:
+            self._complete()
+
+    # the end of one exchange
+
+    def _complete(self) -> None:
+        response, self._response = self._response, None
+        self._finish()
+        if response is not None:
+            response._end(None)
+        if self._keep_alive and not self.closed:
+            self.idle_since = self.loop.time()
+            self._on_idle(self)
+        else:
+            self.close()
+
+    def _fail(self, error: BaseException) -> None:
+        head, response = self._head, self._response
+        self._response = None
+        self._finish()
+        self.close()
+        if head is not None and not head.done():
+            head.set_exception(error)
+        elif response is not None:
+            response._end(error)
+
+    def _finish(self) -> None:
+        self._parser = None
+        self._head = None
+        self._headers = []
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _lost(self) -> None:
+        if self._parser is None:
+            return  # idle, or already settled
+        if self._until_close and self._response is not None:
+            self._complete()  # a body that ends with the connection has ended
+            return
+        self._fail(ProtocolError("upstream closed the connection", self._answered))
+
+    def _closed(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._on_closed(self)
+
+    def _check_read(self) -> None:
+        self._timer = None
+        if self._parser is None:
+            return
+        due = self._last_read + self._read_timeout
+        if self._paused or due > self.loop.time():
+            self._timer = self.loop.call_at(
+                self.loop.time() + self._read_timeout if self._paused else due, self._check_read
+            )
+            return
+        self._fail(TimeoutError("upstream silent past the read timeout"))
+
+
+def _retrieve(future: asyncio.Future[object]) -> None:
+    """A failure nobody awaits (the client left first) is not an unretrieved error."""
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,198 @@
+"""A route's pool of upstream connections: at most `limit` open, idle ones reused newest
+first, and the one retry a pool owes its callers.
+
+A request that failed on a *reused* connection before any byte of an answer came found a
+socket the upstream had closed while it sat idle (vLLM's uvicorn closes idle connections
+after 5 s), not a refusal of the request; it is sent once more on a fresh connection, POSTs
+included. A connection is reused only when its last response was complete and neither side
+asked to close; one idle past `IDLE_EXPIRY` is closed instead (a middlebox may have dropped
+it without a word).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from latency_proxy.upstream_connection import ConnectError, Connection, ProtocolError, Response
+
+IDLE_EXPIRY = 15.0  # seconds an idle connection is kept (aiohttp's keep-alive default)
+# methods aiohttp sends without a Content-Length when they carry no body
+_BODILESS = frozenset({b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"CONNECT"})
+
+
+class Attempt:
+    """What the pool did for one request: did it wait for a slot, was its connection used
+    before. A timeout while waiting is the proxy's own queue, not a slow upstream."""
+
+    __slots__ = ("reused", "waiting")
+
+    def __init__(self) -> None:
+        self.waiting = False
+        self.reused = False
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a route's requests go: host, port, TLS, and the base path they are under."""
+
+    host: str
+    port: int
+    tls: ssl.SSLContext | None
+    host_header: bytes
+    base_path: bytes
+
+    @classmethod
+    def of(cls, url: str, tls: ssl.SSLContext | None) -> Origin:
+        parts = urlsplit(url)
+        https = parts.scheme == "https"
+        return cls(
+            host=parts.hostname or "",
+            port=parts.port or (443 if https else 80),
+            tls=tls if https else None,
+            host_header=parts.netloc.rpartition("@")[2].encode("idna"),
+            base_path=parts.path.rstrip("/").encode(),
+        )
+
+
+class Pool:
+    def __init__(
+        self, origin: Origin, limit: int, connect_timeout: float, read_timeout: float
+    ) -> None:
+        self.origin = origin
+        self._limit = limit
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._idle: list[Connection] = []
+        self._open = 0  # connections open or opening: the slots taken
+        self._waiters: deque[asyncio.Future[Connection | None]] = deque()
+        self._closing = False
+
+    async def request(
+        self,
+        method: bytes,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        attempt: Attempt,
+    ) -> Response:
+        """The response's head; its body follows through `Response.stream`."""
+        head = self._head(method, target, headers, body)
+        head_only = method == b"HEAD"
+        async with asyncio.timeout(self._connect_timeout):
+            connection = await self._acquire(attempt)
+        try:
+            return await self._exchange(connection, head, body, head_only)
+        except ProtocolError as exc:
+            if not connection.reused or exc.answered:
+                raise
+        async with asyncio.timeout(self._connect_timeout):
+            fresh = await self._connect(over_limit=True)
+        return await self._exchange(fresh, head, body, head_only)
+
+    def _head(
+        self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> bytes:
+        lines = [
+            b"%s %s%s HTTP/1.1\r\nhost: %s\r\n"
+            % (method, self.origin.base_path, target, self.origin.host_header)
+        ]
+        lines.extend(b"%s: %s\r\n" % pair for pair in headers)
+        if body or method not in _BODILESS:
+            lines.append(b"content-length: %d\r\n" % len(body))
+        lines.append(b"\r\n")
+        return b"".join(lines)
+
+    async def _exchange(
+        self, connection: Connection, head: bytes, body: bytes, head_only: bool
+    ) -> Response:
+        answer = connection.request(head, body, head_only)
+        try:
+            return await answer
+        except asyncio.CancelledError:
+            if answer.done() and not answer.cancelled() and answer.exception() is None:
+                answer.result().close()
+            else:
+                connection.abandon()
+            raise
+
+    async def _acquire(self, attempt: Attempt) -> Connection:
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            while self._idle:
+                connection = self._idle.pop()
+                if not connection.closed and now - connection.idle_since < IDLE_EXPIRY:
+                    connection.reused = attempt.reused = True
+                    return connection
+                connection.close()
+            if self._open < self._limit:
+                return await self._connect(over_limit=False)
+            waiter: asyncio.Future[Connection | None] = loop.create_future()
+            self._waiters.append(waiter)
+            attempt.waiting = True
+            try:
+                handed = await waiter
+            except asyncio.CancelledError:  # the wait ran out: `waiting` stays true
+                if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
+                    self._idled(waiter.result())  # handed over just then: pass it on
+                raise
+            attempt.waiting = False
+            if handed is not None:
+                handed.reused = attempt.reused = True
+                return handed
+
+    async def _connect(self, over_limit: bool) -> Connection:
+        """A new connection in a slot of its own (the retry's may exceed the limit by one)."""
+        loop = asyncio.get_running_loop()
+        self._open += 1
+        origin = self.origin
+        try:
+            _, connection = await loop.create_connection(
+                lambda: Connection(loop, self._read_timeout, self._idled, self._forget),
+                origin.host,
+                origin.port,
+                ssl=origin.tls,
+                server_hostname=origin.host if origin.tls is not None else None,
+            )
+        except OSError as exc:  # refused, unreachable, DNS, TLS (ssl.SSLError is an OSError)
+            self._slot_freed()
+            raise ConnectError(f"cannot connect to {origin.host}:{origin.port}: {exc}") from None
+        except BaseException:
+            self._slot_freed()
+            raise
+        return connection
+
+    def _idled(self, connection: Connection) -> None:
+        if self._closing or connection.closed:
+            connection.close()
+            return
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(connection)
+                return
+        self._idle.append(connection)
+
+    def _forget(self, connection: Connection) -> None:
+        """A connection closed (by either side): its slot is free."""
+        if connection in self._idle:
+            self._idle.remove(connection)
+        self._slot_freed()
+
+    def _slot_freed(self) -> None:
+        self._open -= 1
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # a slot: it opens a connection of its own
+                return
+
+    def close(self) -> None:
+        self._closing = True
+        for connection in list(self._idle):
+            connection.close()
+        self._idle.clear()
