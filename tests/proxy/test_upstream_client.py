@@ -182,6 +182,15 @@ async def exchange(
     return answer, sink.data
 
 
+async def begun(pool: Pool) -> tuple[Response, Body]:
+    """A GET's response whose body has begun: the sink holds its first chunk."""
+    answer = await pool.request(b"GET", b"/", [], b"", Attempt())
+    sink = Body()
+    answer.stream(sink)
+    await asyncio.wait_for(sink.arrived.wait(), PATIENCE)
+    return answer, sink
+
+
 async def until(condition: Callable[[], bool]) -> None:
     """Poll for a state that must come (a test fails if it does not within PATIENCE)."""
     async with asyncio.timeout(PATIENCE):
@@ -259,48 +268,49 @@ def test_a_response_that_ends_the_connection_is_not_reused(reply: bytes) -> None
 # 3. bodies
 
 
-def test_a_chunked_body_is_handed_over_exactly_and_the_connection_reused() -> None:
+async def reused_after(*parts: bytes, method: bytes = b"GET") -> tuple[Response, bytes]:
+    """The response to one request, scripted as `parts` written one at a time (a client may
+    read them apart); a GET after it must get its answer on the same connection."""
+
     async def handler(peer: Peer) -> None:
         await peer.request()
-        await peer.send(
+        await peer.send(*parts)
+        await answering(OK)(peer)
+
+    async with Upstream(handler) as upstream:
+        pool = upstream.pool()
+        answer, body = await exchange(pool, method, body=b"x" if method == b"POST" else b"")
+        follow = Attempt()
+        assert (await exchange(pool, attempt=follow))[1] == b"ok"
+        assert follow.reused and len(upstream.peers) == 1
+    return answer, body
+
+
+def test_a_chunked_body_is_handed_over_exactly() -> None:
+    answer, body = run(
+        reused_after(
             b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n",
             b"7\r\n, world\r\n",
             b"1;ext=1\r\n!\r\n0\r\nx-trailer: t\r\n\r\n",
         )
-        await answering(OK)(peer)
-
-    async def main() -> None:
-        async with Upstream(handler) as upstream:
-            pool = upstream.pool()
-            answer, body = await exchange(pool)
-            assert (answer.status, body) == (200, b"hello, world!")
-            assert answer.header(b"transfer-encoding") == b"chunked"
-            assert (await exchange(pool))[1] == b"ok"
-            assert len(upstream.peers) == 1
-
-    run(main())
+    )
+    assert (answer.status, answer.header(b"transfer-encoding"), body) == (
+        200,
+        b"chunked",
+        b"hello, world!",
+    )
 
 
 def test_a_content_length_body_arriving_in_pieces() -> None:
-    async def handler(peer: Peer) -> None:
-        await peer.request()
-        await peer.send(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhel", b"lo ", b"world")
-        await answering(OK)(peer)
-
-    async def main() -> None:
-        async with Upstream(handler) as upstream:
-            pool = upstream.pool()
-            answer, body = await exchange(pool)
-            assert (answer.status, answer.raw_headers, body) == (
-                200,
-                [(b"Content-Length", b"11")],
-                b"hello world",
-            )
-            assert answer.header(b"content-length") == b"11"
-            assert (await exchange(pool))[1] == b"ok"
-            assert len(upstream.peers) == 1
-
-    run(main())
+    answer, body = run(
+        reused_after(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhel", b"lo ", b"world")
+    )
+    assert (answer.status, answer.raw_headers, body) == (
+        200,
+        [(b"Content-Length", b"11")],
+        b"hello world",
+    )
+    assert answer.header(b"content-length") == b"11"
 
 
 def test_a_body_without_length_ends_when_the_server_closes() -> None:
@@ -324,54 +334,30 @@ def test_a_body_without_length_ends_when_the_server_closes() -> None:
 
 
 def test_head_has_no_body_whatever_its_length_says() -> None:
-    async def main() -> None:
-        head = b"HTTP/1.1 200 OK\r\ncontent-length: 5000\r\n\r\n"
-        async with Upstream(answering(head, OK)) as upstream:
-            pool = upstream.pool()
-            answer, body = await exchange(pool, b"HEAD")
-            assert (answer.status, answer.header(b"content-length"), body) == (200, b"5000", b"")
-            follow = Attempt()
-            assert (await exchange(pool, attempt=follow))[1] == b"ok"
-            assert follow.reused and len(upstream.peers) == 1
-
-    run(main())
+    head = b"HTTP/1.1 200 OK\r\ncontent-length: 5000\r\n\r\n"
+    answer, body = run(reused_after(head, method=b"HEAD"))
+    assert (answer.status, answer.header(b"content-length"), body) == (200, b"5000", b"")
 
 
 def test_204_has_no_body_and_keeps_the_connection() -> None:
-    async def main() -> None:
-        async with Upstream(answering(b"HTTP/1.1 204 No Content\r\nx-a: 1\r\n\r\n", OK)) as up:
-            pool = up.pool()
-            answer, body = await exchange(pool, b"DELETE")
-            assert (answer.status, answer.raw_headers, body) == (204, [(b"x-a", b"1")], b"")
-            assert (await exchange(pool))[1] == b"ok"
-            assert len(up.peers) == 1
-
-    run(main())
+    answer, body = run(reused_after(b"HTTP/1.1 204 No Content\r\nx-a: 1\r\n\r\n"))
+    assert (answer.status, answer.raw_headers, body) == (204, [(b"x-a", b"1")], b"")
 
 
 def test_interim_responses_are_skipped() -> None:
-    async def handler(peer: Peer) -> None:
-        await peer.request()
-        await peer.send(
+    answer, body = run(
+        reused_after(
             b"HTTP/1.1 100 Continue\r\n\r\n",
             b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nx-final: yes\r\ncontent-length: 4\r\n\r\nbody",
+            method=b"POST",
         )
-        await answering(OK)(peer)
-
-    async def main() -> None:
-        async with Upstream(handler) as upstream:
-            pool = upstream.pool()
-            answer, body = await exchange(pool, b"POST", body=b"x")
-            assert (answer.status, answer.raw_headers, body) == (
-                200,
-                [(b"x-final", b"yes"), (b"content-length", b"4")],
-                b"body",
-            )
-            assert (await exchange(pool))[1] == b"ok"
-            assert len(upstream.peers) == 1
-
-    run(main())
+    )
+    assert (answer.status, answer.raw_headers, body) == (
+        200,
+        [(b"x-final", b"yes"), (b"content-length", b"4")],
+        b"body",
+    )
 
 
 # 4. failures
@@ -384,9 +370,7 @@ def test_a_body_cut_short_by_a_close_is_a_protocol_error() -> None:
 
     async def main() -> None:
         async with Upstream(handler) as upstream:
-            answer = await upstream.pool().request(b"GET", b"/", [], b"", Attempt())
-            sink = Body()
-            answer.stream(sink)
+            answer, sink = await begun(upstream.pool())
             with pytest.raises(ProtocolError) as caught:
                 await asyncio.wait_for(answer.done, PATIENCE)
             assert caught.value.answered and sink.data == b"abc"
@@ -407,10 +391,7 @@ def test_invalid_chunk_framing_fails_at_once() -> None:
     async def main() -> None:
         async with Upstream(handler) as upstream:
             pool = upstream.pool(read_timeout=30.0)
-            answer = await pool.request(b"GET", b"/", [], b"", Attempt())
-            sink = Body()
-            answer.stream(sink)
-            await asyncio.wait_for(sink.arrived.wait(), PATIENCE)
+            answer, sink = await begun(pool)
             bad.set()
             with pytest.raises(ProtocolError):
                 await asyncio.wait_for(answer.done, PATIENCE)  # long before the read timeout
@@ -534,10 +515,7 @@ def test_no_read_timeout_while_reading_is_paused() -> None:
     async def main() -> None:
         async with Upstream(handler) as upstream:
             pool = upstream.pool(read_timeout=READ_TIMEOUT)
-            answer = await pool.request(b"GET", b"/", [], b"", Attempt())
-            sink = Body()
-            answer.stream(sink)
-            await asyncio.wait_for(sink.arrived.wait(), PATIENCE)
+            answer, sink = await begun(pool)
             answer.pause_reading()
             await asyncio.sleep(3 * READ_TIMEOUT)  # the silence under test, three timeouts long
             assert not answer.done.done()
@@ -738,10 +716,7 @@ def test_closing_an_unfinished_response_closes_its_connection() -> None:
     async def main() -> None:
         async with Upstream(handler) as upstream:
             pool = upstream.pool(limit=1)
-            answer = await pool.request(b"GET", b"/", [], b"", Attempt())
-            sink = Body()
-            answer.stream(sink)
-            await asyncio.wait_for(sink.arrived.wait(), PATIENCE)
+            answer, _ = await begun(pool)
             answer.close()
             await asyncio.wait_for(upstream.peers[0].ended.wait(), PATIENCE)  # the server saw EOF
             assert answer.done.done() and isinstance(answer.done.exception(), ProtocolError)
