@@ -2,8 +2,8 @@
 
 A flame graph of the proxy answers "which function"; the data-plane question is "which
 layer": the event loop and its syscalls (what any Python pass-through pays, the relay floor),
-uvicorn's and aiohttp's HTTP framing, the proxy's own per-event work (relay, SSE parser,
-meter, usage filter) and its per-request bookkeeping (spans, metrics, the log line). Each
+uvicorn's and the upstream client's HTTP framing, the proxy's own per-event work (relay, SSE
+parser, meter, usage filter) and its per-request bookkeeping (spans, metrics, the log line). Each
 sample is charged to the layer of its innermost Python frame; a sample whose innermost frame
 is the event loop's `run` is time in uvloop's C code (epoll, socket reads and writes,
 callbacks) with no Python frame above it.
@@ -31,7 +31,7 @@ _FRAME_FILE = re.compile(r"\(([^:()]+):\d+\)$")
 LOOP_C = "event loop: uvloop C (epoll, socket reads/writes, callbacks)"
 PER_EVENT = "proxy per event: relay, SSE parser, meter, usage filter"
 PER_REQUEST = "proxy per request: routing, headers, spans, metrics, log line"
-AIOHTTP = "aiohttp: upstream client, response reading"
+UPSTREAM = "upstream client: connection, httptools callbacks, pool"
 
 # first match wins: (file path prefix or module file, layer)
 LAYERS: tuple[tuple[str, str], ...] = (
@@ -39,9 +39,9 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("uvloop/", LOOP_C),
     ("asyncio/", "event loop: asyncio Python (tasks, futures)"),
     ("uvicorn/", "uvicorn: HTTP server, ASGI send (the client socket write is charged here)"),
-    ("aiohttp/", AIOHTTP),
-    ("multidict/", AIOHTTP),
-    ("yarl/", AIOHTTP),
+    ("latency_proxy/upstream_connection.py", UPSTREAM),
+    ("latency_proxy/upstream_pool.py", UPSTREAM),
+    ("latency_proxy/http_protocol.py", PER_EVENT),  # its ClientWriter: the direct body write
     ("latency_proxy/relay.py", PER_EVENT),
     ("latency_proxy/sse.py", PER_EVENT),
     ("latency_proxy/meter.py", PER_EVENT),

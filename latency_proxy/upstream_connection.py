@@ -129,7 +129,8 @@ class Connection(asyncio.Protocol):
         self._head: asyncio.Future[Response] | None = None
         self._response: Response | None = None
         self._head_only = False
-        self._head_bytes = 0
+        self._head_bytes = 0  # bytes read while the head is incomplete
+        self._header_size = 0  # the header lines parsed so far
         self._status = 0
         self._headers: list[tuple[bytes, bytes]] = []
         self._until_close = False  # a body without length or chunks: it ends with the connection
@@ -145,11 +146,15 @@ class Connection(asyncio.Protocol):
     def request(self, head: bytes, body: bytes, head_only: bool) -> asyncio.Future[Response]:
         """Write the request; the future is its response's head."""
         assert self.transport is not None and self._head is None
+        if self.closed or self.transport.is_closing():  # lost on its way out of the pool
+            failed = self.loop.create_future()
+            failed.set_exception(ProtocolError("upstream closed the connection", False))
+            return failed
         self._parser = httptools.HttpResponseParser(self)
         self._head = self.loop.create_future()
         self._head.add_done_callback(_retrieve)
         self._head_only = head_only
-        self._head_bytes = 0
+        self._head_bytes = self._header_size = 0
         self._answered = False
         self._last_read = self.loop.time()
         self._timer = self.loop.call_at(self._last_read + self._read_timeout, self._check_read)
@@ -193,7 +198,7 @@ class Connection(asyncio.Protocol):
         try:
             parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
-            self._fail(exc.__context__ or exc)
+            self._fail(exc.__cause__ or exc.__context__ or exc)
             return
         except httptools.HttpParserError as exc:
             self._fail(ProtocolError(f"malformed response: {exc}", True))
@@ -212,6 +217,9 @@ class Connection(asyncio.Protocol):
     # httptools callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_size += len(name) + len(value) + 4
+        if self._header_size > MAX_HEAD_BYTES:  # a head that arrived whole in one read
+            raise ProtocolError("response head too large", True)
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
@@ -221,6 +229,7 @@ class Connection(asyncio.Protocol):
         status = parser.get_status_code()
         if 100 <= status < 200:  # informational (100, 103): not the answer
             self._headers = []
+            self._header_size = 0
             return
         headers, self._headers = self._headers, []
         self._status = status
@@ -254,6 +263,9 @@ class Connection(asyncio.Protocol):
     def _complete(self) -> None:
         response, self._response = self._response, None
         self._finish()
+        if self._paused and self.transport is not None:  # paused for this response's client
+            self._paused = False
+            self.transport.resume_reading()
         if response is not None:
             response._end(None)
         if self._keep_alive and not self.closed:

@@ -67,6 +67,7 @@ class Pool:
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._idle: list[Connection] = []
+        self._connections: set[Connection] = set()  # open, idle or busy
         self._open = 0  # connections open or opening: the slots taken
         self._waiters: deque[asyncio.Future[Connection | None]] = deque()
         self._closing = False
@@ -90,7 +91,7 @@ class Pool:
             if not connection.reused or exc.answered:
                 raise
         async with asyncio.timeout(self._connect_timeout):
-            fresh = await self._connect(over_limit=True)
+            fresh = await self._connect()
         return await self._exchange(fresh, head, body, head_only)
 
     def _head(
@@ -130,7 +131,7 @@ class Pool:
                     return connection
                 connection.close()
             if self._open < self._limit:
-                return await self._connect(over_limit=False)
+                return await self._connect()
             waiter: asyncio.Future[Connection | None] = loop.create_future()
             self._waiters.append(waiter)
             attempt.waiting = True
@@ -145,7 +146,7 @@ class Pool:
                 handed.reused = attempt.reused = True
                 return handed
 
-    async def _connect(self, over_limit: bool) -> Connection:
+    async def _connect(self) -> Connection:
         """A new connection in a slot of its own (the retry's may exceed the limit by one)."""
         loop = asyncio.get_running_loop()
         self._open += 1
@@ -164,6 +165,7 @@ class Pool:
         except BaseException:
             self._slot_freed()
             raise
+        self._connections.add(connection)
         return connection
 
     def _idled(self, connection: Connection) -> None:
@@ -181,6 +183,7 @@ class Pool:
         """A connection closed (by either side): its slot is free."""
         if connection in self._idle:
             self._idle.remove(connection)
+        self._connections.discard(connection)
         self._slot_freed()
 
     def _slot_freed(self) -> None:
@@ -192,7 +195,7 @@ class Pool:
                 return
 
     def close(self) -> None:
+        """Close every connection: a response still being read ends as cut (`protocol`)."""
         self._closing = True
-        for connection in list(self._idle):
+        for connection in list(self._connections):
             connection.close()
-        self._idle.clear()

@@ -438,12 +438,6 @@ def test_a_head_just_under_the_limit_is_accepted() -> None:
     run(main())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="upstream_connection.Connection.data_received checks MAX_HEAD_BYTES only while "
-    "the head is still incomplete after a read: a head over the limit that completes "
-    "within one read (here 68 KiB in one write on loopback) is accepted",
-)
 def test_a_complete_head_over_the_limit_is_refused() -> None:
     head = padded_head(MAX_HEAD_BYTES + 4096, b"\r\nok")
 
@@ -529,13 +523,6 @@ def test_no_read_timeout_while_reading_is_paused() -> None:
     run(main())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a connection paused from the sink (relay.Backpressure does) in the read that also "
-    "completes the body goes back to the pool still paused: Response.resume_reading is a "
-    "no-op once the body ended, Connection.request does not resume, and _check_read re-arms "
-    "for ever while paused, so the next request on it never gets an answer nor a timeout",
-)
 def test_a_connection_paused_as_its_body_completes_serves_the_next_request() -> None:
     streaming = asyncio.Event()
 
