@@ -225,7 +225,7 @@ def serve(settings: Settings, app: ProxyApp) -> None:
             "fields": {
                 "main": "{}:{}".format(*main_sock.getsockname()[:2]),
                 "admin": "{}:{}".format(*admin_sock.getsockname()[:2]),
-                "routes": {r.name: r.url for r in settings.routes},
+                "routes": {r.name: r.shown_url for r in settings.routes},
                 "content_capture": settings.content_capture,
                 "version": __version__,
             }

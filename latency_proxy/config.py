@@ -43,6 +43,13 @@ class Route:
         return urlsplit(self.url).hostname or ""
 
     @property
+    def shown_url(self) -> str:
+        """The URL without the user and password it may carry (those go upstream as Basic
+        credentials, never into a log line)."""
+        parts = urlsplit(self.url)
+        return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+    @property
     def port(self) -> int:
         parts = urlsplit(self.url)
         return parts.port or (443 if parts.scheme == "https" else 80)
@@ -246,7 +253,7 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("--first-n-tokens: give positive token counts, e.g. 3 or 1,3,10")
     if s.max_event_bytes < 1:
         raise ConfigError("--max-event-bytes: give a size, e.g. 4MiB")
-    for name in ("header_timeout", "idle_timeout"):
+    for name in ("header_timeout", "idle_timeout", "connect_timeout", "read_timeout"):
         if getattr(s, name) <= 0:
             raise ConfigError(f"--{name.replace('_', '-')}: give a positive duration, e.g. 10s")
     if s.max_concurrent_requests < 0:

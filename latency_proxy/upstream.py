@@ -8,8 +8,10 @@ few and off the hot path, keep an aiohttp session of their own.
 
 from __future__ import annotations
 
+import base64
 import ssl
 from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 
@@ -130,9 +132,16 @@ class Upstreams:
         self.probes: aiohttp.ClientSession | None = None
 
     def authorization(self, route: Route) -> str | None:
-        """The route's own API key as a bearer credential, replacing the client's."""
+        """The route's own credential, replacing the client's: its API key as a bearer
+        token, else the user and password in its URL as Basic (as HTTP clients do)."""
         key = self._credentials.get(route.name)
-        return f"Bearer {key}" if key else None
+        if key:
+            return f"Bearer {key}"
+        parts = urlsplit(route.url)
+        if parts.username is None:
+            return None
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        return "Basic " + base64.b64encode(pair.encode()).decode()
 
     async def start(self) -> None:
         s = self._settings

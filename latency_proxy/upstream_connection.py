@@ -23,6 +23,7 @@ import httptools
 
 perf_counter = time.perf_counter
 MAX_HEAD_BYTES = 64 * 1024  # a response head larger than this is refused (aiohttp: 8 KiB a line)
+HELD_BEFORE_STREAM = 256 * 1024  # body bytes kept before the relay takes over; then: pause
 _NO_BODY_STATUS = frozenset({204, 304})
 
 Sink = Callable[[float, bytes], None]  # (perf_counter at the read, body bytes)
@@ -52,7 +53,7 @@ class Response:
     is complete (None) or failed (the exception).
     """
 
-    __slots__ = ("_chunks", "_connection", "_sink", "done", "raw_headers", "status")
+    __slots__ = ("_chunks", "_connection", "_held", "_sink", "done", "raw_headers", "status")
 
     def __init__(self, connection: Connection, status: int, raw_headers: list[tuple[bytes, bytes]]):
         self._connection: Connection | None = connection
@@ -62,6 +63,7 @@ class Response:
         self.done.add_done_callback(_retrieve)
         self._sink: Sink | None = None
         self._chunks: list[tuple[float, bytes]] = []
+        self._held = 0  # bytes in _chunks
 
     def header(self, name: bytes) -> bytes | None:
         """The first value of a header (name in lowercase)."""
@@ -72,6 +74,9 @@ class Response:
 
     def stream(self, sink: Sink) -> None:
         """Hand the body to `sink` from now on, what arrived so far first."""
+        if self._held > HELD_BEFORE_STREAM:
+            self.resume_reading()  # before the sink, which may pause again for its client
+        self._held = 0
         chunks, self._chunks = self._chunks, []
         for t, chunk in chunks:
             sink(t, chunk)
@@ -93,10 +98,13 @@ class Response:
             connection.abandon()
 
     def _body(self, t: float, chunk: bytes) -> None:
-        if self._sink is None:
-            self._chunks.append((t, chunk))
-        else:
+        if self._sink is not None:
             self._sink(t, chunk)
+            return
+        self._chunks.append((t, chunk))
+        self._held += len(chunk)
+        if self._held > HELD_BEFORE_STREAM and self._connection is not None:
+            self._connection.pause_reading()  # stream() resumes it
 
     def _end(self, error: BaseException | None) -> None:
         self._connection = None
@@ -155,6 +163,7 @@ class Connection(asyncio.Protocol):
         self._head.add_done_callback(_retrieve)
         self._head_only = head_only
         self._head_bytes = self._header_size = 0
+        self._headers = []
         self._answered = False
         self._last_read = self.loop.time()
         self._timer = self.loop.call_at(self._last_read + self._read_timeout, self._check_read)
@@ -207,14 +216,18 @@ class Connection(asyncio.Protocol):
             self._fail(ProtocolError("response head too large", True))
 
     def eof_received(self) -> bool:
-        self._lost()
+        self._lost(eof=True)
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._lost()
+        self._lost(eof=False)  # a reset, or our own close: no body ends that way
         self._closed()
 
     # httptools callbacks
+
+    def on_message_begin(self) -> None:
+        if self._parser is None:  # bytes after the response, in the same read
+            raise ProtocolError("response without a request", True)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._header_size += len(name) + len(value) + 4
@@ -224,8 +237,7 @@ class Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         parser = self._parser
-        if parser is None or self._head is None:  # a second response nobody asked for
-            raise ProtocolError("response without a request", True)
+        assert parser is not None and self._head is not None  # on_message_begin saw to it
         status = parser.get_status_code()
         if 100 <= status < 200:  # informational (100, 103): not the answer
             self._headers = []
@@ -292,10 +304,10 @@ class Connection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
 
-    def _lost(self) -> None:
+    def _lost(self, eof: bool) -> None:
         if self._parser is None:
             return  # idle, or already settled
-        if self._until_close and self._response is not None:
+        if eof and self._until_close and self._response is not None:
             self._complete()  # a body that ends with the connection has ended
             return
         self._fail(ProtocolError("upstream closed the connection", self._answered))

@@ -138,8 +138,12 @@ class Pool:
             try:
                 handed = await waiter
             except asyncio.CancelledError:  # the wait ran out: `waiting` stays true
-                if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
-                    self._idled(waiter.result())  # handed over just then: pass it on
+                if waiter.done() and not waiter.cancelled():  # handed over just then: pass it on
+                    handed = waiter.result()
+                    if handed is not None:
+                        self._idled(handed)
+                    else:
+                        self._wake()
                 raise
             attempt.waiting = False
             if handed is not None:
@@ -181,13 +185,19 @@ class Pool:
 
     def _forget(self, connection: Connection) -> None:
         """A connection closed (by either side): its slot is free."""
+        if connection not in self._connections:
+            return  # never handed out (its connect was cancelled): _connect freed the slot
+        self._connections.discard(connection)
         if connection in self._idle:
             self._idle.remove(connection)
-        self._connections.discard(connection)
         self._slot_freed()
 
     def _slot_freed(self) -> None:
         self._open -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        """Tell the longest waiter a slot is free."""
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():

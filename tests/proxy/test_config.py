@@ -51,6 +51,8 @@ def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
         ({"upstream": ["http://x"], "content_capture": "everything"}, "--content-capture"),
         ({"upstream": ["http://x"], "port": "9464"}, "must differ"),
         ({"upstream": ["http://x"], "first_n_tokens": "0"}, "--first-n-tokens"),
+        ({"upstream": ["http://x"], "read_timeout": "0s"}, "--read-timeout: give a positive"),
+        ({"upstream": ["http://x"], "connect_timeout": "0"}, "--connect-timeout: give a positive"),
     ],
 )
 def test_bad_settings_say_what_and_how(flags: dict, message: str) -> None:

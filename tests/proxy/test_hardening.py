@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import random
 import re
@@ -163,6 +164,31 @@ def test_route_credentials_are_injected_and_never_recorded(
             if p.name == "latency_proxy.requests"
         }
         >= {"llama", "qwen"}
+    )
+    assert "SECRET" not in proxy.output() and "SECRET" not in proxy.metrics()
+    assert not any(b"SECRET" in p for p in otlp.raw_payloads())
+
+
+def test_credentials_in_an_upstream_url_go_as_basic_and_nowhere_else(
+    start_proxy, upstream, otlp
+) -> None:
+    user_url = upstream.url.replace("http://", "http://llama%40team:pw-SECRET%3A1@")
+    proxy = start_proxy("--upstream", user_url, env=proxy_env(otlp))
+    rid = "basic-" + uuid.uuid4().hex
+    httpx.post(
+        proxy.url + "/v1/completions",
+        json={"model": "m", "prompt": "x"},
+        headers={"authorization": "Bearer client-own", "x-request-id": rid},
+        timeout=10,
+    )
+    sent = next(r for r in upstream.received if r.headers.get("x-request-id") == rid)
+    assert sent.headers["authorization"] == "Basic " + base64.b64encode(
+        b"llama@team:pw-SECRET:1"
+    ).decode()
+    assert len(proxy.request_logs(rid)) == 1
+    otlp.wait_for_spans(
+        lambda spans: {(s.kind, s.attributes.get("latency_proxy.request_id")) for s in spans}
+        >= {("SERVER", rid), ("CLIENT", rid)}
     )
     assert "SECRET" not in proxy.output() and "SECRET" not in proxy.metrics()
     assert not any(b"SECRET" in p for p in otlp.raw_payloads())

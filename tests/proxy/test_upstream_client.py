@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
+import struct
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -19,7 +21,7 @@ from typing import Any, TypeVar
 import pytest
 import uvloop
 
-from latency_proxy import upstream_pool
+from latency_proxy import upstream_connection, upstream_pool
 from latency_proxy.upstream_connection import (
     MAX_HEAD_BYTES,
     ConnectError,
@@ -710,5 +712,117 @@ def test_closing_an_unfinished_response_closes_its_connection() -> None:
             attempt = Attempt()
             assert (await exchange(pool, attempt=attempt))[1] == b"ok"
             assert not attempt.reused and not attempt.waiting and len(upstream.peers) == 2
+
+    run(main())
+
+
+# found in review: what only a clean end of the connection may end, and what survives it
+
+
+def test_a_body_without_length_cut_by_a_reset_is_a_protocol_error() -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.request()
+        await peer.send(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\npart1")
+        sock = peer.writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.writer.transport.abort()  # RST, not FIN: the body did not end
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            answer, sink = await begun(upstream.pool())
+            with pytest.raises(ProtocolError):
+                await asyncio.wait_for(answer.done, PATIENCE)
+            assert sink.data == b"part1"
+
+    run(main())
+
+
+def test_closing_the_pool_fails_a_body_without_length_still_arriving() -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.request()
+        await peer.send(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\npart1")
+        await peer.until_closed()
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            pool = upstream.pool()
+            answer, _ = await begun(pool)
+            pool.close()  # the proxy shutting down: the body is cut, not complete
+            with pytest.raises(ProtocolError):
+                await asyncio.wait_for(answer.done, PATIENCE)
+
+    run(main())
+
+
+def test_bytes_after_a_response_end_its_connection() -> None:
+    stray = b"HTTP/1.1 200 OK\r\nx-stray: 1\r\n"  # a head nobody asked for, in the same write
+
+    async def handler(peer: Peer) -> None:
+        if peer.number > 0:
+            return await answering(OK)(peer)
+        await peer.request()
+        await peer.send(OK + stray)
+        await peer.until_closed()
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            pool = upstream.pool()
+            assert (await exchange(pool))[1] == b"ok"
+            await asyncio.wait_for(upstream.peers[0].ended.wait(), PATIENCE)
+            attempt = Attempt()
+            answer, body = await exchange(pool, attempt=attempt)
+            assert (body, answer.header(b"x-stray")) == (b"ok", None)
+            assert not attempt.reused and len(upstream.peers) == 2
+
+    run(main())
+
+
+def test_a_body_held_before_the_sink_is_paused_then_handed_over_whole() -> None:
+    size = 4 * upstream_connection.HELD_BEFORE_STREAM
+    payload = bytes(range(256)) * (size // 256)
+
+    async def handler(peer: Peer) -> None:
+        await peer.request()
+        await peer.send(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % size, payload)
+        await answering(OK)(peer)
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            pool = upstream.pool()
+            answer = await pool.request(b"GET", b"/", [], b"", Attempt())
+            await until(lambda: answer._held > upstream_connection.HELD_BEFORE_STREAM)
+            await asyncio.sleep(0.1)  # the upstream has more to send; the proxy reads none
+            assert answer._held < 2 * upstream_connection.HELD_BEFORE_STREAM
+            sink = Body()
+            answer.stream(sink)
+            assert await asyncio.wait_for(answer.done, PATIENCE) is None
+            assert sink.data == payload
+            assert (await exchange(pool))[1] == b"ok"
+
+    run(main())
+
+
+def test_a_waiter_cancelled_as_a_slot_frees_passes_the_slot_on() -> None:
+    async def handler(peer: Peer) -> None:
+        if peer.number == 0:
+            await peer.request()
+            await peer.send(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\na")
+            await peer.until_closed()
+        else:
+            await answering(OK)(peer)
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            pool = upstream.pool(limit=1)
+            first, _ = await begun(pool)
+            early, late = Attempt(), Attempt()
+            cancelled = asyncio.create_task(exchange(pool, attempt=early))
+            await until(lambda: early.waiting)
+            waiting = asyncio.create_task(exchange(pool, attempt=late))
+            await until(lambda: late.waiting)
+            first.close()  # frees the slot: the first waiter is told ...
+            cancelled.cancel()  # ... and goes before it runs
+            _, body = await asyncio.wait_for(waiting, PATIENCE)
+            assert body == b"ok" and cancelled.cancelled()
 
     run(main())
