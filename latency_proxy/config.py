@@ -37,10 +37,14 @@ class Route:
 
     name: str
     url: str
+    # read from the URL once (every request's CLIENT span names them)
+    host: str = field(init=False, repr=False, compare=False)
+    port: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def host(self) -> str:
-        return urlsplit(self.url).hostname or ""
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        object.__setattr__(self, "host", parts.hostname or "")
+        object.__setattr__(self, "port", parts.port or (443 if parts.scheme == "https" else 80))
 
     @property
     def shown_url(self) -> str:
@@ -48,11 +52,6 @@ class Route:
         credentials, never into a log line)."""
         parts = urlsplit(self.url)
         return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-
-    @property
-    def port(self) -> int:
-        parts = urlsplit(self.url)
-        return parts.port or (443 if parts.scheme == "https" else 80)
 
 
 @dataclass(frozen=True, slots=True)

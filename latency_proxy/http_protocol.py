@@ -69,17 +69,15 @@ class ClientWriter:
         self._transport = cycle.transport
         self.on_writable: Callable[[], None] | None = None
 
-    def write(self, body: bytes) -> None:
+    def write(self, body: bytes) -> bool:
+        """Write a body chunk; True when the client's write buffer is now over uvicorn's
+        high-water mark (the caller stops reading until `on_writable`)."""
         cycle = self._cycle
         if cycle.disconnected or cycle.response_complete or not cycle.response_started:
-            return
+            return False
         if cycle.chunked_encoding:  # always, but for HEAD, 204 and 304: no body then
             self._transport.write(b"%x\r\n%b\r\n" % (len(body), body))
-
-    @property
-    def paused(self) -> bool:
-        """The client's write buffer is over uvicorn's high-water mark."""
-        return self._cycle.flow.write_paused and not self._cycle.disconnected
+        return cycle.flow.write_paused
 
 
 def client_writer(scope: Scope) -> ClientWriter:

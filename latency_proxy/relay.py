@@ -45,9 +45,7 @@ class Backpressure:
         writer.on_writable = self._release
 
     def write(self, data: bytes) -> None:
-        writer = self._writer
-        writer.write(data)
-        if writer.paused and not self.held:
+        if self._writer.write(data) and not self.held:
             self.held = True
             self._response.pause_reading()
             self._watch.held()
@@ -130,7 +128,10 @@ async def relay_events(
         nonlocal overhead, chunks, sent
         events = feed(chunk)
         if usage_filter is not None:
-            out = b"".join([usage_filter.feed(e, on_event(t, e)) for e in events])
+            if len(events) == 1:  # the usual chunk: one event
+                out = usage_filter.feed(events[0], on_event(t, events[0]))
+            else:
+                out = b"".join([usage_filter.feed(e, on_event(t, e)) for e in events])
         else:
             for event in events:
                 on_event(t, event)

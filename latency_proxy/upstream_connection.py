@@ -53,7 +53,7 @@ class Response:
     is complete (None) or failed (the exception).
     """
 
-    __slots__ = ("_chunks", "_connection", "_held", "_sink", "done", "raw_headers", "status")
+    __slots__ = ("_chunks", "_connection", "_held", "done", "raw_headers", "status")
 
     def __init__(self, connection: Connection, status: int, raw_headers: list[tuple[bytes, bytes]]):
         self._connection: Connection | None = connection
@@ -61,7 +61,6 @@ class Response:
         self.raw_headers = raw_headers
         self.done: asyncio.Future[None] = connection.loop.create_future()
         self.done.add_done_callback(_retrieve)
-        self._sink: Sink | None = None
         self._chunks: list[tuple[float, bytes]] = []
         self._held = 0  # bytes in _chunks
 
@@ -80,7 +79,8 @@ class Response:
         chunks, self._chunks = self._chunks, []
         for t, chunk in chunks:
             sink(t, chunk)
-        self._sink = sink
+        if self._connection is not None:
+            self._connection.sink = sink  # from now on, called straight from on_body
 
     def pause_reading(self) -> None:
         """Stop reading the upstream (the client is slow); the read timeout waits too."""
@@ -98,9 +98,7 @@ class Response:
             connection.abandon()
 
     def _body(self, t: float, chunk: bytes) -> None:
-        if self._sink is not None:
-            self._sink(t, chunk)
-            return
+        """The connection's sink until `stream`: keep what arrives."""
         self._chunks.append((t, chunk))
         self._held += len(chunk)
         if self._held > HELD_BEFORE_STREAM and self._connection is not None:
@@ -136,6 +134,7 @@ class Connection(asyncio.Protocol):
         self._parser: httptools.HttpResponseParser | None = None
         self._head: asyncio.Future[Response] | None = None
         self._response: Response | None = None
+        self.sink: Sink | None = None  # where the current response's body goes
         self._head_only = False
         self._head_bytes = 0  # bytes read while the head is incomplete
         self._header_size = 0  # the header lines parsed so far
@@ -202,7 +201,7 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         self._answered = True
-        if self._head is not None and not self._head.done():
+        if self._head is not None:  # the head is still to come
             self._head_bytes += len(data)
         try:
             parser.feed_data(data)
@@ -212,7 +211,7 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(ProtocolError(f"malformed response: {exc}", True))
             return
-        if self._head_bytes > MAX_HEAD_BYTES and self._head is not None and not self._head.done():
+        if self._head is not None and self._head_bytes > MAX_HEAD_BYTES:
             self._fail(ProtocolError("response head too large", True))
 
     def eof_received(self) -> bool:
@@ -257,14 +256,17 @@ class Connection(asyncio.Protocol):
         self._keep_alive = parser.should_keep_alive() and not self._until_close
         response = Response(self, status, headers)
         self._response = response
-        if not self._head.done():
-            self._head.set_result(response)
+        self.sink = response._body
+        head, self._head = self._head, None
+        if not head.done():  # not cancelled with its waiter
+            head.set_result(response)
         if self._head_only:  # no body follows, whatever the head says
             self._complete()
 
     def on_body(self, body: bytes) -> None:
-        if self._response is not None:
-            self._response._body(self._read_time, body)
+        sink = self.sink
+        if sink is not None:
+            sink(self._read_time, body)
 
     def on_message_complete(self) -> None:
         if self._response is not None:
@@ -299,6 +301,7 @@ class Connection(asyncio.Protocol):
     def _finish(self) -> None:
         self._parser = None
         self._head = None
+        self.sink = None
         self._headers = []
         if self._timer is not None:
             self._timer.cancel()
