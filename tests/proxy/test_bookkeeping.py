@@ -268,6 +268,58 @@ def test_a_client_that_stops_reading_is_let_go_at_the_write_timeout(start_proxy,
     assert '"level":"error"' not in proxy.output()
 
 
+def test_a_slow_reader_gets_every_byte_and_is_not_let_go(start_proxy, canned) -> None:
+    """Backpressure: the client's full buffer pauses the upstream's reads until it drains
+    (relay.Backpressure), so nothing is lost or held without bound; and a client that stops
+    reading for less than the write timeout, twice, is not taken for one that stopped."""
+    proxy = start_proxy("--upstream", canned.url, "--write-timeout", "1s")
+    rid = "slow-" + uuid.uuid4().hex
+    events = [
+        sse(b'{"choices":[{"index":0,"delta":{"content":"%d%s"}}]}' % (i, b"y" * 65536))
+        for i in range(128)
+    ]  # 8 MiB: more than the socket buffers between proxy and client (4 MiB + 128 KiB)
+    canned.answers[rid] = Answer([*events, b"data: [DONE]\n\n"])
+    body = json.dumps(
+        {"model": "m", "stream": True, "stream_options": {"include_usage": True}, "messages": []}
+    ).encode()
+    received = bytearray()
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", proxy.port)) as client:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # no autotuning
+        client.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-request-id: %s\r\n"
+            b"content-length: %d\r\n\r\n%s" % (rid.encode(), len(body), body)
+        )
+        client.settimeout(10)
+        pauses = [0, 4 * 2**20]  # stop reading at the start and halfway
+        while not received.endswith(b"\r\n0\r\n\r\n"):
+            if pauses and len(received) >= pauses[0]:
+                pauses.pop(0)
+                time.sleep(0.6)  # the proxy's buffers fill: it stops reading upstream
+            data = client.recv(65536)
+            assert data, "the proxy closed the stream"
+            received += data
+    assert time.perf_counter() - start > 1.2  # longer than the write timeout, in all
+    head, _, framed = bytes(received).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    content = _unchunked(framed)
+    assert content == b"".join(events) + b"data: [DONE]\n\n"
+    (line,) = proxy.request_logs(rid, timeout=10)
+    assert (line["outcome"], line["bytes_out"]) == ("ok", len(content))
+
+
+def _unchunked(framed: bytes) -> bytes:
+    """A chunked body's content (no extensions, no trailers: what uvicorn writes)."""
+    out, at = bytearray(), 0
+    while True:
+        end = framed.index(b"\r\n", at)
+        size = int(framed[at:end], 16)
+        if size == 0:
+            return bytes(out)
+        out += framed[end + 2 : end + 2 + size]
+        at = end + 2 + size + 2
+
+
 def test_names_the_upstream_lists_take_the_model_labels(start_proxy, upstream) -> None:
     """An upstream that answers 200 for any model name (the scripted one does) must not let
     the first clients' names become labels once it has listed its models."""
