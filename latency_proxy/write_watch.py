@@ -1,11 +1,13 @@
 """The watch for a client that stops reading without closing (--write-timeout).
 
-Such a client does not disconnect: its receive window closes, uvicorn's send waits for the
-transport to drain, and the stream — with its upstream connection, and the request in vLLM's
-batch — is pinned until the upstream gives up. The watch counts the sends that started and
-finished; a tick every quarter of the timeout sees one send pending without progress, and
-after the timeout ends the exchange as the client's (`client_abort`, `write_timeout`).
-Per event this costs one call and two increments; the clock is read per tick, not per send.
+Such a client does not disconnect: its receive window closes, the proxy's write buffer
+fills, the relay stops reading the upstream (relay.Backpressure), and the stream — with its
+upstream connection, and the request in vLLM's batch — is pinned until the upstream gives
+up. The watch counts the writes that started and finished (ASGI sends, and the waits of the
+relay's direct writes: `held`/`released`); a tick every quarter of the timeout sees one
+pending without progress, and after the timeout ends the exchange as the client's
+(`client_abort`, `write_timeout`). Nothing is counted per event unless the buffer fills;
+the clock is read per tick, not per write.
 """
 
 from __future__ import annotations
