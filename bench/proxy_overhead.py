@@ -9,7 +9,10 @@ at 50 ms, then one every 10 ms; bench/sse_upstream.py, its own process) reached 
 - relay: bench/relay_floor.py, a raw TCP relay on uvloop — the floor for a Python pass-through;
 - relay+meter: the same relay running SSEParser + StreamMeter on every response read — the
   floor plus the proxy's own parsing and metering;
-- proxy: `python -m latency_proxy` with its default settings.
+- proxy: `python -m latency_proxy` with its default settings (no OTLP endpoint: spans are
+  built, not exported);
+- proxy+otlp: the same exporting its spans over OTLP/HTTP as deploy/ configures it (metrics
+  scraped, not pushed) to bench/otlp_sink.py, which discards them — what tracing costs.
 
 It prints added TTFT p50/p99 and added inter-event p99 against direct, events per second, the
 intermediary's CPU time per 1,000 events delivered (from /proc/<pid>/stat over the measured
@@ -55,7 +58,7 @@ from loadgen.processes import free_port, running
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-TARGETS = ("direct", "nginx", "relay", "relay+meter", "proxy")
+TARGETS = ("direct", "nginx", "relay", "relay+meter", "proxy", "proxy+otlp")
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -271,7 +274,22 @@ def start_relay(upstream: int, tmp: Path, meter: bool):
     return port, running(args, f"http://127.0.0.1:{port}/v1/models", log, cwd=REPO)
 
 
-def start_proxy(upstream: int, tmp: Path):
+def start_otlp_sink(tmp: Path):
+    port = free_port()
+    args = [sys.executable, str(HERE / "otlp_sink.py"), "--port", str(port)]
+    return port, running(args, f"http://127.0.0.1:{port}/", tmp / "otlp-sink.log", cwd=REPO)
+
+
+def start_proxy(upstream: int, tmp: Path, otlp: int | None = None):
+    """The proxy; with `otlp` (a sink's port) exporting spans as deploy/ has it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    if otlp is not None:
+        env |= {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp}",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_METRICS_EXPORTER": "none",
+        }
     port, admin = free_port(), free_port()
     args = [
         sys.executable,
@@ -286,7 +304,8 @@ def start_proxy(upstream: int, tmp: Path):
         "--admin-port",
         str(admin),
     ]
-    return port, running(args, f"http://127.0.0.1:{admin}/healthz", tmp / "proxy.log", cwd=REPO)
+    log = tmp / ("proxy-otlp.log" if otlp is not None else "proxy.log")
+    return port, running(args, f"http://127.0.0.1:{admin}/healthz", log, cwd=REPO, env=env)
 
 
 # --- figures and the report -------------------------------------------------------------------
@@ -457,6 +476,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         if "proxy" in args.targets:
             port, proxy = start_proxy(up_port, tmp)
             ports["proxy"], watched["proxy"] = port, process_tree(stack.enter_context(proxy).pid)
+        if "proxy+otlp" in args.targets:
+            sink_port, sink = start_otlp_sink(tmp)
+            stack.enter_context(sink)
+            port, proxy = start_proxy(up_port, tmp, otlp=sink_port)
+            pids = process_tree(stack.enter_context(proxy).pid)
+            ports["proxy+otlp"], watched["proxy+otlp"] = port, pids
         client = stack.enter_context(
             ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         )

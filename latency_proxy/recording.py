@@ -46,7 +46,8 @@ class Recording:
         model = exchange.model
         if model and 200 <= exchange.status < 400 and exchange.upstream_error_kind is None:
             self._model_label.confirm(model)
-        trace_id = format(context.trace_id, "032x")
+        # an exemplar links to a trace only if the sampler kept it (OTEL_TRACES_SAMPLER)
+        trace_id = format(context.trace_id, "032x") if context.trace_flags.sampled else None
         content = self._content(exchange, timing)
         writers = [
             lambda: self.spans.end(exchange, timing, t_end, content),

@@ -131,6 +131,27 @@ def test_openmetrics_exemplars_carry_trace_ids(proxy, otlp) -> None:
     assert "trace_id" not in plain
 
 
+def test_a_trace_the_sampler_drops_leaves_no_exemplar(start_proxy, upstream, otlp) -> None:
+    env = proxy_env(otlp, OTEL_TRACES_SAMPLER="always_off")
+    proxy = start_proxy("--upstream", upstream.url, env=env)
+    rid = "unsampled-" + uuid.uuid4().hex
+    httpx.post(
+        proxy.url + "/v1/completions",
+        json={"model": "m", "prompt": "x", "stream": True},
+        headers={"x-request-id": rid, "x-script": json.dumps({"tokens": 2})},
+        timeout=10,
+    )
+    assert len(proxy.request_logs(rid)) == 1  # recorded, before looking for what is absent
+    r = httpx.get(proxy.admin + "/metrics", headers={"Accept": "application/openmetrics-text"})
+    ttft = [
+        line
+        for line in r.text.splitlines()
+        if line.startswith("gen_ai_server_time_to_first_token_seconds_count")
+    ]
+    assert ttft and float(ttft[0].rsplit(" ", 1)[1]) >= 1  # measured all the same
+    assert "trace_id=" not in r.text
+
+
 def test_model_label_cardinality_is_bounded(start_proxy, upstream) -> None:
     proxy = start_proxy("--upstream", upstream.url)
     with httpx.Client(timeout=10) as client:
