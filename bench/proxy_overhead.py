@@ -494,8 +494,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 print(f"… {target} × {streams} streams", file=sys.stderr, flush=True)
                 cell = Cell(target, url, streams, args.tokens, args.warmup, args.duration, watch)
                 sampler = None
-                if args.profile and target == "proxy":
-                    pid = watched["proxy"][0]
+                if args.profile and target.startswith("proxy"):
+                    pid = watched[target][0]
                     sampler = record_later(pid, args.warmup, args.duration, args.profile)
                 cells.append(client.submit(run_cell, cell).result())
                 if sampler is not None:
@@ -516,7 +516,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(markdown(rows))
     for cell, samples in profiles:
         cpu = figures(cell)["cpu_ms_per_1k_events"]
-        print(f"\nproxy × {cell.streams} streams, CPU by layer ({args.profile}):\n")
+        print(f"\n{cell.target} × {cell.streams} streams, CPU by layer ({args.profile}):\n")
         print(layers_markdown(samples, cpu))
 
 
