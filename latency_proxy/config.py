@@ -40,18 +40,16 @@ class Route:
     # read from the URL once (every request's CLIENT span names them)
     host: str = field(init=False, repr=False, compare=False)
     port: int = field(init=False, repr=False, compare=False)
+    # the URL without the user and password it may carry (those go upstream as Basic
+    # credentials, never into a log line)
+    shown_url: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
         object.__setattr__(self, "host", parts.hostname or "")
         object.__setattr__(self, "port", parts.port or (443 if parts.scheme == "https" else 80))
-
-    @property
-    def shown_url(self) -> str:
-        """The URL without the user and password it may carry (those go upstream as Basic
-        credentials, never into a log line)."""
-        parts = urlsplit(self.url)
-        return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+        object.__setattr__(self, "shown_url", shown.geturl())
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from latency_proxy.http_protocol import ClientWriter
 from latency_proxy.meter import StreamMeter
 from latency_proxy.sse import SSEParser
 from latency_proxy.types import Receive
-from latency_proxy.upstream_connection import Response, Sink
+from latency_proxy.upstream_connection import Response
 from latency_proxy.usage_filter import InjectedUsageFilter
 from latency_proxy.write_watch import WriteWatch
 
@@ -62,15 +62,6 @@ class Backpressure:
         self._release()
 
 
-async def _stream(response: Response, sink: Sink) -> None:
-    """Feed the body to `sink` until it is complete; on any end, let go of the upstream."""
-    try:
-        response.stream(sink)
-        await response.done
-    finally:
-        response.close()  # nothing, if the body was complete
-
-
 async def relay_body(
     exchange: Exchange,
     response: Response,
@@ -93,7 +84,8 @@ async def relay_body(
         write(chunk)
 
     try:
-        await _stream(response, sink)
+        response.stream(sink)
+        await response.done  # the caller lets go of the upstream however this ends
     finally:
         exchange.sent(sent)
     if meter is not None:
@@ -144,7 +136,8 @@ async def relay_events(
 
     try:
         try:
-            await _stream(response, sink)
+            response.stream(sink)
+            await response.done
         finally:
             # what was held back goes out however the upstream ended (not to a client
             # that is gone: then this task was cancelled and the write is skipped)

@@ -73,7 +73,7 @@ def request_headers(
     identity_encoding: bool,
     client_host: str | None,
     scheme: str,
-    authorization: str | None,
+    authorization: bytes | None,
 ) -> list[tuple[bytes, bytes]]:
     """End-to-end headers of the client's request, byte for byte, plus identity, trace
     context and the route's own credential."""
@@ -104,7 +104,7 @@ def request_headers(
     headers.append((b"X-Request-Id", request_id.encode()))
     headers.extend((name.encode(), value.encode()) for name, value in trace_headers.items())
     if authorization is not None:
-        headers.append((b"Authorization", authorization.encode()))
+        headers.append((b"Authorization", authorization))
     return headers
 
 
@@ -121,34 +121,41 @@ def response_headers(
     return headers
 
 
+def _credential(route: Route, key: str | None) -> bytes | None:
+    """The route's API key as a bearer token, else the user and password in its URL as
+    Basic (as HTTP clients do)."""
+    if key:
+        return b"Bearer " + key.encode()
+    parts = urlsplit(route.url)
+    if parts.username is None:
+        return None
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return b"Basic " + base64.b64encode(pair.encode())
+
+
 class Upstreams:
     """The connection pools, created in the app's lifespan (they need a running loop)."""
 
     def __init__(self, settings: Settings, credentials: dict[str, str] | None = None) -> None:
         self._settings = settings
-        self._credentials = credentials or {}
+        credentials = credentials or {}
+        self._authorizations = {
+            route.name: _credential(route, credentials.get(route.name)) for route in settings.routes
+        }
         self.pools: dict[str, Pool] = {}
         # connections of their own, so /readyz and listings never queue behind streams
         self.probes: aiohttp.ClientSession | None = None
 
-    def authorization(self, route: Route) -> str | None:
-        """The route's own credential, replacing the client's: its API key as a bearer
-        token, else the user and password in its URL as Basic (as HTTP clients do)."""
-        key = self._credentials.get(route.name)
-        if key:
-            return f"Bearer {key}"
-        parts = urlsplit(route.url)
-        if parts.username is None:
-            return None
-        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        return "Basic " + base64.b64encode(pair.encode()).decode()
+    def authorization(self, route: Route) -> bytes | None:
+        """The route's own credential, replacing the client's (built once per route)."""
+        return self._authorizations[route.name]
 
     async def start(self) -> None:
         s = self._settings
         tls = ssl.create_default_context(cafile=s.ca_bundle)
         for route in s.routes:
             self.pools[route.name] = Pool(
-                Origin.of(route.url, tls),
+                Origin.of(route, tls),
                 s.pool_max_connections,
                 s.connect_timeout,
                 s.read_timeout,

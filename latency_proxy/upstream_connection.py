@@ -138,7 +138,6 @@ class Connection(asyncio.Protocol):
         self._head_only = False
         self._head_bytes = 0  # bytes read while the head is incomplete
         self._header_size = 0  # the header lines parsed so far
-        self._status = 0
         self._headers: list[tuple[bytes, bytes]] = []
         self._until_close = False  # a body without length or chunks: it ends with the connection
         self._keep_alive = False
@@ -162,7 +161,6 @@ class Connection(asyncio.Protocol):
         self._head.add_done_callback(_retrieve)
         self._head_only = head_only
         self._head_bytes = self._header_size = 0
-        self._headers = []
         self._answered = False
         self._last_read = self.loop.time()
         self._timer = self.loop.call_at(self._last_read + self._read_timeout, self._check_read)
@@ -243,7 +241,6 @@ class Connection(asyncio.Protocol):
             self._header_size = 0
             return
         headers, self._headers = self._headers, []
-        self._status = status
         chunked = length = False
         for name, value in headers:
             lower = name.lower()
@@ -277,9 +274,7 @@ class Connection(asyncio.Protocol):
     def _complete(self) -> None:
         response, self._response = self._response, None
         self._finish()
-        if self._paused and self.transport is not None:  # paused for this response's client
-            self._paused = False
-            self.transport.resume_reading()
+        self.resume_reading()  # if paused for this response's client: not for the next
         if response is not None:
             response._end(None)
         if self._keep_alive and not self.closed:

@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from latency_proxy.config import Route
 from latency_proxy.upstream_connection import ConnectError, Connection, ProtocolError, Response
 
 IDLE_EXPIRY = 15.0  # seconds an idle connection is kept (aiohttp's keep-alive default)
@@ -46,15 +47,14 @@ class Origin:
     base_path: bytes
 
     @classmethod
-    def of(cls, url: str, tls: ssl.SSLContext | None) -> Origin:
-        parts = urlsplit(url)
-        https = parts.scheme == "https"
+    def of(cls, route: Route, tls: ssl.SSLContext | None) -> Origin:
+        shown = urlsplit(route.shown_url)
         return cls(
-            host=parts.hostname or "",
-            port=parts.port or (443 if https else 80),
-            tls=tls if https else None,
-            host_header=parts.netloc.rpartition("@")[2].encode("idna"),
-            base_path=parts.path.rstrip("/").encode(),
+            host=route.host,
+            port=route.port,
+            tls=tls if shown.scheme == "https" else None,
+            host_header=shown.netloc.encode("idna"),
+            base_path=shown.path.rstrip("/").encode(),
         )
 
 

@@ -22,6 +22,7 @@ import pytest
 import uvloop
 
 from latency_proxy import upstream_connection, upstream_pool
+from latency_proxy.config import Route
 from latency_proxy.upstream_connection import (
     MAX_HEAD_BYTES,
     ConnectError,
@@ -107,7 +108,9 @@ class Upstream:
         connect_timeout: float = PATIENCE,
         read_timeout: float = PATIENCE,
     ) -> Pool:
-        pool = Pool(Origin.of(self.url + path, None), limit, connect_timeout, read_timeout)
+        pool = Pool(
+            Origin.of(Route("t", self.url + path), None), limit, connect_timeout, read_timeout
+        )
         self._pools.append(pool)
         return pool
 
@@ -453,7 +456,9 @@ def test_a_complete_head_over_the_limit_is_refused() -> None:
 
 def test_a_refused_connection_is_a_connect_error_and_frees_its_slot() -> None:
     async def main() -> None:
-        pool = Pool(Origin.of(f"http://127.0.0.1:{free_port()}", None), 1, PATIENCE, PATIENCE)
+        pool = Pool(
+            Origin.of(Route("t", f"http://127.0.0.1:{free_port()}"), None), 1, PATIENCE, PATIENCE
+        )
         for _ in range(2):  # the second would wait for the slot if the first kept it
             attempt = Attempt()
             with pytest.raises(ConnectError):
