@@ -75,13 +75,20 @@ def test_server_and_client_spans_continue_the_incoming_trace(proxy, upstream, ot
     assert server.resource["service.name"] == "latency-proxy-test"
 
 
-def test_metrics_text_has_every_instrument(proxy) -> None:
+def scripted_completion(proxy, prefix: str, tokens: int, model: str = "m") -> str:
+    """One streaming completion of `tokens` scripted tokens through the proxy; its request id."""
+    rid = f"{prefix}-{uuid.uuid4().hex}"
     httpx.post(
         proxy.url + "/v1/completions",
-        json={"model": "m", "prompt": "x", "stream": True},
-        headers={"x-script": json.dumps({"tokens": 3})},
+        json={"model": model, "prompt": "x", "stream": True},
+        headers={"x-request-id": rid, "x-script": json.dumps({"tokens": tokens})},
         timeout=10,
     )
+    return rid
+
+
+def test_metrics_text_has_every_instrument(proxy) -> None:
+    scripted_completion(proxy, "all", tokens=3)
     text = proxy.metrics()
     for name in [
         "gen_ai_server_time_to_first_token_seconds_bucket",
@@ -104,13 +111,7 @@ def test_metrics_text_has_every_instrument(proxy) -> None:
 
 
 def test_openmetrics_exemplars_carry_trace_ids(proxy, otlp) -> None:
-    rid = "ex-" + uuid.uuid4().hex
-    httpx.post(
-        proxy.url + "/v1/completions",
-        json={"model": "exemplar-model", "prompt": "x", "stream": True},
-        headers={"x-request-id": rid, "x-script": json.dumps({"tokens": 2})},
-        timeout=10,
-    )
+    rid = scripted_completion(proxy, "ex", tokens=2, model="exemplar-model")
     server = next(
         s
         for s in spans_of(otlp, rid)
@@ -134,13 +135,7 @@ def test_openmetrics_exemplars_carry_trace_ids(proxy, otlp) -> None:
 def test_a_trace_the_sampler_drops_leaves_no_exemplar(start_proxy, upstream, otlp) -> None:
     env = proxy_env(otlp, OTEL_TRACES_SAMPLER="always_off")
     proxy = start_proxy("--upstream", upstream.url, env=env)
-    rid = "unsampled-" + uuid.uuid4().hex
-    httpx.post(
-        proxy.url + "/v1/completions",
-        json={"model": "m", "prompt": "x", "stream": True},
-        headers={"x-request-id": rid, "x-script": json.dumps({"tokens": 2})},
-        timeout=10,
-    )
+    rid = scripted_completion(proxy, "unsampled", tokens=2)
     assert len(proxy.request_logs(rid)) == 1  # recorded, before looking for what is absent
     r = httpx.get(proxy.admin + "/metrics", headers={"Accept": "application/openmetrics-text"})
     ttft = [
@@ -240,13 +235,7 @@ def test_otlp_grpc_export_carries_spans_and_metrics(start_proxy, upstream) -> No
             None, OTEL_EXPORTER_OTLP_ENDPOINT=rx.grpc_endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="grpc"
         )
         proxy = start_proxy("--upstream", upstream.url, env=env)
-        rid = "grpc-" + uuid.uuid4().hex
-        httpx.post(
-            proxy.url + "/v1/completions",
-            json={"model": "m", "prompt": "x", "stream": True},
-            headers={"x-request-id": rid, "x-script": json.dumps({"tokens": 3})},
-            timeout=10,
-        )
+        rid = scripted_completion(proxy, "grpc", tokens=3)
         spans = spans_of(rx, rid)
         assert {s.kind for s in spans if s.attributes.get("latency_proxy.request_id") == rid} == {
             "SERVER",
