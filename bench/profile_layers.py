@@ -39,8 +39,8 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("uvloop/", LOOP_C),
     ("asyncio/", "event loop: asyncio Python (tasks, futures)"),
     ("uvicorn/", "uvicorn: HTTP server, ASGI send (the client socket write is charged here)"),
-    ("latency_proxy/upstream_connection.py", UPSTREAM),
-    ("latency_proxy/upstream_pool.py", UPSTREAM),
+    ("latency_proxy/upstream/connection.py", UPSTREAM),
+    ("latency_proxy/upstream/pool.py", UPSTREAM),
     ("latency_proxy/http_protocol.py", PER_EVENT),  # its ClientWriter: the direct body write
     ("latency_proxy/relay.py", PER_EVENT),
     ("latency_proxy/sse.py", PER_EVENT),

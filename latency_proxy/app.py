@@ -18,9 +18,9 @@ from latency_proxy.config import Settings
 from latency_proxy.forward import Forwarder
 from latency_proxy.redact import ContentPolicy
 from latency_proxy.state import ProxyState
-from latency_proxy.telemetry import Telemetry
+from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.types import Receive, Scope, Send
-from latency_proxy.upstream import Upstreams
+from latency_proxy.upstream.routes import Upstreams
 
 FLUSH_TIMEOUT = 5.0
 

@@ -29,8 +29,8 @@ from latency_proxy.config import (
     upstream_credentials,
 )
 from latency_proxy.http_protocol import REQUEST_LINE_ALLOWANCE, ConnectionLimits, protocol_class
-from latency_proxy.logs import configure
 from latency_proxy.state import ProxyState
+from latency_proxy.telemetry.logs import configure
 
 log = logging.getLogger("latency_proxy")
 

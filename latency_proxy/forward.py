@@ -1,8 +1,8 @@
 """The main port: check each request, route it, admit it, and hand it to the upstream call.
 
 Everything a request is refused for (header limits, body size, unknown model, concurrency)
-is decided here, before any upstream sees it; the call itself is upstream_call.py, the
-byte relay relay.py, and what is recorded about it recording.py.
+is decided here, before any upstream sees it; the call itself is upstream/call.py, the
+byte relay relay.py, and what is recorded about it telemetry/recording.py.
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from opentelemetry.propagate import extract
 from latency_proxy.config import Route
 from latency_proxy.exchange import Exchange
 from latency_proxy.identity import request_id_from
-from latency_proxy.logs import bind_request, cut_recorded
 from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.models_list import list_models
 from latency_proxy.outcome import Outcome
-from latency_proxy.recorder import Recorder
-from latency_proxy.recording import Recording
 from latency_proxy.request import BodyTooLarge, ClientGone, header, read_body
 from latency_proxy.responses import HEADERS_TOO_LARGE, answer, answer_error, retry_after_header
 from latency_proxy.state import ProxyState
+from latency_proxy.telemetry.logs import bind_request, cut_recorded
+from latency_proxy.telemetry.recorder import Recorder
+from latency_proxy.telemetry.recording import Recording
 from latency_proxy.types import Receive, Scope, Send
-from latency_proxy.upstream_call import UpstreamCaller
+from latency_proxy.upstream.call import UpstreamCaller
 
 log = logging.getLogger("latency_proxy.forward")
 perf_counter = time.perf_counter

@@ -16,8 +16,8 @@ import aiohttp
 import orjson
 
 from latency_proxy.config import DEFAULT_ROUTE, Route
-from latency_proxy.telemetry import ModelLabels
-from latency_proxy.upstream import Upstreams
+from latency_proxy.telemetry.providers import ModelLabels
+from latency_proxy.upstream.routes import Upstreams
 
 LIST_TIMEOUT = 2.0
 

@@ -3,7 +3,7 @@ that leaves.
 
 The body is relayed inside the upstream connection's data callback: each chunk is parsed,
 metered and written to the client's transport before the callback returns (no task
-wake-up, no ASGI send per chunk; upstream_connection.py, http_protocol.ClientWriter). Only
+wake-up, no ASGI send per chunk; upstream/connection.py, http_protocol.ClientWriter). Only
 when the proxy injected a usage request does it hold bytes back, and then never longer than
 the end of the current event, so it can drop the one event the client did not ask for. A
 client whose write buffer fills pauses the upstream's reads until it drains. Per chunk the
@@ -23,7 +23,7 @@ from latency_proxy.http_protocol import ClientWriter
 from latency_proxy.meter import StreamMeter
 from latency_proxy.sse import SSEParser
 from latency_proxy.types import Receive
-from latency_proxy.upstream_connection import Response
+from latency_proxy.upstream.connection import Response
 from latency_proxy.usage_filter import InjectedUsageFilter
 from latency_proxy.write_watch import WriteWatch
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from latency_proxy.config import Settings
 from latency_proxy.redact import ContentPolicy
-from latency_proxy.telemetry import Telemetry
-from latency_proxy.upstream import Upstreams
+from latency_proxy.telemetry.providers import Telemetry
+from latency_proxy.upstream.routes import Upstreams
 
 
 @dataclass(slots=True)

@@ -2,7 +2,7 @@
 
 Subcommands `compare` and `merge` live in their own modules; everything else is a load run,
 or a search of load runs (`capacity`, which takes the run's flags but no levels). This module
-is the parser only: the flags become one RunConfig (config.py), and run.py (capacity.py)
+is the parser only: the flags become one RunConfig (config.py), and run.py (capacity/command.py)
 does the run (the search) from that.
 """
 
@@ -18,7 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from latency_proxy.units import parse_duration, parse_size
-from loadgen import capacity, compare, merge, run
+from loadgen import compare, merge, run
+from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, RunConfig
 from loadgen.records import SummarySettings
 from loadgen.schedule import ARRIVALS

@@ -1,6 +1,6 @@
 """One request's measurement, whatever HTTP client streams it: identity, meter, Record.
 
-loadgen's asyncio client (client.py) and the Locust engine's gevent client (locust_client.py)
+loadgen's asyncio client (client.py) and the Locust engine's gevent client (locust/client.py)
 send the same headers, feed the same SSEParser and StreamMeter with t0 at the *intended*
 send time, and build the same Record, so both engines have one definition of every figure
 and a request measured by either reads alike in requests.jsonl. Pure: the caller does the

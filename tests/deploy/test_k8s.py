@@ -28,7 +28,7 @@ import pytest
 import yaml
 from opentelemetry.trace import SpanContext
 
-from latency_proxy import logs
+from latency_proxy.telemetry import logs
 from tests.support import ROOT, node_checks
 from tests.support.dashboards import dashboards, datasources, queries
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from latency_proxy import instruments
+from latency_proxy.telemetry import instruments
 from tests.support import node_checks
 from tests.support.dashboards import (
     ROOT,
@@ -160,7 +160,7 @@ def test_proxy_metric_and_label_names_are_the_proxys():
     assert len(used) > 10
     for name in used:
         base = re.sub(r"_(bucket|sum|count|total)$", "", name)
-        assert base in metrics or name in labels, f"{name}: not in latency_proxy.instruments"
+        assert base in metrics or name in labels, f"{name}: not in telemetry.instruments"
 
 
 def test_recorded_series_used_are_recorded():

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from loadgen import rundir
+from loadgen.capacity.search import verdict
 from loadgen.cli import main
 from loadgen.processes import free_port, running, stop
-from loadgen.search import verdict
 from loadgen.slo import parse_slos
 from tests.support import ROOT
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen import capacity, capacity_report
-from loadgen.search import Search, bounded_samples, probe_requests, verdict
+from loadgen.capacity import command as capacity
+from loadgen.capacity import report as capacity_report
+from loadgen.capacity.search import Search, bounded_samples, probe_requests, verdict
 from loadgen.slo import Slos, parse_slos
 
 

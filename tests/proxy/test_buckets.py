@@ -13,8 +13,8 @@ import numpy as np
 import prometheus_client
 import pytest
 
-from latency_proxy import buckets
-from latency_proxy.instruments import TPOT, TTFT, Instrument
+from latency_proxy.telemetry import buckets
+from latency_proxy.telemetry.instruments import TPOT, TTFT, Instrument
 
 
 def histogram_quantile(q: float, bounds: list[float], cumulative: list[float]) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from latency_proxy.recorder import MAX_PENDING, Recorder
+from latency_proxy.telemetry.recorder import MAX_PENDING, Recorder
 
 
 def test_records_off_the_request_path_in_order_and_once() -> None:

@@ -1,4 +1,4 @@
-"""The proxy's own HTTP/1.1 client (upstream_connection.py, upstream_pool.py) against
+"""The proxy's own HTTP/1.1 client (upstream/connection.py, upstream/pool.py) against
 loopback servers that script raw bytes.
 
 The proxy's end-to-end tests see this client only through what a client of the proxy gets
@@ -21,15 +21,16 @@ from typing import Any, TypeVar
 import pytest
 import uvloop
 
-from latency_proxy import upstream_connection, upstream_pool
 from latency_proxy.config import Route
-from latency_proxy.upstream_connection import (
+from latency_proxy.upstream import connection as upstream_connection
+from latency_proxy.upstream import pool as upstream_pool
+from latency_proxy.upstream.connection import (
     MAX_HEAD_BYTES,
     ConnectError,
     ProtocolError,
     Response,
 )
-from latency_proxy.upstream_pool import Attempt, Origin, Pool
+from latency_proxy.upstream.pool import Attempt, Origin, Pool
 from loadgen.processes import free_port
 from tests.support.raw_upstream import RawRequest, response
 from tests.support.timing import on_time

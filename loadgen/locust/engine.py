@@ -15,7 +15,7 @@ samples the worker's scheduling lag; summary.py's rule marks the run invalid whe
 says the worker was the bottleneck. In distributed mode each worker streams its records to
 the master over Locust's messaging (`loadgen_records`); when the test stops the master
 closes every worker's measured window (`loadgen_close`) and waits for their last batches
-(locust_run.py says what counts).
+(locust/run.py says what counts).
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
 from latency_proxy.units import parse_duration
-from loadgen.locust_client import StreamingClient
-from loadgen.locust_run import Collector, Final, Outbox, Window, write
+from loadgen.locust.client import StreamingClient
+from loadgen.locust.run import Collector, Final, Outbox, Window, write
 from loadgen.measurement import Clock, Measurement
 from loadgen.records import Record, SummarySettings
 from loadgen.runner import LOOP_LAG_INTERVAL_S
@@ -57,7 +57,7 @@ from loadgen.workload import Lengths, Sizing, Workload, load_dataset, shared_pre
 RECORDS = "loadgen_records"  # node -> master: a batch of records, lag samples, a last word
 CLOSE = "loadgen_close"  # master -> nodes: the test is stopping, close the measured window
 SHIP_INTERVAL_S = 1.0  # how often a worker streams what it measured to the master
-LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+LOCUSTFILE = Path(__file__).parent.parent / "locustfile.py"
 log = logging.getLogger("loadgen.locust")
 
 
@@ -493,6 +493,3 @@ def main(argv: list[str] | None = None) -> NoReturn:
     args = sys.argv[1:] if argv is None else argv
     os.execv(sys.executable, [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args])
 
-
-if __name__ == "__main__":
-    main()

@@ -5,7 +5,7 @@ Each probe is one ordinary run (run.measure) of one target at one level, a
 capacity.json; the embedded stack, when asked for, is started once for all of them. Targets
 take turns probe by probe (A, B, A, B …), so drift in shared hardware hits all alike. The
 search (search.py) stops when every bracket is within 10%, when the next probe would not fit
-in the budget, or at Ctrl-C; whatever was found is written either way (capacity_report.py).
+in the budget, or at Ctrl-C; whatever was found is written either way (report.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from loadgen import capacity_report, embedded, run, steady
+from loadgen import embedded, run, steady
+from loadgen.capacity import report as capacity_report
+from loadgen.capacity.search import Search, probe_requests, verdict
 from loadgen.config import RunConfig
-from loadgen.search import Search, probe_requests, verdict
 from loadgen.slo import LABELS
 from loadgen.targets import load_file, resolve
 

@@ -1,7 +1,7 @@
 """One connection pool per route, and header hygiene in both directions (RFC 9110 §7.6.1).
 
 Model calls and everything else on the main port go through the proxy's own HTTP/1.1
-client (upstream_pool.py, upstream_connection.py): the benchmark showed aiohttp's reader
+client (upstream/pool.py, upstream/connection.py): the benchmark showed aiohttp's reader
 costing a third of the proxy's CPU per event. Readiness probes and /v1/models listings,
 few and off the hot path, keep an aiohttp session of their own.
 """
@@ -17,8 +17,8 @@ import aiohttp
 
 from latency_proxy.config import Route, Settings
 from latency_proxy.types import Scope
-from latency_proxy.upstream_connection import Response
-from latency_proxy.upstream_pool import Attempt, Origin, Pool
+from latency_proxy.upstream.connection import Response
+from latency_proxy.upstream.pool import Attempt, Origin, Pool
 
 HOP_BY_HOP = frozenset(
     {
@@ -59,7 +59,7 @@ def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
 def upstream_target(scope: Scope) -> bytes:
     """The path and query exactly as the client sent them: `%2e%2e`, `%2F` and `%3F` stay
     encoded, so the upstream resolves what the client wrote (the route's base path goes
-    before it: upstream_pool.Origin)."""
+    before it: pool.Origin)."""
     target = scope.get("raw_path") or scope["path"].encode()
     if scope.get("query_string"):
         target += b"?" + scope["query_string"]

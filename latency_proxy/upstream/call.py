@@ -17,17 +17,22 @@ from opentelemetry.propagate import inject
 from latency_proxy.config import Route
 from latency_proxy.exchange import Exchange
 from latency_proxy.http_protocol import abort_connection, client_writer
-from latency_proxy.logs import cut_recorded
 from latency_proxy.meter import StreamMeter
 from latency_proxy.outcome import Outcome, UpstreamErrorKind
-from latency_proxy.recording import Recording
 from latency_proxy.redact import ContentPolicy, request_texts
 from latency_proxy.relay import Backpressure, cancel_on_disconnect, relay_body, relay_events
 from latency_proxy.responses import answer_error, retry_after_header
+from latency_proxy.telemetry.logs import cut_recorded
+from latency_proxy.telemetry.recording import Recording
 from latency_proxy.types import Receive, Scope, Send
-from latency_proxy.upstream import Upstreams, request_headers, response_headers, upstream_target
-from latency_proxy.upstream_connection import ConnectError, Response, UpstreamError
-from latency_proxy.upstream_pool import Attempt
+from latency_proxy.upstream.connection import ConnectError, Response, UpstreamError
+from latency_proxy.upstream.pool import Attempt
+from latency_proxy.upstream.routes import (
+    Upstreams,
+    request_headers,
+    response_headers,
+    upstream_target,
+)
 from latency_proxy.write_watch import WriteWatch
 
 perf_counter = time.perf_counter

@@ -9,11 +9,11 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from latency_proxy import semconv as sc
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
 from latency_proxy.outcome import Outcome
-from latency_proxy.telemetry import Telemetry
+from latency_proxy.telemetry import semconv as sc
+from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.types import Scope
 
 

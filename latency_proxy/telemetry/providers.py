@@ -26,7 +26,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics import exposition as openmetrics
 
-from latency_proxy import instruments
+from latency_proxy.telemetry import instruments
 
 log = logging.getLogger("latency_proxy.telemetry")
 OPENMETRICS = "application/openmetrics-text"

@@ -18,8 +18,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
 
+from loadgen.capacity.search import METRICS, Search, seconds
 from loadgen.config import RunConfig
-from loadgen.search import METRICS, Search, seconds
 from loadgen.slo import LABELS, Slos, percentile_label
 
 STOPPED = {

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from latency_proxy import semconv as sc
 from latency_proxy.exchange import Exchange
-from latency_proxy.logs import escape
 from latency_proxy.meter import RequestTiming
-from latency_proxy.telemetry import ModelLabels
+from latency_proxy.telemetry import semconv as sc
+from latency_proxy.telemetry.logs import escape
+from latency_proxy.telemetry.providers import ModelLabels
 
 log = logging.getLogger("latency_proxy.access")
 

@@ -16,8 +16,8 @@ import prometheus_client
 from opentelemetry.context import Context
 from opentelemetry.metrics import Meter
 
-from latency_proxy import buckets
-from latency_proxy import semconv as sc
+from latency_proxy.telemetry import buckets
+from latency_proxy.telemetry import semconv as sc
 
 PER_REQUEST = (sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_REQUEST_MODEL, sc.ROUTE)
 

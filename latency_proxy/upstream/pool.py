@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from latency_proxy.config import Route
-from latency_proxy.upstream_connection import ConnectError, Connection, ProtocolError, Response
+from latency_proxy.upstream.connection import ConnectError, Connection, ProtocolError, Response
 
 IDLE_EXPIRY = 15.0  # seconds an idle connection is kept (aiohttp's keep-alive default)
 # methods aiohttp sends without a Content-Length when they carry no body

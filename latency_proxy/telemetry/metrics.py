@@ -1,15 +1,15 @@
 """A model call's metric observations: counted in flight while it runs, then one request
-count and its figures (instruments.py defines the instruments, DESIGN.md the figures)."""
+count and its figures (telemetry/instruments.py defines the instruments, DESIGN.md the figures)."""
 
 from __future__ import annotations
 
 from opentelemetry import trace
 
-from latency_proxy import instruments as ins
 from latency_proxy.coalescing import buffered
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
-from latency_proxy.telemetry import Telemetry
+from latency_proxy.telemetry import instruments as ins
+from latency_proxy.telemetry.providers import Telemetry
 
 
 class MetricsWriter:

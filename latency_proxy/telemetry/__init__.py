@@ -1,0 +1,1 @@
+"""Telemetry: instruments and names, OTel/Prometheus providers, spans, metrics, logs."""
