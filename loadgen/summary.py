@@ -224,9 +224,7 @@ def _level(
     server: Sequence[ServerWindow],
 ) -> dict[str, Any]:
     names = list(dict.fromkeys([p.target for p in phases] + [r.target for r in records]))
-    return {
-        name: _target(name, records, phases, loop_lag, gpu, settings, server) for name in names
-    }
+    return {name: _target(name, records, phases, loop_lag, gpu, settings, server) for name in names}
 
 
 def _judge_steady(

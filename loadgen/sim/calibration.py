@@ -35,9 +35,7 @@ from loadgen.sim.scheduler import EngineConfig, Scheduler
 from loadgen.sim.sequence import Seq
 
 TOLERANCE = 0.10  # the simulator must land within 10% of every Qwen point (and see below)
-QWEN_SOURCE = (
-    "QwenLM/Qwen2.5 docs/source/benchmark/speed_benchmark.rst, 72B (vLLM), BF16, 4 GPUs"
-)
+QWEN_SOURCE = "QwenLM/Qwen2.5 docs/source/benchmark/speed_benchmark.rst, 72B (vLLM), BF16, 4 GPUs"
 QWEN_OUTPUT_TOKENS = 2048
 QWEN_SPEED = {1: 31.37, 6144: 29.90, 14336: 30.10, 30720: 27.53, 63488: 20.74}  # tokens/s
 

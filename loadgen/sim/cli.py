@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
             jitter=args.jitter,
             script=args.script,
             faults=args.fault,
+            serving=vllm_args.serving(args),
         )
     except (ValueError, OSError) as exc:
         _fail(str(exc))

@@ -124,6 +124,8 @@ class Scheduler:
             if seq.preemptions == 0:
                 self.prefix_cache_queries += seq.known
                 self.prefix_cache_hits += cached
+                seq.cached_tokens = cached
+                seq.created_tokens = max(0, len(seq.block_hashes) * size - cached)
             self.blocks.take(hits)
             seq.blocks = hits
             seq.computed = cached

@@ -21,7 +21,9 @@ class Seq:
         "arrival",
         "block_hashes",
         "blocks",
+        "cached_tokens",
         "computed",
+        "created_tokens",
         "finished_at",
         "first_chunk",
         "first_token_at",
@@ -53,6 +55,8 @@ class Seq:
         self.computed = 0  # tokens whose KV is in the cache (scheduler's view)
         self.blocks: list[int] = []  # the KV-cache blocks it holds, in order
         self.preemptions = 0
+        self.cached_tokens = 0  # prompt tokens its first admission found in the prefix cache
+        self.created_tokens = 0  # prompt tokens of full blocks it added to the cache
         self.scheduled_at: float | None = None
         self.first_token_at: float | None = None
         self.last_token_at: float | None = None

@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 
 from loadgen.sim.presets import Preset
+from loadgen.sim.serving import DEFAULT_REASONING_TOKENS, Serving
 
 GIB = 2**30
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)  # vLLM's CacheConfig.block_size choices
@@ -85,10 +86,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--dtype", choices=DTYPES, help="16-bit only: what the presets' peaks are for")
     g.add_argument(
+        "--reasoning-parser",
+        metavar="NAME",
+        help="a reasoning phase before each chat answer, streamed as delta.reasoning and "
+        "counted in usage.completion_tokens_details.reasoning_tokens (any of vLLM's names)",
+    )
+    g.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=DEFAULT_REASONING_TOKENS,
+        metavar="N",
+        help="the simulator's own: mean reasoning length, each prompt's within ±50%% "
+        f"(default {DEFAULT_REASONING_TOKENS})",
+    )
+    g.add_argument(
+        "--enable-prompt-tokens-details",
+        action="store_true",
+        help="usage.prompt_tokens_details.cached_tokens from the prefix cache",
+    )
+    g.add_argument(
+        "--enable-per-request-metrics",
+        action="store_true",
+        help="the per-request `metrics` object (queue, TTFT from scheduling, generation) "
+        "on the final usage chunk and whole responses",
+    )
+    g.add_argument(
         "--quantization",
         "-q",
         metavar="METHOD",
         help="must match the preset's checkpoint (awq/awq_marlin, gptq/gptq_marlin/marlin)",
+    )
+
+
+def serving(args: argparse.Namespace) -> Serving:
+    """The serving flags (serving.py); ValueError for a parser vLLM does not have."""
+    return Serving(
+        reasoning_parser=args.reasoning_parser,
+        reasoning_tokens=args.reasoning_tokens,
+        prompt_tokens_details=args.enable_prompt_tokens_details,
+        per_request_metrics=args.enable_per_request_metrics,
     )
 
 
@@ -98,7 +134,8 @@ def refuse(unknown: Sequence[str]) -> str:
     return (
         f"cannot honour {' '.join(unknown)}: not a flag the simulator models (refused rather "
         f"than ignored). The vLLM flags it honours: --host, --port, --served-model-name, "
-        f"--stream-interval, {known}"
+        f"--stream-interval, --reasoning-parser, --enable-prompt-tokens-details, "
+        f"--enable-per-request-metrics, {known}"
     )
 
 
