@@ -240,7 +240,9 @@ class Simulator:
                     yield extra
         self._finished(job)
         serving = self.serving
-        yield writer.tail(plan.tokens, serving.prompt_details(job.seq), serving.metrics(job.seq))
+        yield writer.tail(
+            plan.tokens, serving.prompt_details(job.seq, job.req.chat), serving.metrics(job.seq)
+        )
 
     async def _complete(self, job: _Job) -> dict[str, Any]:
         async with contextlib.aclosing(self._chunks(job)) as chunks:
@@ -262,7 +264,7 @@ class Simulator:
             reasoning=None
             if reasoning is None
             else (reasoning, "".join(plan.pieces[: job.reasoning])),
-            prompt_details=serving.prompt_details(job.seq),
+            prompt_details=serving.prompt_details(job.seq, job.req.chat),
             metrics=serving.metrics(job.seq),
             **self._scripted(job),
         )

@@ -309,9 +309,13 @@ def full_response(
         "system_fingerprint": fingerprint,
         "usage": {
             **usage(len(req.prompt) if prompt_tokens is None else prompt_tokens, completion_tokens),
-            "prompt_tokens_details": (
-                None if prompt_details is None else {**prompt_details, "multimodal_tokens": None}
-            ),
+            "prompt_tokens_details": None
+            if prompt_details is None
+            else {
+                "cached_tokens": prompt_details["cached_tokens"],
+                "created_cache_tokens": prompt_details.get("created_cache_tokens"),
+                "multimodal_tokens": None,
+            },
             "completion_tokens_details": completion_details,
         },
         **prompt_fields,

@@ -9,7 +9,7 @@ vllm/entrypoints/generate/base/{protocol,serving}.py):
   chunk holds no answer), counted in `usage.completion_tokens_details.reasoning_tokens`
   (on every chat usage object, 0 when the model did not reason); completions are not parsed;
 - `--enable-prompt-tokens-details` adds `usage.prompt_tokens_details` {cached_tokens: the
-  prefix-cache hit, created_cache_tokens: the prompt's full blocks newly cached};
+  prefix-cache hit, and for chat created_cache_tokens: the prompt's full blocks newly cached};
 - `--enable-per-request-metrics` adds `metrics` (build_per_request_timing_metrics) to the
   final usage chunk and the whole response, from the request's timestamps on the engine's
   clock: queued (arrival) → scheduled → first token → last token.
@@ -72,9 +72,12 @@ class Serving:
             return None
         return {"reasoning_tokens": reasoning}
 
-    def prompt_details(self, seq: Seq) -> dict[str, Any] | None:
+    def prompt_details(self, seq: Seq, chat: bool) -> dict[str, Any] | None:
+        """usage.prompt_tokens_details as set: completions report the cached count only."""
         if not self.prompt_tokens_details:
             return None
+        if not chat:
+            return {"cached_tokens": seq.cached_tokens}
         return {"cached_tokens": seq.cached_tokens, "created_cache_tokens": seq.created_tokens}
 
     def metrics(self, seq: Seq) -> dict[str, float | None] | None:
