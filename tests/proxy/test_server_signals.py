@@ -114,15 +114,16 @@ def test_answer_ttft_through_the_proxy(reasoning_proxy, otlp) -> None:
 
 
 def test_server_timings_are_the_simulators_clock(reasoning_server, reasoning_proxy) -> None:
-    """Fixed timing schedules itself from arrival: no queue, TTFT 0.1 s, 29 gaps of 20 ms;
-    the meter reads them unchanged, direct and through the proxy."""
+    """Fixed timing schedules itself from arrival: no queue, the first token 0.1 s and the
+    last 0.68 s after it; the meter reads them unchanged, direct and through the proxy."""
     headers = {"x-script": json.dumps({"tokens": 30})}
     for url in (reasoning_server[0], reasoning_proxy.url):
         rid = "clock-" + uuid.uuid4().hex
         r = measure(url, chat(), {**headers, "x-request-id": rid})
         assert r.server_queue_s == 0.0
         assert on_time(r.server_ttft_s, 0.1)
-        assert on_time(r.server_decode_s, 29 * 0.02)
+        # tokens are due on a schedule from arrival: a late first token shortens the decode
+        assert on_time(r.server_ttft_s + r.server_decode_s, 0.1 + 29 * 0.02)
         assert r.server_itl_s == pytest.approx(r.server_decode_s / 29)
         assert r.server_ttft_s <= r.ttft_s  # the client's clock also holds the network
     [line] = reasoning_proxy.request_logs(rid)
