@@ -321,5 +321,7 @@ def full_response(
         **prompt_fields,
         "kv_transfer_params": None,
         "ec_transfer_params": None,
-        "metrics": None if metrics is None else {**metrics, "speculative_decoding": None},
+        "metrics": None
+        if metrics is None
+        else {**metrics, "speculative_decoding": metrics.get("speculative_decoding")},
     }

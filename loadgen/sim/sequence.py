@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Iterator
 from itertools import chain
 
+from loadgen.sim.speculation import SpecStats
+
 
 class Seq:
     __slots__ = (
@@ -33,6 +35,8 @@ class Seq:
         "preemptions",
         "prompt_tokens",
         "scheduled_at",
+        "spec",
+        "stepped",
         "stream_interval",
     )
 
@@ -62,6 +66,8 @@ class Seq:
         self.last_token_at: float | None = None
         self.finished_at: float | None = None
         self.aborted = False
+        self.spec: SpecStats | None = None  # its verify steps, when the engine speculates
+        self.stepped = 0  # tokens sampled in its last step (more than 1 when speculating)
         self._next = first_chunk
         self._waiter: asyncio.Future[None] | None = None
 
@@ -80,6 +86,7 @@ class Seq:
         gap = None if self.last_token_at is None else (now - self.last_token_at) / tokens
         if self.first_token_at is None:
             self.first_token_at = now
+        self.stepped = tokens
         self.generated += tokens
         self.last_token_at = now
         if self.finished:

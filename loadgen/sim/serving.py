@@ -44,6 +44,7 @@ class Serving:
     reasoning_tokens: int = DEFAULT_REASONING_TOKENS  # mean; each request within ±50%
     prompt_tokens_details: bool = False
     per_request_metrics: bool = False
+    spec_metrics: bool = False  # --per-request-spec-decode-metrics summary
 
     def __post_init__(self) -> None:
         if self.reasoning_parser is not None and self.reasoning_parser not in REASONING_PARSERS:
@@ -80,11 +81,19 @@ class Serving:
             return {"cached_tokens": seq.cached_tokens}
         return {"cached_tokens": seq.cached_tokens, "created_cache_tokens": seq.created_tokens}
 
-    def metrics(self, seq: Seq) -> dict[str, float | None] | None:
-        """vLLM's PerRequestMetrics of a finished request, or None without the flag."""
-        if not self.per_request_metrics:
+    def metrics(self, seq: Seq) -> dict[str, Any] | None:
+        """vLLM's PerRequestMetrics of a finished request (None when neither flag asks for
+        it): the timings with --enable-per-request-metrics, `speculative_decoding` with
+        --per-request-spec-decode-metrics when the request speculated."""
+        spec = seq.spec.to_dict() if self.spec_metrics and seq.spec is not None else None
+        if not self.per_request_metrics and spec is None:
             return None
-        return timing_metrics(seq)
+        out: dict[str, Any] = timing_metrics(seq)
+        if not self.per_request_metrics:
+            out = dict.fromkeys(out)
+        if spec is not None:
+            out["speculative_decoding"] = spec
+        return out
 
 
 def timing_metrics(seq: Seq) -> dict[str, float | None]:

@@ -14,6 +14,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from loadgen.sim import speculation
 from loadgen.sim.presets import Preset
 from loadgen.sim.serving import DEFAULT_REASONING_TOKENS, Serving
 
@@ -36,6 +37,7 @@ ENGINE_FLAGS = (
     "kv_cache_dtype",
     "dtype",
     "quantization",
+    "speculative_config",
 )
 
 
@@ -86,6 +88,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--dtype", choices=DTYPES, help="16-bit only: what the presets' peaks are for")
     g.add_argument(
+        "--speculative-config",
+        type=_speculation,
+        metavar="JSON",
+        help='speculative decoding, e.g. \'{"method": "ngram", "num_speculative_tokens": 3, '
+        "\"acceptance_rate\": 0.7}' (acceptance_rate: the simulator's own, default 0.7)",
+    )
+    g.add_argument(
+        "--per-request-spec-decode-metrics",
+        choices=("none", "summary"),
+        default="none",
+        help="summary: the speculative_decoding object in each request's metrics",
+    )
+    g.add_argument(
         "--reasoning-parser",
         metavar="NAME",
         help="a reasoning phase before each chat answer, streamed as delta.reasoning and "
@@ -125,6 +140,7 @@ def serving(args: argparse.Namespace) -> Serving:
         reasoning_tokens=args.reasoning_tokens,
         prompt_tokens_details=args.enable_prompt_tokens_details,
         per_request_metrics=args.enable_per_request_metrics,
+        spec_metrics=args.per_request_spec_decode_metrics == "summary",
     )
 
 
@@ -231,6 +247,7 @@ def apply(preset: Preset, args: argparse.Namespace) -> tuple[Preset, list[str]]:
         block_size=args.block_size or engine.block_size,
         enable_chunked_prefill=chunked,
         enable_prefix_caching=caching,
+        speculation=args.speculative_config or engine.speculation,
     )
     perf = dataclasses.replace(preset.perf, model=model, hardware=hardware)
     out = dataclasses.replace(preset, perf=perf, engine=engine)
@@ -294,6 +311,13 @@ def startup_lines(preset: Preset) -> list[str]:
         f"prefix caching {'on' if engine.enable_prefix_caching else 'off'}",
     ]
     return lines
+
+
+def _speculation(text: str) -> speculation.Speculation:
+    try:
+        return speculation.parse(text)
+    except (ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _length(text: str) -> int:
