@@ -309,9 +309,10 @@ class StreamMeter:
             return r
         r.ttft_s = times[0] - t0
         r.itl_s = [times[i] - times[i - 1] for i in range(1, n)]
-        r.max_itl_s = max(r.itl_s) if r.itl_s else None
+        r.max_itl_s = top = max(r.itl_s) if r.itl_s else None
         threshold = self._stall_threshold
-        r.stalls = sum(1 for gap in r.itl_s if gap > threshold)
+        stalled = top is not None and top > threshold  # the usual stream: no loop
+        r.stalls = sum(1 for gap in r.itl_s if gap > threshold) if stalled else 0
         if r.output_tokens is not None and r.output_tokens >= 2:
             r.tpot_s = (times[-1] - times[0]) / (r.output_tokens - 1)
         r.coalesced_fraction = coalesced_fraction(r.itl_s, r.tpot_s)
