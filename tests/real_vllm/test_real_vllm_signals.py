@@ -47,19 +47,24 @@ def signals_proxy(start_proxy, vllm_signals: VLLMServer) -> ProxyProcess:
     return start_proxy("--upstream", vllm_signals.url, env=proxy_env(None))
 
 
-def stream(url: str, prompt: str, rid: str) -> tuple[dict[str, Any], Any]:
-    """One streamed completion: (its final usage chunk as sent, the meter's figures)."""
-    body = {
+def stream(url: str, prompt: str, rid: str, chat: bool = False) -> tuple[dict[str, Any], Any]:
+    """One streamed completion (or chat): (its final usage chunk as sent, the meter's
+    figures)."""
+    body: dict[str, Any] = {
         "model": MODEL,
-        "prompt": prompt,
         "max_tokens": 5,
         "ignore_eos": True,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if chat:
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    path = "/v1/chat/completions" if chat else "/v1/completions"
     parser, meter, final = SSEParser(), StreamMeter(time.perf_counter()), None
     with httpx.stream(
-        "POST", url + "/v1/completions", json=body, headers={"x-request-id": rid}, timeout=120
+        "POST", url + path, json=body, headers={"x-request-id": rid}, timeout=120
     ) as r:
         assert r.status_code == 200
         for chunk in r.iter_raw():
@@ -114,13 +119,14 @@ def test_per_request_metrics_are_what_vllm_counted(vllm_signals, signals_proxy) 
     assert line["server_decode_s"] == timing.server_decode_s
 
 
-def test_the_simulator_with_the_same_flags_sends_the_same_shape(vllm_signals) -> None:
-    real, _ = stream(vllm_signals.url, f"{uuid.uuid4().hex} shape", "shape-real")
+@pytest.mark.parametrize("chat", [False, True], ids=["completions", "chat"])
+def test_the_simulator_with_the_same_flags_sends_the_same_shape(vllm_signals, chat) -> None:
+    real, _ = stream(vllm_signals.url, f"{uuid.uuid4().hex} shape", "shape-real", chat)
     serving = Serving(prompt_tokens_details=True, per_request_metrics=True)
     app = create_app(ttft=0.0, itl=0.0, served_model_name=MODEL, serving=serving)
     port = free_port()
     with ServerThread(app, port):
-        simulated, _ = stream(f"http://127.0.0.1:{port}", "shape", "shape-sim")
+        simulated, _ = stream(f"http://127.0.0.1:{port}", "shape", "shape-sim", chat)
 
     def shape(value: Any) -> Any:
         if isinstance(value, dict):
