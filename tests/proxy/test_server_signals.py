@@ -212,3 +212,15 @@ def test_the_current_genai_names_replace_the_older_when_opted_in(
     assert "gen_ai_client_token_usage" not in text
     assert "gen_ai_client_operation_time_to_first_chunk" not in text
     assert "gen_ai_server_time_to_first_token_seconds_bucket" in text  # unchanged names stay
+
+
+def test_the_proxy_reads_the_report_from_the_usage_chunk_it_asked_for(reasoning_proxy) -> None:
+    """The client asked for no usage: the proxy asks for it, meters the report, strips it."""
+    rid = "own-usage-" + uuid.uuid4().hex
+    body = {k: v for k, v in chat().items() if k != "stream_options"}
+    headers = {"x-script": json.dumps(REASONING_SCRIPT), "x-request-id": rid}
+    r = measure(reasoning_proxy.url, body, headers)
+    assert r.server_ttft_s is None and r.reasoning_source is ReasoningSource.COUNTED  # stripped
+    [line] = reasoning_proxy.request_logs(rid)
+    assert line["reasoning_tokens"] == 20 and line["reasoning_source"] == "server"
+    assert on_time(line["server_ttft_s"], 0.1) and line["cached_tokens"] == 0
