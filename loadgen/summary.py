@@ -29,6 +29,7 @@ LATENCY_METRICS = (
     "answer_ttft_s",
     "server_queue_s",
     "server_ttft_s",
+    "server_decode_s",
 )
 
 

@@ -7,8 +7,9 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from loadgen import compare, report, rundir
+from loadgen import compare, report, rundir, timesplit
 from loadgen.records import Record, RunData, SummarySettings
 from loadgen.slo import Slos
 from loadgen.summary import summarize
@@ -103,3 +104,20 @@ def test_compare_reads_summaries_from_before_the_signals(tmp_path: Path) -> None
         del s.summary["signals"], s.summary["metrics"]["answer_ttft_s"]
     text = compare.render(series, Slos({"ttft": 1.0}), "p50", np.random.default_rng(0))
     assert "answer TTFT" not in text and "Server signals" not in text
+
+
+def test_where_the_time_went_from_the_per_request_timings(tmp_path: Path) -> None:
+    recs = [
+        dataclasses.replace(r, server_decode_s=0.02 * 63)
+        for r in with_signals(records("a", 200, 0.3, 7), cached=0, stall_every=0)
+    ]
+    t = summarize(recs, phases("a"), [], [], SummarySettings())["targets"]["a"]
+    assert not t["server"]  # no --server-metrics
+    [ttft, e2e] = timesplit.splits(t)
+    parts = dict(ttft.parts)
+    assert parts["queue"] == pytest.approx(0.6 * ttft.client_s)
+    assert parts["prefill"] == pytest.approx(0.3 * ttft.client_s)
+    assert parts["rest"] == pytest.approx(0.1 * ttft.client_s)
+    assert dict(e2e.parts)["decode"] == pytest.approx(0.02 * 63)
+    text = "\n".join(timesplit.markdown("a", t))
+    assert "60% of mean TTFT is vLLM's queue" in text and "per-request timings" in text
