@@ -37,7 +37,8 @@ def vllm_signals(
     log_path = tmp_path_factory.mktemp("vllm-signals") / "vllm.log"
     server = VLLMServer(vllm_python(), tiny_model, otlp.grpc_endpoint, log_path, *FLAGS)
     try:
-        yield server.wait_ready(START_TIMEOUT)
+        # a second engine beside the session's: on a small shared box it starts slower
+        yield server.wait_ready(2 * START_TIMEOUT)
     finally:
         server.stop()
 
