@@ -17,6 +17,7 @@ included, a body cut short by a close), `TimeoutError` (silent past the read tim
 from __future__ import annotations
 
 import asyncio
+import select
 import time
 from collections.abc import Callable
 
@@ -42,9 +43,10 @@ class ConnectError(UpstreamError):
 class ProtocolError(UpstreamError):
     """The upstream broke the HTTP exchange."""
 
-    def __init__(self, message: str, answered: bool) -> None:
+    def __init__(self, message: str, answered: bool, sent: bool = True) -> None:
         super().__init__(message)
         self.answered = answered  # any byte of a response had arrived
+        self.sent = sent  # the request was written (the upstream may have acted on it)
 
 
 class Response:
@@ -156,7 +158,7 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None and self._head is None
         if self.closed or self.transport.is_closing():  # lost on its way out of the pool
             failed = self.loop.create_future()
-            failed.set_exception(ProtocolError("upstream closed the connection", False))
+            failed.set_exception(ProtocolError("upstream closed the connection", False, False))
             return failed
         self._parser = httptools.HttpResponseParser(self)
         self._head = self.loop.create_future()
@@ -179,6 +181,18 @@ class Connection(asyncio.Protocol):
             self._paused = False
             self._last_read = self.loop.time()  # the upstream's silence counts from now
             self.transport.resume_reading()
+
+    def readable(self) -> bool:
+        """Bytes or an end the loop has not read yet. On an idle connection either one ends
+        it (the upstream closed it, or sent what nobody asked for): one poll, no wait, as
+        urllib3 and httpcore check a pooled connection before reusing it."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return True
+        try:
+            return bool(select.select([sock.fileno()], [], [], 0)[0])
+        except (OSError, ValueError):  # closed under us
+            return True
 
     def abandon(self) -> None:
         self._fail(ProtocolError("the proxy stopped reading", self._answered))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import socket
 import struct
 import time
@@ -565,20 +566,88 @@ def test_a_connection_paused_as_its_body_completes_serves_the_next_request() -> 
 # 5. the retry
 
 
-def test_a_request_on_a_connection_closed_while_idle_is_sent_again_on_a_fresh_one() -> None:
+def test_a_connection_closed_while_idle_is_noticed_before_reuse() -> None:
     async def main() -> None:
         async with Upstream(answering(OK)) as upstream:
             pool = upstream.pool()
             await exchange(pool)
-            # the upstream drops the idle connection; the close crosses the next request
-            # (no await in between: the client cannot have seen it before writing)
-            upstream.peers[0].writer.transport.abort()
+            # the upstream ends the idle connection (its FIN goes out now, not at the next
+            # loop turn) and the POST follows with no await: the loop has not read the end,
+            # only the check as the connection leaves the pool can see it
+            fd = upstream.peers[0].writer.get_extra_info("socket").fileno()
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
             attempt = Attempt()
             answer, body = await exchange(pool, b"POST", b"/p", b'{"n":2}', attempt=attempt)
             assert (answer.status, body) == (200, b"ok")
-            assert attempt.reused  # the first try was on the pooled connection
+            assert not attempt.reused and not attempt.not_retried
             posts = [(r.connection, r.index) for r in upstream.requests if r.body == b'{"n":2}']
-            assert posts == [(1, 0)]
+            assert posts == [(1, 0)]  # once, on a fresh connection
+
+    run(main())
+
+
+def dropped_after_reading_the_second_request(peer: Peer) -> Awaitable[None]:
+    """The upstream answers a connection's first request, reads the second whole, and
+    closes without a word (a crash, a restart, its own idle timer firing just then)."""
+
+    async def script() -> None:
+        if peer.number > 0:
+            return await answering(OK)(peer)
+        await peer.request()
+        await peer.send(OK)
+        await peer.request()
+
+    return script()
+
+
+@pytest.mark.parametrize("method", [b"POST", b"PATCH"])
+def test_a_request_that_went_out_is_never_sent_again_unless_idempotent(method: bytes) -> None:
+    async def main() -> None:
+        async with Upstream(dropped_after_reading_the_second_request) as upstream:
+            pool = upstream.pool()
+            await exchange(pool)
+            attempt = Attempt()
+            with pytest.raises(ProtocolError) as caught:
+                await pool.request(method, b"/p", [], b'{"n":2}', attempt)
+            assert not caught.value.answered and caught.value.sent
+            assert attempt.reused and attempt.not_retried
+            assert [r.body for r in upstream.requests] == [b"", b'{"n":2}']  # once
+            assert len(upstream.peers) == 1
+
+    run(main())
+
+
+@pytest.mark.parametrize("method", sorted(upstream_pool.IDEMPOTENT))
+def test_an_idempotent_request_that_went_out_unanswered_is_sent_again(method: bytes) -> None:
+    async def main() -> None:
+        async with Upstream(dropped_after_reading_the_second_request) as upstream:
+            pool = upstream.pool()
+            await exchange(pool)
+            attempt = Attempt()
+            answer, _ = await exchange(pool, method, b"/again", attempt=attempt)
+            assert answer.status == 200 and attempt.reused and not attempt.not_retried
+            again = [(r.connection, r.index) for r in upstream.requests if r.target == b"/again"]
+            assert again == [(0, 1), (1, 0)]
+
+    run(main())
+
+
+def test_a_post_found_dead_before_any_of_it_went_out_is_sent_on_a_fresh_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def main() -> None:
+        async with Upstream(answering(OK)) as upstream:
+            pool = upstream.pool()
+            await exchange(pool)
+            # closing, its end not yet seen by the pool's check: the write finds it closing
+            (idle,) = pool._idle
+            idle.transport.close()
+            monkeypatch.setattr(upstream_connection.Connection, "readable", lambda self: False)
+            attempt = Attempt()
+            _, body = await exchange(pool, b"POST", b"/p", b"x", attempt=attempt)
+            assert body == b"ok" and attempt.reused and not attempt.not_retried
+            assert [(r.connection, r.body) for r in upstream.requests] == [(0, b""), (1, b"x")]
 
     run(main())
 
