@@ -152,18 +152,20 @@ def test_route_credentials_are_injected_and_never_recorded(
     for rid in rids:
         assert len(proxy.request_logs(rid)) == 1
     otlp.wait_for_spans(
-        lambda spans: {
-            (s.kind, s.attributes.get("latency_proxy.request_id")) for s in spans
-        }
-        >= {(kind, rid) for kind in ("SERVER", "CLIENT") for rid in rids}
+        lambda spans: (
+            {(s.kind, s.attributes.get("latency_proxy.request_id")) for s in spans}
+            >= {(kind, rid) for kind in ("SERVER", "CLIENT") for rid in rids}
+        )
     )
     otlp.wait_for_metrics(
-        lambda points: {
-            p.attributes.get("latency_proxy.route")
-            for p in points
-            if p.name == "latency_proxy.requests"
-        }
-        >= {"llama", "qwen"}
+        lambda points: (
+            {
+                p.attributes.get("latency_proxy.route")
+                for p in points
+                if p.name == "latency_proxy.requests"
+            }
+            >= {"llama", "qwen"}
+        )
     )
     assert "SECRET" not in proxy.output() and "SECRET" not in proxy.metrics()
     assert not any(b"SECRET" in p for p in otlp.raw_payloads())
@@ -182,13 +184,16 @@ def test_credentials_in_an_upstream_url_go_as_basic_and_nowhere_else(
         timeout=10,
     )
     sent = next(r for r in upstream.received if r.headers.get("x-request-id") == rid)
-    assert sent.headers["authorization"] == "Basic " + base64.b64encode(
-        b"llama@team:pw-SECRET:1"
-    ).decode()
+    assert (
+        sent.headers["authorization"]
+        == "Basic " + base64.b64encode(b"llama@team:pw-SECRET:1").decode()
+    )
     assert len(proxy.request_logs(rid)) == 1
     otlp.wait_for_spans(
-        lambda spans: {(s.kind, s.attributes.get("latency_proxy.request_id")) for s in spans}
-        >= {("SERVER", rid), ("CLIENT", rid)}
+        lambda spans: (
+            {(s.kind, s.attributes.get("latency_proxy.request_id")) for s in spans}
+            >= {("SERVER", rid), ("CLIENT", rid)}
+        )
     )
     assert "SECRET" not in proxy.output() and "SECRET" not in proxy.metrics()
     assert not any(b"SECRET" in p for p in otlp.raw_payloads())
@@ -204,6 +209,28 @@ def test_missing_route_credential_fails_at_start(start_proxy, upstream) -> None:
     )
     assert proxy.process.wait(20) == 2
     assert "NOT_SET_ANYWHERE: variable is not set" in proxy.output()
+
+
+@pytest.mark.parametrize("source", ["env", "file"])
+def test_a_route_key_that_cannot_be_a_header_value_is_refused_at_start(
+    start_proxy, upstream, tmp_path, source: str
+) -> None:
+    key = "sk-SECRETKEY\r\nx-injected: 1"  # test_config.py tries the other bytes
+    env = proxy_env(None)
+    if source == "env":
+        env["ROUTE_KEY"] = key
+        spec = "llama=env:ROUTE_KEY"
+    else:
+        path = tmp_path / "route.key"
+        path.write_bytes(key.encode() + b"\n")
+        spec = f"llama=file:{path}"
+    proxy = start_proxy(
+        "--upstream", f"llama={upstream.url}", "--upstream-api-key", spec, env=env, ready=False
+    )
+    assert proxy.process.wait(20) == 2
+    output = proxy.output()
+    assert f"--upstream-api-key {spec}: the key holds CR, LF, NUL" in output
+    assert "SECRET" not in output and "Traceback" not in output
 
 
 def test_admin_token_guards_metrics_only(start_proxy, upstream, tmp_path) -> None:
