@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import ssl
 from collections.abc import Iterable
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 import aiohttp
 
@@ -59,11 +59,34 @@ def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
 def upstream_target(scope: Scope) -> bytes:
     """The path and query exactly as the client sent them: `%2e%2e`, `%2F` and `%3F` stay
     encoded, so the upstream resolves what the client wrote (the route's base path goes
-    before it: pool.Origin)."""
+    before it: pool.Origin; a path that would climb out of it was refused:
+    `climbs_above_root`)."""
     target = scope.get("raw_path") or scope["path"].encode()
     if scope.get("query_string"):
         target += b"?" + scope["query_string"]
     return target
+
+
+def climbs_above_root(raw_path: bytes) -> bool:
+    """Whether the path's dot-segments, plain or percent-encoded, climb above its root: the
+    route's base path (`/tenant-a`) goes before it, and an upstream that resolves them
+    (RFC 3986 §5.2.4; nginx and most servers do, after decoding) would serve what lies
+    beside the base. Read as the most lenient upstream would: `%2e` and `%2F` decoded,
+    `\\` a separator, `;params` cut from a segment (`..;`), empty segments not a level
+    (`//` merged). The path itself is never rewritten: this only says whether to refuse it."""
+    if b"." not in raw_path and b"%" not in raw_path:
+        return False  # no dot-segment can hide in it (the common case: one scan)
+    path = unquote_to_bytes(raw_path).replace(b"\\", b"/")
+    depth = 0
+    for segment in path.split(b"/"):
+        segment = segment.partition(b";")[0]
+        if segment == b"..":
+            if depth == 0:
+                return True
+            depth -= 1
+        elif segment and segment != b".":
+            depth += 1
+    return False
 
 
 def request_headers(
