@@ -1,9 +1,9 @@
 """One connection pool per route, and header hygiene in both directions (RFC 9110 §7.6.1).
 
-Model calls and everything else on the main port go through the proxy's own HTTP/1.1
-client (upstream/pool.py, upstream/connection.py): the benchmark showed aiohttp's reader
-costing a third of the proxy's CPU per event. Readiness probes and /v1/models listings,
-few and off the hot path, keep an aiohttp session of their own.
+Everything the proxy sends upstream goes through its own HTTP/1.1 client
+(upstream/pool.py, upstream/connection.py): requests on the main port on one pool per
+route, readiness probes and /v1/models listings (upstream/probe.py) on a small pool of
+their own per route, with the same credential.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ import ssl
 from collections.abc import Iterable
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
-import aiohttp
-
 from latency_proxy.config import Route, Settings
 from latency_proxy.types import Scope
 from latency_proxy.upstream.connection import Response
 from latency_proxy.upstream.pool import Attempt, Origin, Pool
+from latency_proxy.upstream.probe import probe
 
 HOP_BY_HOP = frozenset(
     {
@@ -45,7 +44,7 @@ _REPLACED_UPSTREAM = frozenset(
     }
 )
 _NOT_TO_CLIENT = frozenset({b"content-length", b"x-request-id"})
-PROBE_CONNECTIONS = 16  # readiness probes and /v1/models listings: few, short, and apart
+PROBE_CONNECTIONS = 4  # per route: readiness probes and listings are few, short, and apart
 
 
 def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
@@ -167,7 +166,7 @@ class Upstreams:
         }
         self.pools: dict[str, Pool] = {}
         # connections of their own, so /readyz and listings never queue behind streams
-        self.probes: aiohttp.ClientSession | None = None
+        self.probes: dict[str, Pool] = {}
 
     def authorization(self, route: Route) -> bytes | None:
         """The route's own credential, replacing the client's (built once per route)."""
@@ -177,16 +176,13 @@ class Upstreams:
         s = self._settings
         tls = ssl.create_default_context(cafile=s.ca_bundle)
         for route in s.routes:
+            origin = Origin.of(route, tls)
             self.pools[route.name] = Pool(
-                Origin.of(route, tls),
-                s.pool_max_connections,
-                s.connect_timeout,
-                s.read_timeout,
+                origin, s.pool_max_connections, s.connect_timeout, s.read_timeout
             )
-        self.probes = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=PROBE_CONNECTIONS, ssl=tls),
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
+            self.probes[route.name] = Pool(
+                origin, PROBE_CONNECTIONS, s.connect_timeout, s.read_timeout
+            )
 
     async def send(
         self,
@@ -201,10 +197,13 @@ class Upstreams:
         tells the caller afterwards whether it waited for a pool slot."""
         return await self.pools[route.name].request(method.encode(), target, headers, body, attempt)
 
+    async def probe(self, route: Route, path: bytes) -> tuple[int, bytes]:
+        """A short GET of the proxy's own (/health, /v1/models) with the route's credential,
+        on the route's probe pool: status and body (upstream/probe.py)."""
+        return await probe(self.probes[route.name], path, self.authorization(route))
+
     async def close(self) -> None:
-        for pool in self.pools.values():
+        for pool in (*self.pools.values(), *self.probes.values()):
             pool.close()
         self.pools.clear()
-        if self.probes is not None:
-            await self.probes.close()
-            self.probes = None
+        self.probes.clear()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from loadgen.sim.presets import Preset
 
@@ -47,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--host", default="127.0.0.1")
     g.add_argument("--port", type=int, default=8000)
+    g.add_argument(
+        "--api-key",
+        nargs="+",
+        metavar="KEY",
+        help="require one of these keys as `Authorization: Bearer KEY` on /v1 paths "
+        "(401 otherwise; default: $VLLM_API_KEY, else none)",
+    )
     g.add_argument(
         "--served-model-name",
         nargs="+",
@@ -90,6 +97,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="METHOD",
         help="must match the preset's checkpoint (awq/awq_marlin, gptq/gptq_marlin/marlin)",
     )
+
+
+def api_keys(args: argparse.Namespace, environ: Mapping[str, str]) -> list[str]:
+    """The keys /v1 paths require, as vLLM takes them: --api-key, else $VLLM_API_KEY."""
+    return [key for key in (args.api_key or [environ.get("VLLM_API_KEY", "")]) if key]
 
 
 def refuse(unknown: Sequence[str]) -> str:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from latency_proxy.sse import SSEParser
 from tests.support.proxy import proxy_env
+from tests.support.raw_upstream import RawRequest, RawUpstream, Reply, response
 from tests.support.scripted_upstream import Upstream, serve
 
 
@@ -249,25 +250,34 @@ def test_admin_token_guards_metrics_only(start_proxy, upstream, tmp_path) -> Non
     assert "vllm:" in httpx.get(proxy.url + "/metrics").text
 
 
-def test_no_log_injection_through_ids_or_model_names(start_proxy, upstream) -> None:
-    proxy = start_proxy("--upstream", upstream.url, "--log-format", "text")
-    httpx.post(
-        proxy.url + "/v1/completions",
-        timeout=10,
-        content=json.dumps({"model": "evil\nFORGED level=error msg=x", "prompt": "x"}),
-    )
-    with socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]))) as sock:
-        sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nx-request-id: a\rFORGED b\r\n\r\n")
-        sock.recv(4096)
-    for _ in range(100):  # both requests' own lines first, then what must not be there
-        text = proxy.output()
-        if "evil\\x0aFORGED" in text and "Invalid HTTP request received." in text:
-            break
-        time.sleep(0.05)
-    lines = text.splitlines()
-    assert any("evil\\x0aFORGED" in line for line in lines)
-    assert any("Invalid HTTP request received." in line for line in lines)
-    assert not any(line.startswith("FORGED") for line in lines)
+def unlisted(request: RawRequest) -> Reply:
+    """An upstream with no /v1/models that answers any model: names it answered are
+    recorded as they came (telemetry.ModelLabels), so their escaping is what is tested."""
+    if request.target == b"/v1/models":
+        return Reply(response(b"{}", status=b"404 Not Found"))
+    return Reply(response(b'{"choices": []}', b"content-type: application/json"))
+
+
+def test_no_log_injection_through_ids_or_model_names(start_proxy) -> None:
+    with RawUpstream(unlisted) as upstream:
+        proxy = start_proxy("--upstream", upstream.url, "--log-format", "text")
+        httpx.post(
+            proxy.url + "/v1/completions",
+            timeout=10,
+            content=json.dumps({"model": "evil\nFORGED level=error msg=x", "prompt": "x"}),
+        )
+        with socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]))) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nx-request-id: a\rFORGED b\r\n\r\n")
+            sock.recv(4096)
+        for _ in range(100):  # both requests' own lines first, then what must not be there
+            text = proxy.output()
+            if "evil\\x0aFORGED" in text and "Invalid HTTP request received." in text:
+                break
+            time.sleep(0.05)
+        lines = text.splitlines()
+        assert any("evil\\x0aFORGED" in line for line in lines)
+        assert any("Invalid HTTP request received." in line for line in lines)
+        assert not any(line.startswith("FORGED") for line in lines)
 
 
 @settings(max_examples=300, deadline=None)
