@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import os
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -899,5 +900,81 @@ def test_a_waiter_cancelled_as_a_slot_frees_passes_the_slot_on() -> None:
             cancelled.cancel()  # ... and goes before it runs
             _, body = await asyncio.wait_for(waiting, PATIENCE)
             assert body == b"ok" and cancelled.cancelled()
+
+    run(main())
+
+
+# every phase of the upstream connection has a timer, every status family its framing
+
+
+def test_a_tls_handshake_that_never_completes_ends_at_the_connect_timeout() -> None:
+    connect_timeout = 0.3
+
+    async def handler(peer: Peer) -> None:
+        await peer.ended.wait()  # accepts the TCP connection, never speaks TLS
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            tls = ssl.create_default_context()
+            origin = Origin.of(Route("t", upstream.url.replace("http:", "https:")), tls)
+            pool = Pool(origin, 1, connect_timeout, PATIENCE)
+            attempt = Attempt()
+            start = time.perf_counter()
+            with pytest.raises(TimeoutError):
+                await pool.request(b"GET", b"/", [], b"", attempt)
+            assert on_time(time.perf_counter() - start, connect_timeout)
+            assert not attempt.waiting  # the upstream's fault, not the proxy's queue
+            upstream.peers[0].ended.set()
+
+    run(main())
+
+
+def test_an_upstream_that_does_not_read_the_request_body_times_out() -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.ended.wait()  # reads nothing: the 16 MB body fills every buffer
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            pool = upstream.pool(read_timeout=READ_TIMEOUT)
+            start = time.perf_counter()
+            with pytest.raises(TimeoutError):
+                await pool.request(b"POST", b"/", [], b"x" * 16 * 2**20, Attempt())
+            assert on_time(time.perf_counter() - start, READ_TIMEOUT)
+            upstream.peers[0].ended.set()
+
+    run(main())
+
+
+def test_a_flood_of_interim_answers_hits_the_head_limit() -> None:
+    flood = b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n" * (2 * MAX_HEAD_BYTES // 40)
+
+    async def handler(peer: Peer) -> None:
+        await peer.request()
+        await peer.send(flood)
+        await peer.until_closed()
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            pool = upstream.pool(read_timeout=30.0)
+            with pytest.raises(ProtocolError):
+                await asyncio.wait_for(pool.request(b"GET", b"/", [], b"", Attempt()), PATIENCE)
+
+    run(main())
+
+
+def test_304_has_no_body_whatever_its_length_says() -> None:
+    answer, body = run(reused_after(b"HTTP/1.1 304 Not Modified\r\ncontent-length: 5000\r\n\r\n"))
+    assert (answer.status, answer.header(b"content-length"), body) == (304, b"5000", b"")
+
+
+def test_an_http_1_0_answer_without_length_ends_with_the_connection() -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.request()
+        await peer.send(b"HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\nold", b"-style")
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            answer, body = await exchange(upstream.pool())
+            assert (answer.status, body) == (200, b"old-style")
 
     run(main())
