@@ -24,7 +24,7 @@ from latency_proxy.upstream.connection import UpstreamError
 from latency_proxy.upstream.routes import Upstreams
 
 log = logging.getLogger("latency_proxy.models_list")
-LISTING_RETRY = 2.0  # seconds between listings while a route has not answered one
+LISTING_RETRY = 2.0  # seconds before the first retry of a listing that was not answered
 LISTING_REFRESH = 60.0  # seconds between listings once every route has (adapters come and go)
 
 Models = list[dict[str, Any]]
@@ -53,16 +53,19 @@ async def route_listings(
 
 
 async def learn_models(upstreams: Upstreams, routes: Sequence[Route], labels: ModelLabels) -> None:
-    """Keep the model labels learned, each route on its own: a listing at once, then every
-    LISTING_RETRY seconds while its upstream has not answered one (still loading, say),
-    else every LISTING_REFRESH."""
+    """Keep the model labels learned, each route on its own: a listing at once, then again
+    after LISTING_RETRY seconds while its upstream has not answered one (still loading,
+    say), doubling up to LISTING_REFRESH (an upstream with no listing is not asked every
+    2 s for ever), and every LISTING_REFRESH once it has."""
 
     async def learn(route: Route) -> None:
+        wait = LISTING_RETRY
         while True:
             models = await _route_models(upstreams, route)
             if models is not None:
                 _learned(labels, route, models)
-            await asyncio.sleep(LISTING_RETRY if models is None else LISTING_REFRESH)
+            await asyncio.sleep(LISTING_REFRESH if models is not None else wait)
+            wait = LISTING_RETRY if models is not None else min(2 * wait, LISTING_REFRESH)
 
     await asyncio.gather(*map(learn, routes))
 
