@@ -30,9 +30,11 @@ the "serving" table of vLLM's nightly benchmark suite as run by its author):
 Llama-3.3-70B-Instruct, tp 4 pp 1, on one Azure Standard_NC96ads_A100_v4 (four A100 80GB PCIe,
 no NVLink: MicrosoftDocs/azure-docs articles/virtual-machines/nc-a100-v4-series.md), 200
 ShareGPT prompts with a fixed seed, Poisson arrivals at 1 and 4 QPS, vLLM serve's defaults.
-Only the QPS 1 and QPS 4 rows were retrievable here (the table's 16 and inf rows and the
-TP2×PP2 sibling gist 9e99362736af03575a8c34b46ac8e1bc were not): those two are replayed, no
-others are assumed. ShareGPT itself is not available here either, so the replay draws the
+Only the QPS 1 and QPS 4 rows were retrievable here (the table's 16 and inf rows were not):
+those two are replayed, no others are assumed. The author's TP2×PP2 and TP4×PP2 siblings
+(gists 9e99362736af03575a8c34b46ac8e1bc, c8bbcb244b210a3607ad952a7bdda759) pipeline across
+two VMs, which the simulator does not model: recorded in docs/sim/calibration.md, not
+replayed. ShareGPT itself is not available here either, so the replay draws the
 200 lengths from a log-normal (σ 1.0, vLLM's ShareGPT filter: 4 ≤ each, prompt ≤ 1,024,
 prompt + output ≤ 2,048) scaled to the means the published throughputs imply (213.3 input,
 213.9 output tokens per request), and reports the median over REPLAY_SEEDS draws.
