@@ -9,8 +9,11 @@ import uuid
 
 import httpx
 
+from latency_proxy.models_list import LISTING_RETRY
+from loadgen.processes import free_port
+from loadgen.sim.app import create_app
 from tests.support.proxy import proxy_env, read_raw
-from tests.support.scripted_upstream import MODEL
+from tests.support.scripted_upstream import MODEL, PROXY_SCRIPT, ServerThread
 from tests.support.timing import LATE, on_time
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -163,6 +166,22 @@ def test_invented_model_names_never_take_the_labels(start_proxy, upstream) -> No
     # learned at start, before any client: no invented name was ever recorded
     assert sorted(models) == sorted(["other", MODEL])
     assert any(r.path == "/v1/models" and r.at > started for r in upstream.received)
+
+
+def test_labels_are_learned_once_a_late_upstream_comes_up(start_proxy) -> None:
+    port = free_port()
+    proxy = start_proxy("--upstream", f"http://127.0.0.1:{port}")  # nothing listens yet
+    time.sleep(0.5)  # the listing at start has failed
+    app = create_app(ttft=0.0, itl=0.0, served_model_name=MODEL, script=PROXY_SCRIPT)
+    with ServerThread(app, port):  # up now, and it answers any model name
+        time.sleep(LISTING_RETRY + 1.5)  # the retry after the failed listing
+        with httpx.Client(timeout=10) as client:
+            client.post(proxy.url + "/v1/completions", json={"model": "late", "prompt": "x"})
+            client.post(proxy.url + "/v1/completions", json={"model": MODEL, "prompt": "x"})
+    models = re.findall(
+        r'latency_proxy_requests_total\{[^}]*gen_ai_request_model="([^"]+)"', proxy.metrics()
+    )
+    assert sorted(models) == sorted(["other", MODEL])  # unlisted `late` did not take a label
 
 
 def test_every_request_yields_one_server_span_and_one_count(start_proxy, upstream, otlp) -> None:
