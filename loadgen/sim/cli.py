@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import sys
 from typing import NoReturn
 
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
             script=args.script,
             faults=args.fault,
             serving=vllm_args.serving(args),
+            api_keys=vllm_args.api_keys(args, os.environ),
         )
     except (ValueError, OSError) as exc:
         _fail(str(exc))
