@@ -18,8 +18,9 @@ from latency_proxy.coalescing import coalesced_fraction
 from latency_proxy.sse import Event
 
 DONE_DATA = b"[DONE]"  # the data of the stream's last event
-_ANSWER_DELTA_KEYS = ("content", "tool_calls")
+_ANSWER_DELTA_KEYS = ("content", "tool_calls")  # _reasoning_only reads them inline
 _REASONING_DELTA_KEYS = ("reasoning", "reasoning_content")  # vLLM 0.32, and before it
+_CONTENT_DELTA_KEYS = _ANSWER_DELTA_KEYS + _REASONING_DELTA_KEYS
 # A gap longer than this is a stall. Healthy decode steps take 10-100 ms and a long prefill
 # batched beside a stream (chunked prefill) adds a few hundred; a preemption, a recompute or a
 # stuck engine costs seconds. One second is ten times the slowest healthy token, and where a
@@ -109,7 +110,7 @@ def classify(payload: Any) -> EventKind:
                 return EventKind.CONTENT
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                for key in _ANSWER_DELTA_KEYS + _REASONING_DELTA_KEYS:
+                for key in _CONTENT_DELTA_KEYS:
                     if delta.get(key):
                         return EventKind.CONTENT
         return EventKind.OTHER
@@ -139,10 +140,9 @@ def _reasoning_only(choices: list[Any]) -> bool:
             return False
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            for key in _ANSWER_DELTA_KEYS:
-                if delta.get(key):
-                    return False
-            reasoning = reasoning or any(delta.get(key) for key in _REASONING_DELTA_KEYS)
+            if delta.get("content") or delta.get("tool_calls"):  # the answer's keys
+                return False
+            reasoning = reasoning or bool(delta.get("reasoning") or delta.get("reasoning_content"))
     return reasoning
 
 
@@ -389,6 +389,8 @@ class StreamMeter:
         """What the server reports about the request beside the counts (the final usage
         chunk, a whole response): server_report.read; a value not valid is not taken."""
         report = server_report.read(payload)
+        if report is server_report.NOTHING:
+            return
         r = self.result
         for name, value in report.values.items():
             setattr(r, name, value)

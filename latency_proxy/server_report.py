@@ -44,12 +44,20 @@ class Report(NamedTuple):
     invalid: bool = False  # something was sent that is not a count or a duration
 
 
+NOTHING = Report({})
+
+
 def read(payload: dict[str, Any]) -> Report:
     """The report in a final usage chunk or a whole response (its top-level fields)."""
+    usage = payload.get("usage")
+    if payload.get("metrics") is None and not (
+        isinstance(usage, dict)
+        and ("prompt_tokens_details" in usage or "completion_tokens_details" in usage)
+    ):
+        return NOTHING  # a server without these flags: the usual final chunk
     values: dict[str, float | int] = {}
     invalid = False
     reasoning = None
-    usage = payload.get("usage")
     if isinstance(usage, dict):
         cached, bad = _count(_get(usage, "prompt_tokens_details", "cached_tokens"))
         if cached is not None:
