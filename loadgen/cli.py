@@ -20,8 +20,11 @@ from pathlib import Path
 from latency_proxy.units import parse_duration, parse_size
 from loadgen import compare, merge, run
 from loadgen.capacity import command as capacity
-from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, RunConfig
+from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
 from loadgen.records import SummarySettings
+from loadgen.replay import ReplaySettings
+from loadgen.replay.formats import FORMATS
+from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS
 from loadgen.schedule import ARRIVALS
 from loadgen.slo import parse_slos
 from loadgen.workload import Lengths
@@ -160,6 +163,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
             metavar="R[,R…]",
             help="open loop: R requests/s; a list sweeps",
         )
+    _add_replay_flags(p.add_argument_group("replay"))
     load.add_argument("--arrival", choices=ARRIVALS, default="poisson")
     load.add_argument(
         "--gamma-shape",
@@ -176,9 +180,8 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     load.add_argument(
         "--warmup",
         type=parse_duration,
-        default=2.0,
         help="excluded from results, per target; later blocks ramp up again over at most "
-        "this (default 2s)",
+        f"this (default {DEFAULT_WARMUP:g}s; a replay: 0, the window's head is measured)",
     )
     load.add_argument(
         "--blocks",
@@ -272,6 +275,60 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     return p
 
 
+def _add_replay_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="send a trace's requests at their own times (instead of --rate/--concurrency): "
+        "Azure LLM inference CSV, Mooncake JSONL, a requests.jsonl, the proxy's log",
+    )
+    group.add_argument(
+        "--replay-format", choices=FORMATS, help="the trace's format (default: detected)"
+    )
+    group.add_argument(
+        "--replay-speed",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="offsets divided by X: 2 sends the trace twice as fast (default 1)",
+    )
+    group.add_argument(
+        "--replay-start",
+        type=parse_duration,
+        default=0.0,
+        metavar="D",
+        help="the window opens D after the trace's first record; --duration (trace time) "
+        "or --requests closes it (default: the whole trace)",
+    )
+    group.add_argument(
+        "--replay-block-tokens",
+        type=int,
+        default=DEFAULT_BLOCK_TOKENS,
+        metavar="N",
+        help=f"tokens per Mooncake hash id (default {DEFAULT_BLOCK_TOKENS})",
+    )
+    group.add_argument(
+        "--skip-bad-rows",
+        action="store_true",
+        help="skip rows that do not parse (counted in run.json and the report) instead of stopping",
+    )
+
+
+def _replay(args: argparse.Namespace) -> ReplaySettings | None:
+    if not args.replay:
+        return None
+    if args.replay_speed <= 0 or args.replay_block_tokens < 1:
+        raise ValueError("--replay-speed and --replay-block-tokens must be positive")
+    return ReplaySettings(
+        file=args.replay,
+        format=args.replay_format,
+        speed=args.replay_speed,
+        start_s=args.replay_start,
+        block_tokens=args.replay_block_tokens,
+        skip_bad_rows=args.skip_bad_rows,
+    )
+
+
 def _add_search_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--by",
@@ -298,7 +355,15 @@ def _add_search_flags(group: argparse._ArgumentGroup) -> None:
 def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     """The run the flags ask for, defaults filled in; raises ValueError for a bad --slo."""
     slos = parse_slos(args.slo)
-    neither = args.duration is None and args.requests is None
+    replay = _replay(args)
+    # a replay without a window bound replays the whole trace
+    neither = args.duration is None and args.requests is None and replay is None
+    if replay is not None:
+        sweep, levels = "replay", (replay.speed,)
+    else:
+        sweep = "rate" if args.rate else "concurrency"
+        levels = tuple(args.rate or args.concurrency or [DEFAULT_CONCURRENCY])
+    warmup = args.warmup if args.warmup is not None else (0.0 if replay else DEFAULT_WARMUP)
     return RunConfig(
         command="python -m loadgen " + shlex.join(argv),  # argv keeps a subcommand's name
         out=Path(args.out or Path("loadgen-runs") / time.strftime("%Y%m%d-%H%M%S")),
@@ -316,15 +381,16 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         tokenizer=args.tokenizer,
         prompt_seed=args.prompt_seed,
         shared_prefix_tokens=args.shared_prefix_tokens,
-        sweep="rate" if args.rate else "concurrency",
-        levels=tuple(args.rate or args.concurrency or [DEFAULT_CONCURRENCY]),
+        sweep=sweep,
+        levels=levels,
         arrival=args.arrival,
         gamma_shape=args.gamma_shape,
         duration_s=parse_duration(DEFAULT_DURATION) if neither else args.duration,
         requests=args.requests,
-        warmup_s=args.warmup,
+        warmup_s=warmup,
         blocks=args.blocks,
         timeout_s=args.timeout,
+        replay=replay,
         workers=args.workers,
         shard=args.shard or (0, 1),
         sync_dir=Path(args.sync_dir) if args.sync_dir else None,
@@ -358,8 +424,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _capacity(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.concurrency and args.rate:
-        parser.error("give --concurrency or --rate, not both")
+    if sum(map(bool, (args.concurrency, args.rate, args.replay))) > 1:
+        parser.error("give one of --concurrency, --rate and --replay")
     config = _configured(parser, args, argv)
     return 2 if config is None else run.main(config)
 

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.records import SummarySettings
+from loadgen.replay import ReplaySettings
 from loadgen.workload import Lengths
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_DURATION = "15s"
+DEFAULT_WARMUP = 2.0  # seconds; a replay's is 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,8 +47,8 @@ class RunConfig:
     shared_prefix_tokens: int = 0  # words every prompt of a run opens with
 
     # how hard, how long
-    sweep: str  # concurrency | rate: what `levels` are
-    levels: tuple[float, ...]  # closed-loop streams (ints) or open-loop requests/s
+    sweep: str  # concurrency | rate | replay: what `levels` are
+    levels: tuple[float, ...]  # closed-loop streams (ints), open-loop requests/s, replay speeds
     arrival: str
     gamma_shape: float
     duration_s: float | None  # measured time per target and level, or
@@ -54,6 +56,7 @@ class RunConfig:
     warmup_s: float
     blocks: int | None  # per target; None: 1, or 2 with several targets
     timeout_s: float  # per request
+    replay: ReplaySettings | None = None  # a trace's records instead of invented load
 
     # processes
     workers: int
@@ -86,6 +89,7 @@ class RunConfig:
                 "shard": tuple(data["shard"]),
                 "sync_dir": Path(data["sync_dir"]) if data["sync_dir"] else None,
                 "summary": SummarySettings(**data["summary"]),
+                "replay": ReplaySettings(**data["replay"]) if data.get("replay") else None,
                 "gpu_metrics": tuple(data["gpu_metrics"]),
                 "server_metrics": tuple(data["server_metrics"]),
             }

@@ -35,7 +35,8 @@ class Record:
     block: int = 0
     shard: int = 0  # a Locust run: the worker's index
     worker: str | None = None  # a Locust run: the worker's id (Locust's client_id)
-    level: float | None = None  # the sweep's concurrency or rate
+    level: float | None = None  # the sweep's concurrency or rate, or the replay's speed
+    replay_index: int | None = None  # a replayed record's line in its trace file
     ttft_s: float | None = None
     tpot_s: float | None = None
     e2e_s: float | None = None

@@ -114,6 +114,8 @@ def markdown(
     lines = ["# loadgen report", ""]
     if meta.get("command"):
         lines += ["```", meta["command"], "```", ""]
+    if meta.get("replay"):
+        lines += _replay_lines(meta["replay"])
     if summary.get("interrupted"):
         by = meta.get("interrupted_by", "a signal")
         lines += [f"**Interrupted** by {by}: partial results, the last block cut short.", ""]
@@ -141,6 +143,29 @@ def markdown(
     lines += slowest
     lines += [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def _replay_lines(replay: dict[str, Any]) -> list[str]:
+    """What was replayed: the file, the window, the speed, what was left out."""
+    w = replay["window"]
+    lines = [
+        f"Replay of `{replay['file']}` ({replay['format']}, sha256 {replay['sha256'][:12]}…): "
+        f"{w['records']} records, lines {w['first_line']}–{w['last_line']}, from "
+        f"{w['start_s']:g} s into the trace, at {replay['speed']:g}x "
+        f"({w['span_s']:.1f} s of sending).",
+    ]
+    skipped, unreplayable = replay["bad_rows"]["skipped"], replay["unreplayable"]
+    if skipped:
+        first = replay["bad_rows"]["first"][0]
+        lines.append(
+            f"**{skipped} bad rows skipped** (--skip-bad-rows), the first at line "
+            f"{first['line']}: {first['reason']}."
+        )
+    if unreplayable:
+        lines.append(
+            f"{unreplayable} requests in the file had no lengths (failed) and were left out."
+        )
+    return [*lines, ""]
 
 
 def _steady_cell(t: dict[str, Any]) -> str:

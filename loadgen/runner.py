@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +25,12 @@ import numpy as np
 from loadgen import client, server_metrics
 from loadgen.client import Clock
 from loadgen.records import Phase, Record
+from loadgen.replay.prompts import PromptBook
+from loadgen.replay.window import Arrival
 from loadgen.schedule import Block, arrivals
 from loadgen.server_metrics import ServerWindow, Snapshot
 from loadgen.targets import Target
-from loadgen.workload import Workload
+from loadgen.workload import Prompt, Workload
 
 LOOP_LAG_INTERVAL_S = 0.02
 RAMP_SAMPLE = 1000  # recent records a later block's ramp-up is sized from
@@ -36,12 +38,14 @@ RAMP_SAMPLE = 1000  # recent records a later block's ramp-up is sized from
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """How hard to push: closed loop at `concurrency` or open loop at `rate` requests/s."""
+    """How hard to push: closed loop at `concurrency`, open loop at `rate` requests/s, or a
+    trace's records each at its own offset (`replay`)."""
 
     concurrency: int | None = None
     rate: float | None = None
     arrival: str = "poisson"
     gamma_shape: float = 0.5
+    replay: list[Arrival] | None = None
 
 
 @dataclass(slots=True)
@@ -61,6 +65,8 @@ class Runner:
     timeout_s: float = 600.0
     shard: int = 0
     on_record: Callable[[Record], None] | None = None
+    book: PromptBook | None = None  # replayed records' prompts
+    record_models: bool = False  # a replayed record's model wins over the target's
     server_metrics: tuple[str, ...] = ()  # scraped when each block's measured window opens/closes
     clock: Clock = field(default_factory=Clock)
     result: RunResult = field(default_factory=RunResult)
@@ -94,6 +100,8 @@ class Runner:
                 ramp = block.warmup_s if block.index == 0 else self._ramp(block)
                 http = sessions[block.target]
                 opening = self._scrape_after(ramp) if self.server_metrics else None
+                if load.replay is not None:
+                    ramp = block.warmup_s  # a trace's head is its own ramp-up
                 if load.concurrency is not None:
                     budget = await self._closed(block, ramp, load.concurrency, http, sweep_level)
                 else:
@@ -124,9 +132,10 @@ class Runner:
         intended: float,
         excluded: str | None,
         level: float | None,
+        replayed: Arrival | None = None,
     ) -> Record:
         target = self.targets[block.target]
-        body = self.workload.body(self.models[block.target])
+        body = self._body(block.target, replayed)
         record = await client.send(
             http, target, self.workload.path, body, intended, self.clock, self.timeout_s
         )
@@ -134,10 +143,21 @@ class Runner:
         record.block = block.index
         record.shard = self.shard
         record.level = level
+        if replayed is not None:
+            record.replay_index = replayed.record.line
         self.result.records.append(record)
         if self.on_record is not None:
             self.on_record(record)
         return record
+
+    def _body(self, target: str, replayed: Arrival | None) -> dict[str, Any]:
+        if replayed is None:
+            return self.workload.body(self.models[target])
+        assert self.book is not None, "a replay has a prompt book"
+        trace = replayed.record
+        model = trace.model if self.record_models and trace.model else self.models[target]
+        prompt = Prompt(text=self.book.text(trace), max_tokens=trace.output_tokens)
+        return self.workload.body(model, prompt)
 
     def _ramp(self, block: Block) -> float:
         """A later block's ramp-up: one mean E2E of its target so far, at most the warmup.
@@ -189,16 +209,15 @@ class Runner:
         http: aiohttp.ClientSession,
         level: float | None,
     ) -> _Budget:
-        assert load.rate is not None
         start = time.perf_counter()
         budget = self._budget = _Budget(block, start, ramp)
 
-        async def one(intended: float, excluded: str | None) -> None:
-            await self._one(http, block, intended, excluded, level)
+        async def one(intended: float, excluded: str | None, replayed: Arrival | None) -> None:
+            await self._one(http, block, intended, excluded, level, replayed)
             budget.finished(excluded)
 
         async def dispatch() -> None:
-            for offset in arrivals(load.rate, load.arrival, self.rng, load.gamma_shape):
+            for offset, replayed in _schedule(load, self.rng):
                 intended = start + offset
                 if budget.end is not None and intended > budget.end:
                     # a slow schedule must not keep the block open past its end
@@ -211,7 +230,9 @@ class Runner:
                 excluded = budget.take(intended)
                 if budget.over.is_set():
                     return
-                spawn(one(intended, excluded))
+                spawn(one(intended, excluded, replayed))
+            budget.check()  # a trace ends: its last measured requests still run
+            await budget.over.wait()
 
         tasks: set[asyncio.Task[None]] = set()
 
@@ -280,6 +301,14 @@ class Runner:
             after = time.perf_counter()
             lag = max(0.0, after - before - LOOP_LAG_INTERVAL_S)
             samples.append((self.clock.epoch(after), lag))
+
+
+def _schedule(load: Load, rng: np.random.Generator) -> Iterator[tuple[float, Arrival | None]]:
+    """Open-loop offsets from the block's start: a trace's, else the arrival process's."""
+    if load.replay is not None:
+        return ((a.offset_s, a) for a in load.replay)
+    assert load.rate is not None
+    return ((t, None) for t in arrivals(load.rate, load.arrival, rng, load.gamma_shape))
 
 
 class _Budget:

@@ -224,9 +224,7 @@ def _level(
     server: Sequence[ServerWindow],
 ) -> dict[str, Any]:
     names = list(dict.fromkeys([p.target for p in phases] + [r.target for r in records]))
-    return {
-        name: _target(name, records, phases, loop_lag, gpu, settings, server) for name in names
-    }
+    return {name: _target(name, records, phases, loop_lag, gpu, settings, server) for name in names}
 
 
 def _judge_steady(
@@ -274,7 +272,7 @@ def summarize(
     """
     levels = sorted({p.level for p in phases if p.level is not None})
     interrupted = any(p.interrupted for p in phases)
-    open_loop = sweep == "rate"
+    open_loop = sweep in ("rate", "replay")  # a trace's arrivals do not wait for answers
     if len(levels) <= 1:
         targets = _level(records, phases, loop_lag, gpu, settings, server)
         _judge_steady(targets, records, phases, open_loop)

@@ -170,8 +170,9 @@ class Workload:
         length = self.input_tokens.draw(self.rng)
         return Prompt(text=synthetic_text(length, self.sizing, words, self.shared))
 
-    def body(self, model: str) -> dict[str, Any]:
-        prompt = self._prompt()
+    def body(self, model: str, prompt: Prompt | None = None) -> dict[str, Any]:
+        """A request body: for `prompt` when given (a replayed record), else the next one."""
+        prompt = prompt or self._prompt()
         body: dict[str, Any] = {
             "model": model,
             "max_tokens": prompt.max_tokens or self.output_tokens.draw(self.rng),

@@ -1,0 +1,182 @@
+"""`python -m loadgen --replay` against loadgen.sim: each record at its own offset (within the
+client's send-lag budget), with its own lengths, at any speed, over shards; bad traces stop
+before any load."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from loadgen import rundir
+from loadgen.cli import main
+from loadgen.processes import simulator
+
+QUICK = ["--no-progress", "--seed", "3"]
+SEND_LAG_BUDGET_S = 0.025  # --max-send-lag's default
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[str]:
+    with simulator("--preset", "llama-70b-bf16-tp4-a100") as url:
+        yield url
+
+
+def served(url: str) -> float:
+    total = 0.0
+    for line in httpx.get(url + "/metrics").text.splitlines():
+        if line.startswith("vllm:request_success_total{"):
+            total += float(line.rpartition(" ")[2])
+    return total
+
+
+def mooncake_trace(path: Path, n: int = 16, gap_ms: int = 120) -> list[dict]:
+    rows = [
+        {
+            "timestamp": i * gap_ms + (40 if i % 3 == 0 else 0),
+            "input_length": 60 + 7 * i,
+            "output_length": 2 + i % 4,
+            "hash_ids": [0, 100 + i],
+        }
+        for i in range(n)
+    ]
+    rows.sort(key=lambda r: r["timestamp"])
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def replay(url: str, trace: Path, out: Path, *flags: str) -> rundir.RunData:
+    assert main(["--target", url, "--replay", str(trace), "--out", str(out), *QUICK, *flags]) == 0
+    return rundir.read(out)
+
+
+def offsets(data: rundir.RunData) -> dict[int, float]:
+    first = min(r.intended_at for r in data.records)
+    return {r.replay_index: r.intended_at - first for r in data.records}
+
+
+def test_each_record_goes_at_its_offset_with_its_lengths(sim: str, tmp_path: Path) -> None:
+    rows = mooncake_trace(tmp_path / "trace.jsonl")
+    data = replay(sim, tmp_path / "trace.jsonl", tmp_path / "run")
+    assert len(data.records) == len(rows) and all(r.ok for r in data.records)
+    for record in data.records:
+        row = rows[record.replay_index - 1]
+        assert record.input_tokens == row["input_length"]  # sized exactly
+        assert record.output_tokens == row["output_length"]  # ignore_eos + max_tokens
+        assert record.send_lag_s <= SEND_LAG_BUDGET_S
+        assert record.excluded is None
+    found = offsets(data)
+    for index, offset in found.items():
+        expected = (rows[index - 1]["timestamp"] - rows[0]["timestamp"]) / 1000
+        assert offset == pytest.approx(expected, abs=1e-6)
+    meta = data.meta["replay"]
+    assert meta["format"] == "mooncake" and meta["speed"] == 1.0
+    assert meta["window"]["records"] == len(rows) and len(meta["sha256"]) == 64
+    assert data.meta["sweep"] == "replay"
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "Replay of `trace.jsonl` (mooncake" in report
+
+
+def test_speed_2_halves_the_offsets_and_a_window_takes_part(sim: str, tmp_path: Path) -> None:
+    rows = mooncake_trace(tmp_path / "trace.jsonl")
+    data = replay(
+        sim,
+        tmp_path / "trace.jsonl",
+        tmp_path / "run",
+        "--replay-speed",
+        "2",
+        "--replay-start",
+        "0.5s",
+        "--duration",
+        "1s",
+    )
+    chosen = [r for r in rows if 500 <= r["timestamp"] < 1500]
+    assert sorted(r.replay_index for r in data.records) == [rows.index(r) + 1 for r in chosen]
+    base = chosen[0]["timestamp"]
+    for index, offset in offsets(data).items():
+        assert offset == pytest.approx((rows[index - 1]["timestamp"] - base) / 2000, abs=1e-6)
+    assert data.meta["replay"]["window"] | {"span_s": None} == {
+        "start_s": 0.5,
+        "duration_s": 1.0,
+        "requests": None,
+        "records": len(chosen),
+        "first_line": rows.index(chosen[0]) + 1,
+        "last_line": rows.index(chosen[-1]) + 1,
+        "span_s": None,
+    }
+
+
+def test_a_past_run_replays_to_the_same_arrivals_and_lengths(sim: str, tmp_path: Path) -> None:
+    first = replay(
+        sim, mooncake_trace(tmp_path / "t.jsonl") and tmp_path / "t.jsonl", tmp_path / "a"
+    )
+    again = replay(sim, tmp_path / "a" / "requests.jsonl", tmp_path / "b")
+    assert again.meta["replay"]["format"] == "requests"
+    by_first = {r.replay_index: r for r in first.records}
+    before = offsets(first)
+    after = offsets(again)
+    for record in again.records:
+        # the past run's record on that line of its requests.jsonl
+        line = json.loads(
+            (tmp_path / "a" / "requests.jsonl").read_text().splitlines()[record.replay_index - 1]
+        )
+        original = by_first[line["replay_index"]]
+        assert (record.input_tokens, record.output_tokens) == (
+            original.input_tokens,
+            original.output_tokens,
+        )
+        assert after[record.replay_index] == pytest.approx(before[original.replay_index], abs=1e-6)
+
+
+def test_workers_together_send_what_one_client_does(sim: str, tmp_path: Path) -> None:
+    mooncake_trace(tmp_path / "trace.jsonl", n=12)
+    single = replay(sim, tmp_path / "trace.jsonl", tmp_path / "one")
+    merged = replay(sim, tmp_path / "trace.jsonl", tmp_path / "two", "--workers", "2")
+    assert sorted({r.shard for r in merged.records}) == [0, 1]
+    one, two = offsets(single), offsets(merged)
+    assert one.keys() == two.keys()
+    for index in one:
+        # one shared start: shards differ only by their start barrier's skew
+        assert two[index] == pytest.approx(one[index], abs=0.02)
+
+
+@pytest.mark.parametrize(
+    ("content", "flags", "message"),
+    [
+        ('{"timestamp": 0, "input_length": 5, "output_length": 1}\n{bad\n', [], ":2: not JSON"),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00,-4,1\n", [], ":2: Context"),
+        ("what,is,this\n", [], ":1: no known trace format"),
+        (
+            '{"timestamp": 0, "input_length": 5, "output_length": 1}\n',
+            ["--replay-start", "5s"],
+            "holds no records",
+        ),
+    ],
+)
+def test_a_bad_trace_exits_2_naming_file_and_line_before_any_load(
+    sim: str, tmp_path: Path, capsys, content: str, flags: list[str], message: str
+) -> None:
+    trace = tmp_path / "bad.trace"
+    trace.write_text(content)
+    before = served(sim)
+    argv = ["--target", sim, "--replay", str(trace), "--out", str(tmp_path / "run"), *QUICK]
+    assert main([*argv, *flags]) == 2
+    err = capsys.readouterr().err
+    assert f"{trace}" in err and message in err
+    assert served(sim) == before and not (tmp_path / "run").exists()
+
+
+def test_skipped_rows_are_counted_in_run_json_and_the_report(sim: str, tmp_path: Path) -> None:
+    trace = tmp_path / "dirty.jsonl"
+    mooncake_trace(trace, n=6)
+    lines = trace.read_text().splitlines()
+    lines.insert(2, '{"timestamp": 130, "input_length": "many", "output_length": 3}')
+    trace.write_text("\n".join(lines) + "\n")
+    data = replay(sim, trace, tmp_path / "run", "--skip-bad-rows")
+    assert data.meta["replay"]["bad_rows"]["skipped"] == 1
+    assert data.meta["replay"]["bad_rows"]["first"][0]["line"] == 3
+    assert len(data.records) == 6
+    assert "**1 bad rows skipped**" in (tmp_path / "run" / "report.md").read_text()
