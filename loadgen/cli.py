@@ -224,6 +224,13 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         "ttft=800ms tpot=50ms, at p99); goodput counts requests within the limits",
     )
     r.add_argument(
+        "--slice",
+        type=parse_duration,
+        metavar="DURATION",
+        help="summary.json gets each target's run in slices of this length (sent, finished, "
+        "backlog, output tok/s, TTFT/TPOT P50/P90), report.md its worst slice, a plot",
+    )
+    r.add_argument(
         "--gpu-metrics",
         action="append",
         default=[],
@@ -405,6 +412,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
             gpu_bandwidth_bytes_s=args.gpu_bandwidth,
             gpus=args.gpus,
             seed=args.seed,
+            slice_s=args.slice,
         ),
         gpu_metrics=tuple(args.gpu_metrics),
         gpu_interval_s=args.gpu_interval,
@@ -436,6 +444,8 @@ def _configured(
     """The RunConfig of parsed flags; None, after saying why, when an --slo is bad."""
     if args.duration is not None and args.requests is not None:
         parser.error("give --duration or --requests, not both")
+    if args.slice is not None and args.slice <= 0:
+        parser.error("--slice must be a positive duration")
     if args.trace_url is not None and "{trace_id}" not in args.trace_url:
         parser.error("--trace-url needs {trace_id} where the trace id goes")
     if args.shared_prefix_tokens and (args.dataset or args.shared_prefix_tokens < 0):

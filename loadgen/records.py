@@ -106,6 +106,7 @@ class SummarySettings:
     gpu_bandwidth_bytes_s: float | None = None
     gpus: int = 1
     seed: int = 0
+    slice_s: float | None = None  # summary.json's per-target time slices (slices.py)
 
     @property
     def slos(self) -> Slos:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from latency_proxy.coalescing import stream_shape
-from loadgen import server_metrics, stats, steady
+from loadgen import server_metrics, slices, stats, steady
 from loadgen.records import FIRST_N, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.server_metrics import ServerWindow
 
@@ -193,6 +193,9 @@ def _target(
         "server": server_metrics.server_block([w for w in server if w.target == name]),
         "stream": asdict(stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok)),
     }
+    if settings.slice_s:
+        mine = [p for p in phases if p.target == name]
+        summary["slices"] = slices.slices(measured, mine, settings.slice_s)
     return summary
 
 

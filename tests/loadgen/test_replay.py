@@ -180,3 +180,24 @@ def test_skipped_rows_are_counted_in_run_json_and_the_report(sim: str, tmp_path:
     assert data.meta["replay"]["bad_rows"]["first"][0]["line"] == 3
     assert len(data.records) == 6
     assert "**1 bad rows skipped**" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_slices_name_the_burst_and_saturation_is_still_called(sim: str, tmp_path: Path) -> None:
+    calm = [(i * 200, 100) for i in range(10)]
+    burst = [(2000 + i * 50, 1200) for i in range(16)]  # ~5 s of prefill arriving in 0.8 s
+    trace = tmp_path / "burst.jsonl"
+    rows = [{"timestamp": t, "input_length": n, "output_length": 4} for t, n in calm + burst]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    replay(sim, trace, tmp_path / "run", "--slice", "1s")
+    summary = rundir.read_summary(tmp_path / "run")
+    target = next(iter(summary["targets"].values()))
+    found = {s["start_s"]: s for s in target["slices"]}
+    assert [found[0.0]["sent"], found[1.0]["sent"], found[2.0]["sent"]] == [5, 5, 16]
+    assert found[0.0]["backlog"] == found[1.0]["backlog"] == 0
+    assert found[2.0]["backlog"] >= 10  # the burst is still queued when its slice ends
+    assert found[1.0]["ttft_s"]["p90"] < 0.5 < found[2.0]["ttft_s"]["p90"]
+    assert sum(s["sent"] for s in found.values()) == len(rows)
+    assert target["steady_state"]["steady"] is False  # the backlog grew: saturated
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "worst slice 2–3 s" in report and "slices.png" in report
+    assert (tmp_path / "run" / "slices.png").stat().st_size > 0
