@@ -27,7 +27,7 @@ from loadgen.replay.formats import FORMATS
 from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS
 from loadgen.schedule import ARRIVALS
 from loadgen.slo import parse_slos
-from loadgen.workload import Lengths
+from loadgen.workload import NO_THINK, Durations, Lengths
 
 EPILOG = """\
 defaults make a quick run (8 concurrent streams, 15 s per target after 2 s warmup, 512 input /
@@ -146,6 +146,21 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         metavar="N",
         help="every synthetic prompt opens with the same N tokens (a system prompt), drawn "
         "once per run: what a server's prefix cache buys",
+    )
+    w.add_argument(
+        "--turns",
+        type=int,
+        default=1,
+        metavar="N",
+        help="conversations of N requests: turn k resends the whole conversation so far "
+        "(the model's answers included) plus a new user message (chat only; default 1)",
+    )
+    w.add_argument(
+        "--think-time",
+        type=Durations.parse,
+        default=NO_THINK,
+        metavar="D|LO-HI",
+        help="a user's pause between an answer and the next turn (default 0s)",
     )
     load = p.add_argument_group("load")
     if search:
@@ -388,6 +403,8 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         tokenizer=args.tokenizer,
         prompt_seed=args.prompt_seed,
         shared_prefix_tokens=args.shared_prefix_tokens,
+        turns=args.turns,
+        think_time=args.think_time,
         sweep=sweep,
         levels=levels,
         arrival=args.arrival,
@@ -444,6 +461,8 @@ def _configured(
     """The RunConfig of parsed flags; None, after saying why, when an --slo is bad."""
     if args.duration is not None and args.requests is not None:
         parser.error("give --duration or --requests, not both")
+    if args.turns < 1 or (args.turns > 1 and (args.endpoint != "chat" or args.replay)):
+        parser.error("--turns: a count ≥ 1; conversations are chat requests, not a replay's")
     if args.slice is not None and args.slice <= 0:
         parser.error("--slice must be a positive duration")
     if args.trace_url is not None and "{trace_id}" not in args.trace_url:

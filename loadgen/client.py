@@ -34,9 +34,11 @@ async def send(
     intended: float,
     clock: Clock,
     timeout_s: float,
+    answer: list[str] | None = None,
 ) -> Record:
-    """Stream one request; never raises for server or transport failures (they are records)."""
-    m = Measurement(target, intended)
+    """Stream one request; never raises for server or transport failures (they are records).
+    With `answer`, the answer's text is appended to it (for a conversation's next turn)."""
+    m = Measurement(target, intended, collect_text=answer is not None)
     payload = orjson.dumps(body)
     m.sent = time.perf_counter()
     try:
@@ -56,7 +58,10 @@ async def send(
         m.error = "timeout"
     except aiohttp.ClientError as exc:
         m.error = type(exc).__name__
-    return m.record(time.perf_counter(), clock)
+    record = m.record(time.perf_counter(), clock)
+    if answer is not None:
+        answer.append(m.answer or "")
+    return record
 
 
 async def count_tokens(

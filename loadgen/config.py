@@ -16,7 +16,7 @@ from typing import Any
 
 from loadgen.records import SummarySettings
 from loadgen.replay import ReplaySettings
-from loadgen.workload import Lengths
+from loadgen.workload import NO_THINK, Durations, Lengths
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_DURATION = "15s"
@@ -45,6 +45,8 @@ class RunConfig:
     tokenizer: str | None  # a local tokenizer.json sizes prompts instead of /tokenize
     prompt_seed: int | None = None  # seeds prompt words; None: fresh for each run (run.measure)
     shared_prefix_tokens: int = 0  # words every prompt of a run opens with
+    turns: int = 1  # requests per conversation, each resending the ones before
+    think_time: Durations = NO_THINK  # between a turn's answer and the next turn
 
     # how hard, how long
     sweep: str  # concurrency | rate | replay: what `levels` are
@@ -85,6 +87,7 @@ class RunConfig:
                 "targets": tuple(data["targets"]),
                 "input_tokens": Lengths(**data["input_tokens"]),
                 "output_tokens": Lengths(**data["output_tokens"]),
+                "think_time": Durations(**data["think_time"]),
                 "levels": tuple(data["levels"]),
                 "shard": tuple(data["shard"]),
                 "sync_dir": Path(data["sync_dir"]) if data["sync_dir"] else None,

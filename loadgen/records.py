@@ -37,6 +37,8 @@ class Record:
     worker: str | None = None  # a Locust run: the worker's id (Locust's client_id)
     level: float | None = None  # the sweep's concurrency or rate, or the replay's speed
     replay_index: int | None = None  # a replayed record's line in its trace file
+    session: str | None = None  # a multi-turn conversation's id (--turns)
+    turn: int | None = None  # the request's turn in it, from 1
     ttft_s: float | None = None
     tpot_s: float | None = None
     e2e_s: float | None = None

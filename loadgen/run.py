@@ -121,6 +121,8 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
         shared=shared_prefix(
             config.shared_prefix_tokens, sizing, np.random.default_rng(prompt_seed)
         ),
+        turns=config.turns,
+        think=config.think_time,
     )
     progress = Progress(label=f"shard {shard}/{shards}" if shards > 1 else "")
     runner = Runner(targets, models, workload, rng, config.timeout_s, shard, progress)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,11 +134,15 @@ class Runner:
         excluded: str | None,
         level: float | None,
         replayed: Arrival | None = None,
+        talk: _Talk | None = None,
     ) -> Record:
         target = self.targets[block.target]
-        body = self._body(block.target, replayed)
+        if talk is None:
+            body, answer = self._body(block.target, replayed), None
+        else:
+            body, answer = self.workload.turn(self.models[block.target], talk.history), []
         record = await client.send(
-            http, target, self.workload.path, body, intended, self.clock, self.timeout_s
+            http, target, self.workload.path, body, intended, self.clock, self.timeout_s, answer
         )
         record.excluded = excluded
         record.block = block.index
@@ -145,10 +150,37 @@ class Runner:
         record.level = level
         if replayed is not None:
             record.replay_index = replayed.record.line
+        if talk is not None:
+            record.session, record.turn = talk.session, len(talk.history) // 2 + 1
+            talk.history += [body["messages"][-1], {"role": "assistant", "content": answer[0]}]
         self.result.records.append(record)
         if self.on_record is not None:
             self.on_record(record)
         return record
+
+    async def _session(
+        self,
+        http: aiohttp.ClientSession,
+        block: Block,
+        intended: float,
+        budget: _Budget,
+        level: float | None,
+    ) -> bool:
+        """One conversation of --turns requests, each after the answer to the one before and
+        a think time; False once the block is over. A failed turn ends the conversation."""
+        talk = _Talk(uuid.uuid4().hex[:16])
+        for turn in range(self.workload.turns):
+            if turn:
+                intended = time.perf_counter() + self.workload.think.draw(self.rng)
+                await asyncio.sleep(max(0.0, intended - time.perf_counter()))
+            excluded = budget.take(intended)
+            if budget.over.is_set():
+                return False
+            record = await self._one(http, block, intended, excluded, level, talk=talk)
+            budget.finished(excluded)
+            if not record.ok:
+                break
+        return True
 
     def _body(self, target: str, replayed: Arrival | None) -> dict[str, Any]:
         if replayed is None:
@@ -189,11 +221,15 @@ class Runner:
             intended = start + number * stagger
             await asyncio.sleep(max(0.0, intended - time.perf_counter()))
             while True:
-                excluded = budget.take(intended)
-                if budget.over.is_set():
-                    return
-                await self._one(http, block, intended, excluded, level)
-                budget.finished(excluded)
+                if self.workload.turns > 1:
+                    if not await self._session(http, block, intended, budget, level):
+                        return
+                else:
+                    excluded = budget.take(intended)
+                    if budget.over.is_set():
+                        return
+                    await self._one(http, block, intended, excluded, level)
+                    budget.finished(excluded)
                 intended = time.perf_counter()  # the worker is free again
 
         if concurrency > 0:
@@ -216,6 +252,9 @@ class Runner:
             await self._one(http, block, intended, excluded, level, replayed)
             budget.finished(excluded)
 
+        async def conversation(intended: float) -> None:
+            await self._session(http, block, intended, budget, level)
+
         async def dispatch() -> None:
             for offset, replayed in _schedule(load, self.rng):
                 intended = start + offset
@@ -227,6 +266,11 @@ class Runner:
                 delay = intended - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                if self.workload.turns > 1:  # an arrival is a conversation's start
+                    if budget.over.is_set():
+                        return
+                    spawn(conversation(intended))
+                    continue
                 excluded = budget.take(intended)
                 if budget.over.is_set():
                     return
@@ -309,6 +353,14 @@ def _schedule(load: Load, rng: np.random.Generator) -> Iterator[tuple[float, Arr
         return ((a.offset_s, a) for a in load.replay)
     assert load.rate is not None
     return ((t, None) for t in arrivals(load.rate, load.arrival, rng, load.gamma_shape))
+
+
+@dataclass(slots=True)
+class _Talk:
+    """A conversation under way: its id and what was said (user and assistant, in turn)."""
+
+    session: str
+    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Budget:
