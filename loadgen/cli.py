@@ -354,9 +354,10 @@ def _replay(args: argparse.Namespace) -> ReplaySettings | None:
 def _add_search_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--by",
-        choices=("rate", "concurrency"),
+        choices=("rate", "concurrency", "speed"),
         default="rate",
-        help="search open-loop requests/s (default) or closed-loop streams",
+        help="search open-loop requests/s (default), closed-loop streams, or how much faster "
+        "than recorded a --replay's trace can go (speed)",
     )
     group.add_argument(
         "--start",
@@ -479,6 +480,8 @@ def _configured(
 def _capacity(argv: Sequence[str]) -> int:
     parser = build_parser(search=True)
     args = parser.parse_args(argv[1:])
+    if (args.by == "speed") != bool(args.replay):
+        parser.error("--by speed searches a --replay's speed; a --replay is searched by speed")
     if args.by == "concurrency" and args.duration is not None:
         parser.error("--by concurrency sizes probes in requests: use --requests")
     if args.by == "concurrency" and args.start != int(args.start):
@@ -493,4 +496,6 @@ def _capacity(argv: Sequence[str]) -> int:
         probe_requests=args.requests,
         min_probe_s=args.duration,
     )
-    return capacity.main(replace(config, sweep=args.by, levels=(args.start,)), search)
+    if args.by != "speed":
+        config = replace(config, sweep=args.by, levels=(args.start,))
+    return capacity.main(config, search)
