@@ -100,6 +100,25 @@ async def first_model(http: aiohttp.ClientSession, target: Target) -> str | None
     return first_model_id(data)
 
 
+async def context_length(http: aiohttp.ClientSession, target: Target, model: str) -> int | None:
+    """The model's context length as the target's /v1/models reports it (vLLM's
+    max_model_len), or None when it does not say."""
+    try:
+        async with asyncio.timeout(10):
+            async with http.get(target.endpoint("/v1/models"), headers=target.headers) as resp:
+                if resp.status != 200:
+                    return None
+                data = await resp.json(content_type=None)
+    except (TimeoutError, aiohttp.ClientError, ValueError):
+        return None
+    models = data.get("data") if isinstance(data, dict) else None
+    for card in models if isinstance(models, list) else []:
+        if isinstance(card, dict) and card.get("id") == model:
+            limit = card.get("max_model_len")
+            return limit if type(limit) is int and limit > 0 else None
+    return None
+
+
 def tokenize_body(
     model: str, *, prompt: str | None = None, messages: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:

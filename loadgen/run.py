@@ -126,7 +126,7 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
     )
     progress = Progress(label=f"shard {shard}/{shards}" if shards > 1 else "")
     runner = Runner(targets, models, workload, rng, config.timeout_s, shard, progress)
-    trace = _replayed(config, runner, sizing, prompt_seed) if config.replay else None
+    trace = await _replayed(config, runner, sizing, prompt_seed) if config.replay else None
     if shard == 0:  # one sampler per run, not per shard: shards share the servers
         runner.server_metrics = config.server_metrics
     data = RunData(settings=config.summary, meta=_meta(config, targets, models, workload))
@@ -181,10 +181,18 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
     return data
 
 
-def _replayed(config: RunConfig, runner: Runner, sizing: Sizing, prompt_seed: int) -> replay.Replay:
-    """The trace's window, and the runner set to give its records their prompts and models."""
+async def _replayed(
+    config: RunConfig, runner: Runner, sizing: Sizing, prompt_seed: int
+) -> replay.Replay:
+    """The trace's window, checked against each target's context length, and the runner set
+    to give its records their prompts and models."""
     assert config.replay is not None
     trace = replay.load(config.replay, config.duration_s, config.requests)
+    async with client.session() as http:
+        for name, target in runner.targets.items():
+            limit = await client.context_length(http, target, runner.models[name])
+            if limit is not None:
+                trace = replay.fit(trace, limit, config.replay)
     runner.book = replay.PromptBook(
         sizing, np.random.default_rng(prompt_seed), config.replay.block_tokens
     )

@@ -12,7 +12,16 @@ from loadgen.replay.formats import BadRow, Parsed, parse
 from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS, PromptBook
 from loadgen.replay.window import Arrival, schedule, share, split, window
 
-__all__ = ["Arrival", "PromptBook", "Replay", "ReplaySettings", "load", "share", "split"]
+__all__ = [
+    "Arrival",
+    "PromptBook",
+    "Replay",
+    "ReplaySettings",
+    "fit",
+    "load",
+    "share",
+    "split",
+]
 
 MAX_BAD_ROWS_SHOWN = 20  # run.json lists this many of the skipped rows
 
@@ -57,6 +66,38 @@ def load(settings: ReplaySettings, duration_s: float | None, requests: int | Non
         raise ValueError(f"{path}: {exc}") from None
     arrivals = schedule(chosen, settings.speed)
     return Replay(arrivals, _meta(settings, path, raw, parsed, arrivals, duration_s, requests))
+
+
+def fit(trace: Replay, limit: int, settings: ReplaySettings) -> Replay:
+    """The window without records longer than the model's context (`limit` tokens, prompt
+    and output): an error naming the first, or, with --skip-bad-rows, counted as bad rows."""
+    over = [a for a in trace.arrivals if a.record.input_tokens + a.record.output_tokens > limit]
+    if not over:
+        return trace
+    first = over[0].record
+    reason = (
+        f"{first.input_tokens} + {first.output_tokens} tokens is more than the model's "
+        f"context ({limit})"
+    )
+    if not settings.skip_bad_rows:
+        raise ValueError(
+            f"{settings.file}:{first.line}: {reason} (--skip-bad-rows skips such rows)"
+        )
+    kept = [a for a in trace.arrivals if a not in over]
+    if not kept:
+        raise ValueError(f"{settings.file}: no record of the window fits the model's context")
+    bad = trace.meta["bad_rows"]
+    listed = [
+        {"line": a.record.line, "reason": f"over the model's context ({limit})"} for a in over
+    ]
+    meta = trace.meta | {
+        "bad_rows": {
+            "skipped": bad["skipped"] + len(over),
+            "first": sorted(bad["first"] + listed, key=lambda b: b["line"])[:MAX_BAD_ROWS_SHOWN],
+        }
+    }
+    meta["window"] = meta["window"] | {"records": len(kept)}
+    return Replay(kept, meta)
 
 
 def _meta(

@@ -150,6 +150,12 @@ def test_workers_together_send_what_one_client_does(sim: str, tmp_path: Path) ->
         ("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00,-4,1\n", [], ":2: Context"),
         ("what,is,this\n", [], ":1: no known trace format"),
         (
+            '{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
+            '{"timestamp": 9, "input_length": 9000, "output_length": 4}\n',
+            [],
+            ":2: 9000 + 4 tokens is more than the model's context (8192)",
+        ),
+        (
             '{"timestamp": 0, "input_length": 5, "output_length": 1}\n',
             ["--replay-start", "5s"],
             "holds no records",
@@ -180,6 +186,19 @@ def test_skipped_rows_are_counted_in_run_json_and_the_report(sim: str, tmp_path:
     assert data.meta["replay"]["bad_rows"]["first"][0]["line"] == 3
     assert len(data.records) == 6
     assert "**1 bad rows skipped**" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_a_record_over_the_context_can_be_skipped(sim: str, tmp_path: Path) -> None:
+    trace = tmp_path / "long.jsonl"
+    mooncake_trace(trace, n=4)
+    trace.write_text(
+        trace.read_text() + '{"timestamp": 900, "input_length": 8190, "output_length": 3}\n'
+    )
+    data = replay(sim, trace, tmp_path / "run", "--skip-bad-rows")
+    assert len(data.records) == 4 and 5 not in {r.replay_index for r in data.records}
+    bad = data.meta["replay"]["bad_rows"]
+    assert bad["skipped"] == 1 and bad["first"][0]["line"] == 5
+    assert data.meta["replay"]["window"]["records"] == 4
 
 
 def test_slices_name_the_burst_and_saturation_is_still_called(sim: str, tmp_path: Path) -> None:
