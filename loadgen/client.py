@@ -87,30 +87,27 @@ async def count_tokens(
     return token_count(data)
 
 
-async def first_model(http: aiohttp.ClientSession, target: Target) -> str | None:
-    """The first model the target lists at /v1/models, for runs without --model."""
+async def _model_cards(http: aiohttp.ClientSession, target: Target) -> Any:
+    """The target's /v1/models answer, or None."""
     try:
         async with asyncio.timeout(10):
             async with http.get(target.endpoint("/v1/models"), headers=target.headers) as resp:
                 if resp.status != 200:
                     return None
-                data = await resp.json(content_type=None)
+                return await resp.json(content_type=None)
     except (TimeoutError, aiohttp.ClientError, ValueError):
         return None
-    return first_model_id(data)
+
+
+async def first_model(http: aiohttp.ClientSession, target: Target) -> str | None:
+    """The first model the target lists at /v1/models, for runs without --model."""
+    return first_model_id(await _model_cards(http, target))
 
 
 async def context_length(http: aiohttp.ClientSession, target: Target, model: str) -> int | None:
     """The model's context length as the target's /v1/models reports it (vLLM's
     max_model_len), or None when it does not say."""
-    try:
-        async with asyncio.timeout(10):
-            async with http.get(target.endpoint("/v1/models"), headers=target.headers) as resp:
-                if resp.status != 200:
-                    return None
-                data = await resp.json(content_type=None)
-    except (TimeoutError, aiohttp.ClientError, ValueError):
-        return None
+    data = await _model_cards(http, target)
     models = data.get("data") if isinstance(data, dict) else None
     for card in models if isinstance(models, list) else []:
         if isinstance(card, dict) and card.get("id") == model:

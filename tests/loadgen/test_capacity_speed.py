@@ -6,26 +6,21 @@ TPOT ≤ 50 ms at P90 at 10 req/s and fails at 24)."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from loadgen.cli import main
-from loadgen.processes import free_port, running
+from loadgen.processes import simulator
 
 SLO = ["--slo", "ttft=300ms@p90", "--slo", "tpot=50ms@p90"]
 RATE = 5.0  # the trace's own requests/s: the knee is between speed 2 and 4.8
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    args = [sys.executable, "-m", "loadgen.sim", "--preset", "llama-70b-awq-tp4-a100"]
-    log = tmp_path_factory.mktemp("sim") / "sim.log"
-    with running([*args, "--port", str(port)], url + "/health", log):
+def sim() -> Iterator[str]:
+    with simulator("--preset", "llama-70b-awq-tp4-a100") as url:
         yield url
 
 
