@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
 
-from loadgen import slices, stats, steady, timesplit
+from loadgen import slices, slices_plot, stats, steady, timesplit
 from loadgen.records import RunData
 
 SHOWN = (
@@ -290,27 +290,6 @@ def plot_timeline(data: RunData, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_slices(summary: dict[str, Any], path: Path) -> None:
-    """Each target's slices: TTFT P50/P90, output tok/s and the backlog on one time axis."""
-    fig, axes = plt.subplots(3, 1, figsize=(12, 7.5), sharex=True)
-    for name, t in summary["targets"].items():
-        found = t.get("slices") or []
-        x = [s["start_s"] for s in found]
-        for pct, style in (("p50", "-"), ("p90", "--")):
-            y = [(s["ttft_s"][pct] or float("nan")) * 1e3 for s in found]
-            axes[0].step(x, y, style, where="post", label=f"{name} TTFT {pct.upper()}")
-        axes[1].step(x, [s["output_tokens_per_s"] for s in found], where="post", label=name)
-        axes[2].step(x, [s["backlog"] for s in found], where="post", label=name)
-    for ax, label in zip(axes, ("TTFT (ms)", "output tok/s", "backlog"), strict=True):
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    axes[0].legend()
-    axes[-1].set_xlabel("seconds since the target's first window opened")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
 def plot_sweep(summary: dict[str, Any], path: Path) -> None:
     """The throughput–latency curve: one line per target, one point per load level."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
@@ -416,7 +395,7 @@ def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | N
         plot_sweep(summary, out / plots[-1])
     if any(t.get("slices") for t in summary["targets"].values()):
         plots.append("slices.png")
-        plot_slices(summary, out / plots[-1])
+        slices_plot.plot(summary, out / plots[-1])
     if any(timesplit.splits(t) for t in summary["targets"].values()):
         plots.append("time_split.png")
         plot_time_split(summary, out / plots[-1])
