@@ -4,6 +4,8 @@ bad rows, windows, speed, shards, blocks, and prompts that share what the trace 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ from loadgen.replay.formats import BadRow, TraceRecord, detect, parse
 from loadgen.replay.prompts import PromptBook
 from loadgen.replay.window import schedule, share, split, window
 from loadgen.workload import LEAD, Sizing
+from tests.support import ROOT
 
 AZURE_2023 = """TIMESTAMP,ContextTokens,GeneratedTokens
 2023-11-16 18:15:46.6805900,374,44
@@ -267,3 +270,17 @@ def test_load_names_the_file_and_line_and_keeps_its_digest(tmp_path: Path) -> No
         load(ReplaySettings(file=str(trace), start_s=60, skip_bad_rows=True), None, None)
     with pytest.raises(ValueError, match="No such file"):
         load(ReplaySettings(file=str(tmp_path / "missing.csv")), None, None)
+
+
+def test_the_example_trace_is_azure_shaped() -> None:
+    script = ROOT / "examples" / "traces" / "azure_like.py"
+    text = subprocess.run(
+        [sys.executable, str(script), "--minutes", "10"], capture_output=True, text=True, check=True
+    ).stdout
+    parsed = parse(text)
+    assert parsed.format == "azure" and not parsed.bad
+    r = parsed.records
+    assert 9 * 60 < r[-1].at - r[0].at < 10 * 60
+    assert 2.0 * 600 * 0.8 < len(r) < 3.2 * 600 * 1.2  # 2 req/s swelling to 3.2
+    assert 800 < float(np.median([x.input_tokens for x in r])) < 1300  # Splitwise's 1,020
+    assert 100 < float(np.median([x.output_tokens for x in r])) < 160  # and 129
