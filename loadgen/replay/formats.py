@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 
 import orjson
 
+from latency_proxy.telemetry.providers import OTHER_MODEL
+
 FORMATS = ("azure", "mooncake", "requests", "proxy")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 ACCESS_LOGGER = "latency_proxy.access"
@@ -274,7 +276,8 @@ def _proxy(text: str) -> Iterator[Row]:
                 at=_proxy_arrival(item, number),
                 input_tokens=_count(item["input_tokens"], number, "input_tokens"),
                 output_tokens=_count(item["output_tokens"], number, "output_tokens"),
-                model=model if isinstance(model, str) else None,
+                # "other": a name the upstreams did not list, withheld from the log
+                model=model if isinstance(model, str) and model != OTHER_MODEL else None,
                 prefix=tuple(hashes),
                 prefix_unit="message",
             )

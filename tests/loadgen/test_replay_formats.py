@@ -97,6 +97,8 @@ def test_the_proxys_log_skips_other_lines_sorts_by_arrival_and_counts_failures()
     assert [(r.line, r.at) for r in parsed.records] == [(3, 10.0), (2, 10.5)]
     assert parsed.records[1].prefix == ("a", "b") and parsed.records[1].prefix_unit == "message"
     assert parsed.records[0].model == "llama"
+    (withheld,) = parse(access(1.0, 5, 5, model="other")).records
+    assert withheld.model is None  # the proxy withheld an unlisted name: the target's model
     assert parsed.unreplayable == 1
 
 
