@@ -99,10 +99,10 @@ class Runner:
                     self.cut_short()
                     break
                 ramp = block.warmup_s if block.index == 0 else self._ramp(block)
-                http = sessions[block.target]
-                opening = self._scrape_after(ramp) if self.server_metrics else None
                 if load.replay is not None:
                     ramp = block.warmup_s  # a trace's head is its own ramp-up
+                http = sessions[block.target]
+                opening = self._scrape_after(ramp) if self.server_metrics else None
                 if load.concurrency is not None:
                     budget = await self._closed(block, ramp, load.concurrency, http, sweep_level)
                 else:
