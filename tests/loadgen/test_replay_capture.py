@@ -13,6 +13,7 @@ import pytest
 from loadgen import rundir
 from loadgen.cli import main
 from loadgen.processes import simulator
+from tests.loadgen.test_replay import on_schedule
 from tests.support.proxy import ProxyProcess, proxy_env
 
 SYSTEM = "You answer questions about canary-7f3a water towers"
@@ -78,6 +79,7 @@ def test_a_capture_replays_to_the_same_arrivals_and_lengths(
     original = {r.request_id: r for r in recorded.records}
     pairs = [(original[by_line[r.replay_index]["request_id"]], r) for r in replayed.records]
     assert {a.request_id for a, _ in pairs} == ids  # every request, once
+    on_schedule(replayed.records)
     first_a = min(a.sent_at for a, _ in pairs)
     first_b = min(b.intended_at for _, b in pairs)
     first_seen = min(by_line[b.replay_index]["arrived_at"] for _, b in pairs)
@@ -87,7 +89,6 @@ def test_a_capture_replays_to_the_same_arrivals_and_lengths(
         assert b.intended_at - first_b == pytest.approx(seen, abs=1e-5)  # the proxy's clock
         # which is the client's, to within a connection's setup on a busy machine
         assert seen == pytest.approx(a.sent_at - first_a, abs=0.05)
-        assert b.send_lag_s <= 0.025
 
 
 def test_prefix_hashes_follow_the_conversation(
