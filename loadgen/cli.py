@@ -33,10 +33,13 @@ EPILOG = """\
 defaults make a quick run (8 concurrent streams, 15 s per target after 2 s warmup, 512 input /
 64 output tokens). The seeds' methodology is one flag set away:
   --concurrency 100 --input-tokens 512 --output-tokens 256 --duration 10m --warmup 30s
+and real traffic one flag: --replay FILE (an Azure LLM inference CSV, Mooncake JSONL, a run's
+requests.jsonl or the proxy's log), --slice 1m for its stretches
 subcommands:
   python -m loadgen compare RUN_DIR RUN_DIR [...]   side by side, differences with CIs, verdicts
   python -m loadgen merge RUN_DIR [...] --out DIR   exact merge of shards (--shard i/N runs)
   python -m loadgen capacity --target A [...] --slo ttft=800ms@p90 [--by rate|concurrency]
+                                                    (or --replay FILE --by speed)
                                                     the most load that meets the SLOs, steady
 """
 CAPACITY = "Find, per target, the most load at which every SLO holds and the server keeps up."
