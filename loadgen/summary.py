@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from latency_proxy.coalescing import stream_shape
-from loadgen import server_metrics, stats, steady
+from loadgen import server_metrics, slices, stats, steady
 from loadgen.records import FIRST_N, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.server_metrics import ServerWindow
 
@@ -205,6 +205,9 @@ def _target(
         "stream": asdict(stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok)),
         "signals": signals(ok),
     }
+    if settings.slice_s:
+        mine = [p for p in phases if p.target == name]
+        summary["slices"] = slices.slices(measured, mine, settings.slice_s)
     return summary
 
 
@@ -323,7 +326,7 @@ def summarize(
     """
     levels = sorted({p.level for p in phases if p.level is not None})
     interrupted = any(p.interrupted for p in phases)
-    open_loop = sweep == "rate"
+    open_loop = sweep in ("rate", "replay")  # a trace's arrivals do not wait for answers
     if len(levels) <= 1:
         targets = _level(records, phases, loop_lag, gpu, settings, server)
         _judge_steady(targets, records, phases, open_loop)
