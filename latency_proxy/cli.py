@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the end of the request's headers; then the connection is closed (default 10s)",
     )
     add(
+        "--body-timeout",
+        metavar="DURATION",
+        help="longest time from the end of a request's headers to the end of its body; "
+        "then 408 and the connection is closed (default 60s)",
+    )
+    add(
         "--idle-timeout",
         metavar="DURATION",
         help="how long a kept-alive client connection may wait for its next request (default 75s)",
@@ -187,6 +193,7 @@ def _uvicorn_config(
     limits = ConnectionLimits(
         max_head_bytes=settings.max_header_bytes + REQUEST_LINE_ALLOWANCE,
         header_timeout=settings.header_timeout,
+        write_timeout=settings.write_timeout,
     )
     return uvicorn.Config(
         app,

@@ -1,0 +1,226 @@
+"""Hostile or old clients on the main port, over raw sockets: every phase of the client's
+connection has a timer, the response is framed for the client's HTTP version, and a client
+that leaves is recorded as the client's (latency_proxy/http_protocol.py, docs/proxy/faults.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+
+import orjson
+import pytest
+
+from tests.support.raw_upstream import RawUpstream, Reply, response
+from tests.support.timing import on_time
+
+STREAM = b'{"model": "m", "stream": true, "prompt": "x"}'
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def _read_until_closed(sock: socket.socket, limit: float = 10.0) -> bytes:
+    sock.settimeout(limit)
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received
+
+
+def _post(path: str, body: bytes, *headers: str, version: str = "1.1") -> bytes:
+    lines = [f"POST {path} HTTP/{version}", "host: x", f"content-length: {len(body)}", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def _record(proxy, request_id: str) -> dict:
+    lines = proxy.request_logs(request_id)
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def timed_proxy(start_proxy, upstream):
+    return start_proxy(
+        "--upstream", upstream.url, "--body-timeout", "500ms", "--header-timeout", "5s"
+    )
+
+
+def test_a_body_that_never_comes_gets_408_at_the_body_timeout(timed_proxy) -> None:
+    rid = "body-late-" + uuid.uuid4().hex
+    with socket.create_connection(("127.0.0.1", _port(timed_proxy.url))) as sock:
+        head = _post("/v1/completions", b"", f"x-request-id: {rid}").replace(
+            b"content-length: 0", b"content-length: 100"
+        )
+        sock.sendall(head + b'{"mo')
+        t = time.perf_counter()
+        answer = _read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert b"connection: close" in answer.lower()
+    assert on_time(time.perf_counter() - t, 0.5)
+    record = _record(timed_proxy, rid)
+    assert record["status"] == 408 and record["error_type"] == "RequestTimeout"
+
+
+def test_a_trickled_body_is_cut_at_the_body_timeout(timed_proxy) -> None:
+    with socket.create_connection(("127.0.0.1", _port(timed_proxy.url))) as sock:
+        sock.sendall(_post("/v1/completions", b"x" * 10_000)[:-10_000])
+        t = time.perf_counter()
+        stop = threading.Event()
+
+        def trickle() -> None:  # a byte every 50 ms: never silent, never done
+            while not stop.wait(0.05):
+                try:
+                    sock.send(b"x")
+                except OSError:
+                    return
+
+        sender = threading.Thread(target=trickle)
+        sender.start()
+        try:
+            answer = _read_until_closed(sock)
+        finally:
+            stop.set()
+            sender.join()
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert on_time(time.perf_counter() - t, 0.5)
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_the_write_timeout_closes_the_clients_socket(start_proxy) -> None:
+    big = b"x" * (32 * 2**20)  # far more than the socket buffers of both ends hold
+    with RawUpstream(lambda request: Reply(response(big))) as raw:
+        proxy = start_proxy("--upstream", raw.url, "--write-timeout", "500ms")
+        pid = proxy.process.pid
+        clients = []
+        before = _fds(pid)
+        for _ in range(5):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", proxy.port))
+            sock.sendall(b"GET /big HTTP/1.1\r\nhost: x\r\n\r\n")  # and never read
+            clients.append(sock)
+        try:
+            time.sleep(0.3)
+            assert _fds(pid) > before  # the five streams are open
+            deadline = time.monotonic() + 6
+            while _fds(pid) > before and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _fds(pid) <= before, "the proxy kept the non-reading clients' sockets"
+            for sock in clients:  # the proxy's end went away: reading ends in EOF or a reset
+                with contextlib.suppress(ConnectionResetError):
+                    _read_until_closed(sock, 5)
+        finally:
+            for sock in clients:
+                sock.close()
+
+
+def test_an_http_1_0_request_gets_a_close_delimited_answer(proxy) -> None:
+    rid = "http10-" + uuid.uuid4().hex
+    with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        sock.sendall(_post("/v1/completions", STREAM, f"x-request-id: {rid}", version="1.0"))
+        answer = _read_until_closed(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    assert b"transfer-encoding" not in head.lower()
+    assert b"connection: close" in head.lower()
+    # the body is the event stream as the upstream sent it, with no chunk framing
+    assert body.startswith(b"data: {"), body[:80]
+    assert body.endswith(b"data: [DONE]\n\n")
+    record = _record(proxy, rid)
+    assert record["outcome"] == "ok" and record["bytes_out"] == len(body)
+
+
+def test_an_http_1_0_request_to_the_proxys_own_answer_keeps_its_length(proxy) -> None:
+    with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        sock.sendall(b"GET /v1/models HTTP/1.0\r\n\r\n")
+        answer = _read_until_closed(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"transfer-encoding" not in head.lower()
+    assert f"content-length: {len(body)}".encode() in head.lower()
+    assert orjson.loads(body)["object"] == "list"
+
+
+def test_head_keeps_the_upstreams_content_length(start_proxy) -> None:
+    def respond(request):
+        return Reply(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 1234\r\n\r\n")
+
+    with RawUpstream(respond) as raw:
+        proxy = start_proxy("--upstream", raw.url)
+        with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+            sock.sendall(b"HEAD /file HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            answer = _read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"content-length: 1234" in head.lower()
+    assert b"transfer-encoding" not in head.lower() and body == b""
+
+
+def test_a_client_that_pipelines_behind_a_stream_and_leaves_is_a_client_abort(proxy) -> None:
+    rid = "pipelined-" + uuid.uuid4().hex
+    script = json.dumps({"tokens": 20, "itl": 0.05})
+    first = _post("/v1/completions", STREAM, f"x-request-id: {rid}", f"x-script: {script}")
+    second = _post("/v1/completions", STREAM, f"x-request-id: {rid}-2")
+    with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        sock.sendall(first + second)
+        sock.settimeout(5)
+        received = b""
+        while received.count(b"data: ") < 2:
+            received += sock.recv(65536)
+    record = _record(proxy, rid)
+    assert record["outcome"] == "client_abort", (record, proxy.output()[-4000:])
+    time.sleep(0.3)
+    output = proxy.output()
+    assert "unhandled error" not in output
+    assert "without completing response" not in output
+    assert proxy.request_logs(rid + "-2", timeout=0.5) == []  # never started: not a request
+
+
+def test_a_huge_path_is_cut_in_the_log_line_and_says_so(proxy) -> None:
+    rid = "long-path-" + uuid.uuid4().hex
+    path = "/" + "a" * 60_000
+    with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        head = f"GET {path} HTTP/1.1\r\nhost: x\r\nx-request-id: {rid}\r\nconnection: close"
+        sock.sendall(head.encode() + b"\r\n\r\n")
+        _read_until_closed(sock)
+    record = _record(proxy, rid)
+    assert len(record["path"]) <= 2048 + 1 and record["path"].endswith("…")
+    assert record["path_length"] == len(path)
+    line = next(x for x in proxy.output().splitlines() if rid in x and '"request"' in x)
+    assert len(line) < 8192
+
+
+def test_expect_100_continue_is_answered_when_the_body_is_read(proxy) -> None:
+    with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        head = _post("/v1/completions", b"", "expect: 100-continue", "connection: close")
+        sock.sendall(head.replace(b"content-length: 0", b"content-length: %d" % len(STREAM)))
+        sock.settimeout(5)
+        assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(STREAM)
+        answer = _read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")
+
+
+def test_a_body_declared_too_large_is_refused_before_100_continue(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", upstream.url, "--max-body-size", "1KiB")
+    with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        head = _post("/v1/completions", b"", "expect: 100-continue")
+        sock.sendall(head.replace(b"content-length: 0", b"content-length: 100000"))
+        answer = _read_until_closed(sock)  # and the connection ends: the body is not read
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:100]
+    assert b"connection: close" in answer.lower()
+
+
+def test_http_1_0_keep_alive_is_answered_and_closed(proxy) -> None:
+    with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        sock.sendall(b"GET /v1/models HTTP/1.0\r\nconnection: keep-alive\r\n\r\n")
+        answer = _read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 200 ") and b"connection: close" in answer.lower()
