@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import socket
-import threading
 import time
 import uuid
 
@@ -16,6 +15,7 @@ import orjson
 import pytest
 
 from tests.support.raw_upstream import RawUpstream, Reply, response
+from tests.support.slow_client import trickling
 from tests.support.timing import on_time
 
 STREAM = b'{"model": "m", "stream": true, "prompt": "x"}'
@@ -71,22 +71,8 @@ def test_a_trickled_body_is_cut_at_the_body_timeout(timed_proxy) -> None:
     with socket.create_connection(("127.0.0.1", _port(timed_proxy.url))) as sock:
         sock.sendall(_post("/v1/completions", b"x" * 10_000)[:-10_000])
         t = time.perf_counter()
-        stop = threading.Event()
-
-        def trickle() -> None:  # a byte every 50 ms: never silent, never done
-            while not stop.wait(0.05):
-                try:
-                    sock.send(b"x")
-                except OSError:
-                    return
-
-        sender = threading.Thread(target=trickle)
-        sender.start()
-        try:
+        with trickling(sock, b"x"):
             answer = _read_until_closed(sock)
-        finally:
-            stop.set()
-            sender.join()
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
     assert on_time(time.perf_counter() - t, 0.5)
 
