@@ -10,6 +10,7 @@ import os
 import socket
 import time
 import uuid
+from pathlib import Path
 
 import orjson
 import pytest
@@ -77,8 +78,23 @@ def test_a_trickled_body_is_cut_at_the_body_timeout(timed_proxy) -> None:
     assert on_time(time.perf_counter() - t, 0.5)
 
 
-def _fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def _client_sockets(pid: int, port: int) -> int:
+    """The proxy's open fds that are connections accepted on its main port (its listening
+    socket and its upstream connections aside)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            listening = fields[3] == "0A"
+            count += local_port == port and not listening and fields[9] in inodes
+    return count
 
 
 def test_the_write_timeout_closes_the_clients_socket(start_proxy) -> None:
@@ -87,20 +103,19 @@ def test_the_write_timeout_closes_the_clients_socket(start_proxy) -> None:
         proxy = start_proxy("--upstream", raw.url, "--write-timeout", "500ms")
         pid = proxy.process.pid
         clients = []
-        before = _fds(pid)
         for _ in range(5):
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.connect(("127.0.0.1", proxy.port))
-            sock.sendall(b"GET /big HTTP/1.1\r\nhost: x\r\n\r\n")  # and never read
-            clients.append(sock)
+            sock.sendall(b"GET /big HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            clients.append(sock)  # and never read
         try:
             time.sleep(0.3)
-            assert _fds(pid) > before  # the five streams are open
+            assert _client_sockets(pid, proxy.port) == 5  # the five answers are going out
             deadline = time.monotonic() + 6
-            while _fds(pid) > before and time.monotonic() < deadline:
+            while _client_sockets(pid, proxy.port) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert _fds(pid) <= before, "the proxy kept the non-reading clients' sockets"
+            assert _client_sockets(pid, proxy.port) == 0, "the proxy kept non-readers' sockets"
             for sock in clients:  # the proxy's end went away: reading ends in EOF or a reset
                 with contextlib.suppress(ConnectionResetError):
                     _read_until_closed(sock, 5)
