@@ -91,6 +91,12 @@ class Forwarder:
     ) -> None:
         settings = self.settings
         headers = scope["headers"]
+        hosts = [value for name, value in headers if name == b"host"]
+        if len(hosts) > 1 or (not hosts and scope.get("http_version") == "1.1"):
+            # RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (nginx answers 400 too)
+            message = "an HTTP/1.1 request needs exactly one Host header"
+            await self._reject(exchange, send, 400, message, "BadRequestError")
+            return
         if (
             len(headers) > settings.max_headers
             or sum(len(k) + len(v) for k, v in headers) > settings.max_header_bytes

@@ -225,3 +225,19 @@ def test_http_1_0_keep_alive_is_answered_and_closed(proxy) -> None:
         sock.sendall(b"GET /v1/models HTTP/1.0\r\nconnection: keep-alive\r\n\r\n")
         answer = _read_until_closed(sock)
     assert answer.startswith(b"HTTP/1.1 200 ") and b"connection: close" in answer.lower()
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /health HTTP/1.1\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n",
+    ],
+    ids=["no-host", "two-hosts"],
+)
+def test_an_http_1_1_request_needs_exactly_one_host(proxy, head: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        sock.sendall(head[:-2] + b"connection: close\r\n\r\n")
+        answer = _read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:100]
+    assert b"BadRequestError" in answer
