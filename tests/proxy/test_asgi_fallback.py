@@ -16,6 +16,7 @@ import pytest
 
 from latency_proxy.app import ProxyApp
 from latency_proxy.config import load_settings
+from latency_proxy.writers import AsgiWriter
 
 
 @asynccontextmanager
@@ -76,3 +77,33 @@ def test_a_stream_through_proxyapp_in_process(upstream, caplog: pytest.LogCaptur
     assert fields["outcome"] == "ok" and fields["status"] == 200
     assert fields["bytes_out"] == len(body) and fields["output_tokens"] == 6
     assert fields["ttft_s"] is not None and fields["chunks"] >= 6
+
+
+def test_the_asgi_writer_reports_a_full_buffer_until_it_is_sent() -> None:
+    async def run() -> tuple[list[bytes], list[bool], int]:
+        sent: list[bytes] = []
+        release = asyncio.Event()
+
+        async def slow_send(message: dict) -> None:  # a client that reads when told to
+            await release.wait()
+            sent.append(message["body"])
+
+        writer = AsgiWriter(slow_send)
+        woken = 0
+
+        def writable() -> None:
+            nonlocal woken
+            woken += 1
+
+        writer.on_writable = writable
+        full = [writer.write(b"a" * 40_000), writer.write(b"b" * 40_000)]
+        await asyncio.sleep(0)
+        full.append(writer.write(b"c"))  # the first send took the 80 kB: waiting again is 1 B
+        release.set()
+        await writer.drain()
+        return sent, full, woken
+
+    sent, full, woken = asyncio.run(run())
+    assert full == [False, True, False]
+    assert b"".join(sent) == b"a" * 40_000 + b"b" * 40_000 + b"c"
+    assert woken >= 1  # the relay was told it may read the upstream again

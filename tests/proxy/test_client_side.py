@@ -241,3 +241,15 @@ def test_an_http_1_1_request_needs_exactly_one_host(proxy, head: bytes) -> None:
         answer = _read_until_closed(sock)
     assert answer.startswith(b"HTTP/1.1 400 "), answer[:100]
     assert b"BadRequestError" in answer
+
+
+def test_pipelined_requests_are_answered_in_order(proxy) -> None:
+    script = json.dumps({"tokens": 5, "itl": 0.02})
+    first = _post("/v1/completions", STREAM, "x-request-id: first", f"x-script: {script}")
+    second = _post("/v1/completions", STREAM, "x-request-id: second", "connection: close")
+    with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        sock.sendall(first + second)
+        answer = _read_until_closed(sock)
+    assert answer.count(b"HTTP/1.1 200 ") == 2
+    assert answer.index(b"x-request-id: first") < answer.index(b"x-request-id: second")
+    assert answer.count(b"data: [DONE]") == 2
