@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--write-timeout",
         metavar="DURATION",
         help="longest a send to the client may wait for it to read; then the stream ends, "
-        "recorded client_abort (default 30s; 0: never)",
+        "the connection is aborted, recorded client_abort; also how long a closing "
+        "connection may take to flush (default 30s; 0: never)",
     )
     add("--pool-max-connections", metavar="N", help="upstream connections per route (default 1024)")
     add(
