@@ -12,9 +12,10 @@ ASGI messages (http_protocol.client_writer), slower.
 
 from __future__ import annotations
 
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-__all__ = ["HttpToolsProtocol", "RequestResponseCycle"]
+__all__ = ["FlowControl", "HttpToolsProtocol", "RequestResponseCycle"]
 
 # the protocol's methods the subclass overrides or calls, with their parameters
 PROTOCOL_METHODS: dict[str, tuple[str, ...]] = {
@@ -33,7 +34,7 @@ PROTOCOL_FIELDS = ("transport", "loop", "cycle", "scope", "flow")
 CYCLE_FIELDS = (
     "scope",
     "transport",
-    "flow",  # .write_paused: the client's buffer is over the high-water mark
+    "flow",  # its FlowControl (below)
     "disconnected",  # True: nothing more is sent
     "keep_alive",  # False: the connection closes after this response
     "response_started",
@@ -42,3 +43,7 @@ CYCLE_FIELDS = (
     "message_event",  # set to wake the app's receive()
 )
 CYCLE_METHODS: dict[str, tuple[str, ...]] = {"send": ("self", "message")}
+# the cycle's flow control: whether the client's buffer is over the high-water mark, and
+# the wait until it drained
+FLOW_FIELDS = ("write_paused",)
+FLOW_METHODS: dict[str, tuple[str, ...]] = {"drain": ("self",)}

@@ -27,11 +27,20 @@ def test_protocol_method(name: str) -> None:
     assert tuple(inspect.signature(method).parameters) == expected
 
 
-@pytest.mark.parametrize("name", sorted(internals.CYCLE_METHODS))
-def test_cycle_method(name: str) -> None:
-    method = getattr(internals.RequestResponseCycle, name, None)
-    assert inspect.iscoroutinefunction(method), f"RequestResponseCycle.{name} is gone"
-    expected = internals.CYCLE_METHODS[name]
+@pytest.mark.parametrize(
+    ("owner", "name", "expected"),
+    [
+        pytest.param(owner, name, parameters, id=f"{owner.__name__}.{name}")
+        for owner, methods in (
+            (internals.RequestResponseCycle, internals.CYCLE_METHODS),
+            (internals.FlowControl, internals.FLOW_METHODS),
+        )
+        for name, parameters in methods.items()
+    ],
+)
+def test_coroutine_method(owner: type, name: str, expected: tuple[str, ...]) -> None:
+    method = getattr(owner, name, None)
+    assert inspect.iscoroutinefunction(method), f"{owner.__name__}.{name} is gone"
     assert tuple(inspect.signature(method).parameters) == expected
 
 
@@ -78,6 +87,13 @@ def test_protocol_field(started, name: str) -> None:
 def test_cycle_field(started, name: str) -> None:
     before = started[2]
     assert before[name] is not AttributeError, f"RequestResponseCycle has no {name}"
+
+
+@pytest.mark.parametrize("name", internals.FLOW_FIELDS)
+def test_flow_field(started, name: str) -> None:
+    _, cycle, _ = started
+    assert isinstance(cycle.flow, internals.FlowControl)
+    assert hasattr(cycle.flow, name), f"FlowControl has no {name}"
 
 
 def test_cycle_fields_mean_what_the_writer_reads(started) -> None:
