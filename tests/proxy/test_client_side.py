@@ -100,7 +100,7 @@ def _client_sockets(pid: int, port: int) -> int:
 def test_the_write_timeout_closes_the_clients_socket(start_proxy) -> None:
     big = b"x" * (32 * 2**20)  # far more than the socket buffers of both ends hold
     with RawUpstream(lambda request: Reply(response(big))) as raw:
-        proxy = start_proxy("--upstream", raw.url, "--write-timeout", "500ms")
+        proxy = start_proxy("--upstream", raw.url, "--write-timeout", "2s")
         pid = proxy.process.pid
         clients = []
         for _ in range(5):
@@ -110,9 +110,11 @@ def test_the_write_timeout_closes_the_clients_socket(start_proxy) -> None:
             sock.sendall(b"GET /big HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
             clients.append(sock)  # and never read
         try:
-            time.sleep(0.3)
+            deadline = time.monotonic() + 1.5  # well within the write timeout
+            while _client_sockets(pid, proxy.port) < 5 and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert _client_sockets(pid, proxy.port) == 5  # the five answers are going out
-            deadline = time.monotonic() + 6
+            deadline = time.monotonic() + 8
             while _client_sockets(pid, proxy.port) and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert _client_sockets(pid, proxy.port) == 0, "the proxy kept non-readers' sockets"
