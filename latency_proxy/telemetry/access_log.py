@@ -8,7 +8,7 @@ from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
 from latency_proxy.redact import ContentPolicy
 from latency_proxy.telemetry import semconv as sc
-from latency_proxy.telemetry.logs import escape
+from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip, escape
 from latency_proxy.telemetry.providers import ModelLabels
 
 log = logging.getLogger("latency_proxy.access")
@@ -31,7 +31,7 @@ class LogWriter:
         fields: dict[str, object] = {
             "arrived_at": round(exchange.wall0_ns / 1e9, 6),  # epoch s: a replay's clock
             "method": exchange.method,
-            "path": exchange.path,
+            "path": clip(exchange.path),
             "route": route.name if route else None,
             "model": escape(model, 128) if model else None,
             "operation": call.operation if call else None,
@@ -43,6 +43,8 @@ class LogWriter:
             "bytes_out": exchange.bytes_out,
             "e2e_s": round(t_end - exchange.t0, 6),
         }
+        if len(exchange.path) > MAX_RECORDED_CHARS:
+            fields["path_length"] = len(exchange.path)
         if exchange.not_measured is not None:
             fields["not_measured"] = exchange.not_measured
         if timing is not None:
