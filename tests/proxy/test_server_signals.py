@@ -141,7 +141,7 @@ def test_a_scripted_2s_stall_is_counted_once(reasoning_server, reasoning_proxy) 
         assert r.stalls == 1
         assert 2.0 - 0.005 <= r.max_itl_s <= 2.0 + 0.02 * 4 + LATE
     [line] = reasoning_proxy.request_logs(rid)
-    assert line["stalls"] == 1 and on_time(line["max_itl_s"], r.max_itl_s)
+    assert line["stalls"] == 1 and 2.0 - 0.005 <= line["max_itl_s"] <= 2.0 + 0.02 * 4 + LATE
     assert "latency_proxy_stalls_total" in reasoning_proxy.metrics()
 
 
