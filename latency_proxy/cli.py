@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="token counts for time-to-first-N-tokens (default 3)",
     )
     add(
+        "--stall-threshold",
+        metavar="DURATION",
+        help="a gap between tokens longer than this counts as a stall (default 1s)",
+    )
+    add(
         "--continuous-usage",
         action="store_const",
         const=True,

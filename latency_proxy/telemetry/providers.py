@@ -27,6 +27,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from latency_proxy.telemetry import instruments
+from latency_proxy.telemetry import semconv as sc
 
 log = logging.getLogger("latency_proxy.telemetry")
 OPENMETRICS = "application/openmetrics-text"
@@ -183,6 +184,7 @@ class Telemetry:
         env: Mapping[str, str] = os.environ,
     ) -> None:
         self.provider_name = provider_name
+        self.latest_gen_ai = sc.latest_gen_ai(env)  # the current GenAI names, not the older
         resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME", "latency-proxy")})
         self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
         self.model_label = ModelLabels(route_names)
@@ -197,7 +199,7 @@ class Telemetry:
             meter = self._meter_provider.get_meter("latency_proxy")
         self.instruments = {
             spec.name: instruments.Instrument(spec, self.registry, meter)
-            for spec in instruments.ALL
+            for spec in instruments.active(self.latest_gen_ai)
             if spec is not instruments.TELEMETRY_DROPPED
         }
         self.instruments[instruments.TELEMETRY_DROPPED.name] = dropped

@@ -492,4 +492,3 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """`python -m loadgen.locust ARGS`: Locust itself, with the ready locustfile."""
     args = sys.argv[1:] if argv is None else argv
     os.execv(sys.executable, [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args])
-

@@ -17,6 +17,11 @@ def test_defaults_and_routes() -> None:
     assert s.routes == (Route("default", "http://a:8000"), Route("qwen-72b", "http://b:8001"))
     assert (s.port, s.admin_port, s.content_capture, s.first_n_tokens) == (8080, 9464, "off", (3,))
     assert s.default_route == Route("default", "http://a:8000")
+    assert s.stall_threshold == 1.0
+    assert (
+        load_settings({"upstream": ["http://a"], "stall_threshold": "250ms"}).stall_threshold
+        == 0.25
+    )
 
 
 def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
@@ -53,6 +58,7 @@ def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
         ({"upstream": ["http://x"], "first_n_tokens": "0"}, "--first-n-tokens"),
         ({"upstream": ["http://x"], "read_timeout": "0s"}, "--read-timeout: give a positive"),
         ({"upstream": ["http://x"], "connect_timeout": "0"}, "--connect-timeout: give a positive"),
+        ({"upstream": ["http://x"], "stall_threshold": "0s"}, "--stall-threshold: give a positive"),
     ],
 )
 def test_bad_settings_say_what_and_how(flags: dict, message: str) -> None:
