@@ -25,6 +25,7 @@ DEFAULT_ROUTE = "default"
 CONTENT_CAPTURE_MODES = MODES
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("json", "text")
+SIZE_SETTINGS = ("max_body_size", "max_header_bytes", "max_event_bytes")  # read as sizes
 
 
 class ConfigError(ValueError):
@@ -192,7 +193,7 @@ def _coerce(name: str, value: Any) -> Any:
             "idle_timeout",
         ):
             return parse_duration(value)
-        if name in ("max_body_size", "max_header_bytes", "max_event_bytes"):
+        if name in SIZE_SETTINGS:
             return parse_size(value)
         if name == "continuous_usage":
             if isinstance(value, bool):
