@@ -26,6 +26,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics import exposition as openmetrics
 
+from latency_proxy.config import ConfigError
 from latency_proxy.telemetry import instruments
 
 log = logging.getLogger("latency_proxy.telemetry")
@@ -151,9 +152,18 @@ def _exporting(signal: str, env: Mapping[str, str]) -> bool:
     )
 
 
+GRPC_MISSING = (
+    "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs the OTLP/gRPC exporter, which is not installed: "
+    "pip install 'latency-proxy[grpc]' (or use http/protobuf, the default)"
+)
+
+
 def _span_exporter(env: Mapping[str, str]) -> SpanExporter:
     if _protocol("TRACES", env) == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        except ImportError:
+            raise ConfigError(GRPC_MISSING) from None
     else:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     return OTLPSpanExporter()
@@ -161,7 +171,10 @@ def _span_exporter(env: Mapping[str, str]) -> SpanExporter:
 
 def _metric_exporter(env: Mapping[str, str]) -> MetricExporter:
     if _protocol("METRICS", env) == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        except ImportError:
+            raise ConfigError(GRPC_MISSING) from None
     else:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     return OTLPMetricExporter()
