@@ -186,7 +186,7 @@ import time
 
 from locust import User, constant, task
 
-from loadgen.locust.engine import LoadgenUser
+from loadgen.locust import LoadgenUser
 
 
 class Streams(LoadgenUser):
