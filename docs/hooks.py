@@ -23,13 +23,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from latency_proxy.units import format_duration, format_size, parse_duration, parse_size
+ROOT = str(Path(__file__).resolve().parent.parent)
 
 GENERATED = re.compile(r"<!-- generated: (\w+) ([\w.]+):(\w+)((?: \w+=\w+)*) -->")
 FIELDS = re.compile(r"<!-- fields: ([\w.]+)\.(\w+) -->")
 TRAILING_DEFAULT = re.compile(r"\s*\(default:? ([^()]*(?:\([^()]*\)[^()]*)*)\)$")
+
+
+def on_config(config: Any) -> Any:
+    """Import the code of this checkout (MkDocs restores sys.path after loading a hook)."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    return config
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -130,6 +135,8 @@ def _flag(action: argparse.Action) -> str:
 
 
 def _shown(action: argparse.Action) -> str:
+    from latency_proxy.units import format_duration, format_size, parse_duration, parse_size
+
     value = action.default
     if isinstance(value, bool):
         return "on" if value else "off"
