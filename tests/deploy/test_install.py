@@ -49,6 +49,19 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def wait_ok(url: str, process: subprocess.Popen, timeout_s: float = 60) -> int:
+    """The status of the first answer from `url`, polling while the server starts."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.status
+        except OSError:
+            assert process.poll() is None, "the server exited"
+            assert time.monotonic() < deadline, f"{url} did not answer"
+            time.sleep(0.2)
+
+
 def test_core_installs_none_of_the_extras(core: Path) -> None:
     for name in ABSENT:
         done = subprocess.run(
@@ -72,8 +85,7 @@ def test_core_proxy_starts_and_answers_healthz(core: Path) -> None:
         assert proxy.stdout is not None
         listening = json.loads(proxy.stdout.readline())
         assert listening["msg"] == "listening", listening
-        with urllib.request.urlopen(f"http://{listening['admin']}/healthz", timeout=5) as r:
-            assert r.status == 200
+        assert wait_ok(f"http://{listening['admin']}/healthz", proxy) == 200
         maps = Path(f"/proc/{proxy.pid}/maps").read_text()
         assert "numpy" not in maps and "matplotlib" not in maps
     finally:
@@ -90,16 +102,7 @@ def test_core_runs_the_simulator(core: Path) -> None:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env(), cwd="/",
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                assert sim.poll() is None, "the simulator exited"
-                assert time.monotonic() < deadline, "the simulator did not become ready"
-                time.sleep(0.2)
+        assert wait_ok(f"http://127.0.0.1:{port}/health", sim) == 200
     finally:
         sim.terminate()
         sim.communicate(timeout=30)
