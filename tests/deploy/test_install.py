@@ -1,5 +1,6 @@
 """`pip install latency-proxy` is the proxy alone: a fresh venv with the core's requirements
-and nothing else starts the proxy and the simulator, with no numpy, matplotlib or Locust."""
+and nothing else starts the proxy and the simulator, with no numpy, matplotlib, aiohttp,
+gRPC or Locust."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from tests.support import ROOT
 pytestmark = pytest.mark.slow
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-ABSENT = ("numpy", "matplotlib", "locust", "gevent", "tokenizers")
+ABSENT = ("numpy", "matplotlib", "aiohttp", "locust", "gevent", "grpc", "tokenizers")
 
 
 @pytest.fixture(scope="module")

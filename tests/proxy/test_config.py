@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from latency_proxy.config import ConfigError, Route, load_settings
+from latency_proxy.config import ConfigError, Route, load_settings, upstream_credentials
 from tests.support import ROOT
 
 
@@ -144,3 +144,21 @@ def test_durations_format_as_they_parse(seconds: float, text: str) -> None:
 
     assert format_duration(seconds) == text and parse_duration(text) == seconds
     assert parse_size(format_size(16 * 2**20)) == 16 * 2**20 and format_size(1000) == "1000"
+
+
+@pytest.mark.parametrize("bad", ["\r\n", "\n", "\r", "\x00", "\x01", "\x1b", "\x7f"])
+def test_a_route_key_with_a_byte_no_header_value_may_hold_is_refused(bad: str) -> None:
+    s = load_settings({"upstream": ["m=http://a:1"], "upstream_api_key": ["m=env:K"]}, {})
+    with pytest.raises(ConfigError) as caught:
+        upstream_credentials(s, {"K": f"sk-SECRET{bad}KEY"})
+    assert "RFC 9110" in str(caught.value) and "SECRET" not in str(caught.value)
+    # a tab or a space inside is a valid field value (vLLM compares the whole token)
+    assert upstream_credentials(s, {"K": " sk-a\tb c\n"}) == {"m": "sk-a\tb c"}
+
+
+def test_a_route_key_file_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "k"
+    path.write_bytes(b"sk-\xff\xfe")
+    s = load_settings({"upstream": ["m=http://a:1"], "upstream_api_key": [f"m=file:{path}"]}, {})
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        upstream_credentials(s, {})
