@@ -26,6 +26,7 @@ DEFAULT_ROUTE = "default"
 CONTENT_CAPTURE_MODES = MODES
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("json", "text")
+SIZE_SETTINGS = ("max_body_size", "max_header_bytes", "max_event_bytes")  # read as sizes
 
 
 class ConfigError(ValueError):
@@ -197,7 +198,7 @@ def _coerce(name: str, value: Any) -> Any:
             "stall_threshold",
         ):
             return parse_duration(value)
-        if name in ("max_body_size", "max_header_bytes", "max_event_bytes"):
+        if name in SIZE_SETTINGS:
             return parse_size(value)
         if name == "continuous_usage":
             if isinstance(value, bool):
