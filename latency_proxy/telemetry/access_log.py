@@ -1,16 +1,34 @@
-"""The one log line per request (logger latency_proxy.access; keys in DESIGN.md)."""
+"""The one log line per request (logger latency_proxy.access; keys in DESIGN.md).
+
+The line is one dict, built in key order from the two tables below (a new key is one row)
+and written as one orjson dump (logs.write_fields).
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
 from latency_proxy.telemetry import semconv as sc
-from latency_proxy.telemetry.logs import escape
+from latency_proxy.telemetry.logs import escape, write_fields
 from latency_proxy.telemetry.providers import ModelLabels
 
 log = logging.getLogger("latency_proxy.access")
+
+# after method, path, route, model, operation, stream, status, outcome, error type, bytes, e2e
+TIMING_FIELDS: tuple[tuple[str, Callable[[RequestTiming], object]], ...] = (
+    ("ttft_s", lambda t: t.ttft_s),
+    ("tpot_s", lambda t: t.tpot_s),
+    ("time_to_first_chunk_s", lambda t: t.time_to_first_chunk_s),
+    ("input_tokens", lambda t: t.input_tokens),
+    ("output_tokens", lambda t: t.output_tokens),
+    ("chunks", lambda t: t.content_events),
+    ("coalesced_fraction", lambda t: t.coalesced_fraction),
+    ("invalid_events", lambda t: t.invalid_events),
+    ("finish_reasons", lambda t: t.finish_reasons or None),
+)
 
 
 class LogWriter:
@@ -43,21 +61,10 @@ class LogWriter:
         if exchange.not_measured is not None:
             fields["not_measured"] = exchange.not_measured
         if timing is not None:
-            fields.update(
-                ttft_s=timing.ttft_s,
-                tpot_s=timing.tpot_s,
-                time_to_first_chunk_s=timing.time_to_first_chunk_s,
-                input_tokens=timing.input_tokens,
-                output_tokens=timing.output_tokens,
-                chunks=timing.content_events,
-                coalesced_fraction=timing.coalesced_fraction,
-                invalid_events=timing.invalid_events,
-                finish_reasons=timing.finish_reasons or None,
-            )
+            for key, value in TIMING_FIELDS:
+                fields[key] = value(timing)
         if content:
-            fields.update(
-                input_messages=content.get(sc.GEN_AI_INPUT_MESSAGES),
-                output_messages=content.get(sc.GEN_AI_OUTPUT_MESSAGES),
-            )
+            fields["input_messages"] = content.get(sc.GEN_AI_INPUT_MESSAGES)
+            fields["output_messages"] = content.get(sc.GEN_AI_OUTPUT_MESSAGES)
         level = logging.INFO if exchange.outcome.routine else logging.WARNING
-        log.log(level, "request", extra={"fields": fields})
+        write_fields(log, level, "request", fields)
