@@ -61,16 +61,24 @@ LAYERS: tuple[tuple[str, str], ...] = (
 OTHER = "other (standard library, orjson, …)"
 
 # the per-request work, counted inclusively (a sample counts for every part on its stack):
-# (part, function, file) — file matched as a path suffix
+# (part, function as py-spy names it, file) — file matched as a path suffix
 PARTS: tuple[tuple[str, str, str], ...] = (
-    ("the request's task (forward.Forwarder.__call__)", "__call__", "latency_proxy/forward.py"),
-    ("starting the SERVER span", "start_server", "latency_proxy/telemetry/spans.py"),
-    ("starting the CLIENT span", "start_client", "latency_proxy/telemetry/spans.py"),
-    ("writing the record (recording.finish)", "finish", "latency_proxy/telemetry/recording.py"),
-    ("  the meter's figures (StreamMeter.finish)", "finish", "latency_proxy/meter.py"),
-    ("  metric observations", "record", "latency_proxy/telemetry/metrics.py"),
-    ("  ending the spans", "end", "latency_proxy/telemetry/spans.py"),
-    ("  the log line", "write", "latency_proxy/telemetry/access_log.py"),
+    (
+        "the request's task (forward.Forwarder.__call__)",
+        "Forwarder.__call__",
+        "latency_proxy/forward.py",
+    ),
+    ("starting the SERVER span", "SpanWriter.start_server", "latency_proxy/telemetry/spans.py"),
+    ("starting the CLIENT span", "SpanWriter.start_client", "latency_proxy/telemetry/spans.py"),
+    (
+        "writing the record (recording.finish)",
+        "Recording.finish",
+        "latency_proxy/telemetry/recording.py",
+    ),
+    ("  the meter's figures (StreamMeter.finish)", "StreamMeter.finish", "latency_proxy/meter.py"),
+    ("  metric observations", "MetricsWriter.record", "latency_proxy/telemetry/metrics.py"),
+    ("  ending the spans", "SpanWriter.end", "latency_proxy/telemetry/spans.py"),
+    ("  the log line", "LogWriter.write", "latency_proxy/telemetry/access_log.py"),
     ("uvicorn's request cycle (innermost frame in uvicorn)", "", "uvicorn/"),
 )
 _FRAME = re.compile(r"^(\S+) \(([^()]+):\d+\)$")
