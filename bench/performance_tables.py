@@ -7,8 +7,9 @@ The page holds blocks like
     <!-- end generated -->
 
 and this script rewrites each block's body from the file it names (kinds: run, goals, cells,
-fits, profile), so no figure on the page is typed by hand and every one carries its run
-count and spread. `--check` only says whether the page is up to date (exit 1 if not).
+fits, profile; `profile:TARGET:TOKENS` for one profiled cell), so no figure on the page is
+typed by hand and every one carries its run count and spread. `--check` only says whether
+the page is up to date (exit 1 if not).
 
     python bench/performance_tables.py [--check] [docs/performance.md]
 """
@@ -25,7 +26,9 @@ import orjson
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "performance.md"
-_BLOCK = re.compile(r"(<!-- generated: (\w+) (\S+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL)
+_BLOCK = re.compile(
+    r"(<!-- generated: ([\w:+]+) (\S+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL
+)
 
 
 def _number(figure: str, value: float | None) -> str:
@@ -147,10 +150,13 @@ def fits(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def profile(result: dict) -> str:
-    """Per profiled cell: CPU by layer per event, and the per-request parts per request."""
+def profile(result: dict, target: str | None = None, tokens: str | None = None) -> str:
+    """Per profiled cell (or the one of `target` and `tokens`): CPU by layer per event, and
+    the per-request parts per request."""
     out = []
     for p in result["profiles"]:
+        if target is not None and (p["target"], str(p["tokens"])) != (target, tokens):
+            continue
         total = sum(p["layers"].values()) or 1
         per_event, per_request = p["cpu_us_per_event"], p["cpu_us_per_request"]
         out.append(
@@ -175,7 +181,7 @@ def profile(result: dict) -> str:
     return "\n".join(out)
 
 
-KINDS: dict[str, Callable[[dict], str]] = {
+KINDS: dict[str, Callable[..., str]] = {
     "run": run_line,
     "goals": goals,
     "cells": cells,
@@ -191,9 +197,10 @@ def everything(result: dict) -> str:
 
 def regenerate(text: str, root: Path = REPO) -> str:
     def block(match: re.Match[str]) -> str:
-        opening, kind, source, _, closing = match.groups()
+        opening, selector, source, _, closing = match.groups()
+        kind, *selection = selector.split(":")  # e.g. profile:proxy:64
         result = orjson.loads((root / source).read_bytes())
-        return opening + KINDS[kind](result) + closing
+        return opening + KINDS[kind](result, *selection) + closing
 
     return _BLOCK.sub(block, text)
 

@@ -75,10 +75,10 @@ PARTS: tuple[tuple[str, str, str], ...] = (
         "Recording.finish",
         "latency_proxy/telemetry/recording.py",
     ),
-    ("  the meter's figures (StreamMeter.finish)", "StreamMeter.finish", "latency_proxy/meter.py"),
-    ("  metric observations", "MetricsWriter.record", "latency_proxy/telemetry/metrics.py"),
-    ("  ending the spans", "SpanWriter.end", "latency_proxy/telemetry/spans.py"),
-    ("  the log line", "LogWriter.write", "latency_proxy/telemetry/access_log.py"),
+    ("— the meter's figures (StreamMeter.finish)", "StreamMeter.finish", "latency_proxy/meter.py"),
+    ("— metric observations", "MetricsWriter.record", "latency_proxy/telemetry/metrics.py"),
+    ("— ending the spans", "SpanWriter.end", "latency_proxy/telemetry/spans.py"),
+    ("— the log line", "LogWriter.write", "latency_proxy/telemetry/access_log.py"),
     ("uvicorn's request cycle (innermost frame in uvicorn)", "", "uvicorn/"),
 )
 _FRAME = re.compile(r"^(\S+) \(([^()]+):\d+\)$")
