@@ -262,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{args.nginx} not found: apt-get install -y nginx-light, or --targets without nginx"
         )
     pin = Pinning(not args.no_pin)
+    source = _source()  # before anything runs: what the processes under test start from
     shapes = [(streams, tokens) for streams in args.streams for tokens in args.tokens]
     runs: list[dict] = []
     profiles: list[dict] = []
@@ -312,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     lines = raw.read_text().splitlines()
                     layers = {"layers": by_layer(lines), "parts": parts(lines), "raw": str(raw)}
                     profiles.append({**result, **layers})
-    result = assemble(args, argv, pin, runs, profiles)
+    result = assemble(args, argv, pin, source, runs, profiles)
     out = args.out or RESULTS / f"overhead-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
@@ -323,7 +324,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(tables.everything(result))
 
 
-def assemble(args, argv, pin: Pinning, runs: list[dict], profiles: list[dict]) -> dict:
+def _source() -> dict:
+    """The commit, and whether tracked files differ from it."""
+    return {
+        "commit": _git("rev-parse", "--short=12", "HEAD"),
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+    }
+
+
+def assemble(
+    args, argv, pin: Pinning, source: dict, runs: list[dict], profiles: list[dict]
+) -> dict:
     """The run's JSON: how it was made, every cell of every repeat, and what they sum to."""
     figures.compare(runs)
     fits = figures.fit(runs)
@@ -332,8 +343,7 @@ def assemble(args, argv, pin: Pinning, runs: list[dict], profiles: list[dict]) -
     settings = {k: v for k, v in vars(args).items() if k not in ("json", "out", "profile")}
     return {
         "command": shlex.join(command),
-        "commit": _git("rev-parse", "--short=12", "HEAD"),
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        **source,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "pinning": pin.describe()},
         "settings": settings,
