@@ -7,6 +7,7 @@ A page asks for a table with a marker, replaced by the table when the site is bu
     <!-- generated: metrics latency_proxy.telemetry.instruments:ALL -->   every instrument
     <!-- generated: presets loadgen.sim.presets:load -->   every bundled preset's figures
     <!-- fields: loadgen.records.Record -->   the page must name every field (checked)
+    <!-- fields: latency_proxy.telemetry.access_log.TIMING_FIELDS -->   every key of a table
 
 so a flag's default, a metric's name and a record's keys each have one source, the code.
 A marker that cannot be honoured fails the build (`mkdocs build --strict` runs in CI).
@@ -66,10 +67,15 @@ def _generate(kind: str, source: Any, kwargs: dict[str, Any]) -> str:
     raise ValueError(f"docs/hooks.py: unknown table kind {kind!r}")
 
 
-def _check_fields(markdown: str, cls: type, page: str) -> None:
-    missing = [f.name for f in dataclasses.fields(cls) if f"`{f.name}`" not in markdown]
+def _check_fields(markdown: str, source: Any, page: str) -> None:
+    """A dataclass's fields, or the first items of a table of (key, …) rows."""
+    if dataclasses.is_dataclass(source):
+        names, what = [f.name for f in dataclasses.fields(source)], source.__name__
+    else:
+        names, what = [row[0] for row in source], "the table"
+    missing = [name for name in names if f"`{name}`" not in markdown]
     if missing:
-        raise ValueError(f"{page}: {cls.__name__}'s fields {missing} are not documented")
+        raise ValueError(f"{page}: {what}'s fields {missing} are not documented")
 
 
 def _parser(source: Any, kwargs: dict[str, Any]) -> argparse.ArgumentParser:
