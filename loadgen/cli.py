@@ -292,6 +292,14 @@ def _add_search_flags(group: argparse._ArgumentGroup) -> None:
         default=900.0,
         help="stop searching when the next probe would end past this (default 15m)",
     )
+    group.add_argument(
+        "--repeat",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then re-run each final bracket's ends N times with new seeds and report the "
+        "spread of the capacity figure (outside --budget; default 0)",
+    )
     group.set_defaults(concurrency=None, rate=None)
 
 
@@ -384,8 +392,6 @@ def _configured(
 def _capacity(argv: Sequence[str]) -> int:
     parser = build_parser(search=True)
     args = parser.parse_args(argv[1:])
-    if args.by == "concurrency" and args.duration is not None:
-        parser.error("--by concurrency sizes probes in requests: use --requests")
     if args.by == "concurrency" and args.start != int(args.start):
         parser.error("--by concurrency starts at a whole number of streams")
     config = _configured(parser, args, argv)
@@ -397,5 +403,6 @@ def _capacity(argv: Sequence[str]) -> int:
         budget_s=args.budget,
         probe_requests=args.requests,
         min_probe_s=args.duration,
+        repeat=args.repeat,
     )
     return capacity.main(replace(config, sweep=args.by, levels=(args.start,)), search)

@@ -152,10 +152,14 @@ def judge(
             f"{first:.2f} s in the window's first third, {last:.2f} s in its last)"
         )
     reasons += _server_reasons(server or {}, open_loop)
+    settles = [p.settled for p in phases if p.settled is not None]
     verdict: dict[str, Any] = {
         "steady": not reasons,
         "reasons": reasons,
         "loop": "open" if open_loop else "closed",
+        # a settling warm-up (settle.py): did the in-flight count stop growing before the window
+        "settled": all(settles) if settles else None,
+        "warmup_s": max((p.warmup_s for p in phases if p.warmup_s is not None), default=None),
         "arrival_per_s": arrival,
         "completion_per_s": completion,
         **trend,
