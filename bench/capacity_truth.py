@@ -16,9 +16,11 @@ bracket, probes, elapsed time and error against the truth to bench/results/capac
     .venv/bin/python bench/capacity_truth.py search --preset llama-70b-awq-tp4-a100 --by rate
 
 Both start the simulator (no proxy: the simulator is the target) and loadgen on this
-machine at --nice (default -10: on a box shared with other jobs the simulator, which runs
-in real time, must not be starved); the simulator's lag (loadgen_sim_schedule_lag_seconds,
-scraped before and after each run) says whether it kept its schedule anyway.
+machine at --nice (default -10), the simulator SCHED_FIFO (--realtime, the default: on a
+box shared with other jobs the simulator, which runs in real time, must not be starved;
+it sleeps between steps, so it does not starve the others); the simulator's lag
+(loadgen_sim_schedule_lag_seconds, scraped before and after each run) says whether it kept
+its schedule anyway.
 """
 
 from __future__ import annotations
@@ -73,13 +75,15 @@ def loadgen(argv: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def simulator(preset: str, log_dir: Path) -> Iterator[str]:
-    """`python -m loadgen.sim --preset P` on a free port; yields its base URL."""
+def simulator(preset: str, log_dir: Path, realtime: bool) -> Iterator[str]:
+    """`python -m loadgen.sim --preset P` on a free port (SCHED_FIFO if asked); its URL."""
     log_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     argv = [sys.executable, "-m", "loadgen.sim", "--preset", preset, "--port", str(port)]
-    with running(argv, url + "/health", log_dir / "sim.log"):
+    with running(argv, url + "/health", log_dir / "sim.log") as process:
+        if realtime:
+            os.sched_setscheduler(process.pid, os.SCHED_FIFO, os.sched_param(1))
         yield url
 
 
@@ -88,7 +92,7 @@ def truth(args: argparse.Namespace) -> None:
     levels = [float(x) for x in args.levels.split(",")]
     flag = "--rate" if args.by == "rate" else "--concurrency"
     runs, lags = [], []
-    with simulator(args.preset, out) as sim:
+    with simulator(args.preset, out, args.realtime) as sim:
         for seed in range(1, args.seeds + 1):
             run_dir = out / f"seed-{seed}"
             before = lag(sim + "/metrics")
@@ -179,7 +183,7 @@ def _crossing(table: list[dict[str, Any]]) -> dict[str, Any]:
 
 def search(args: argparse.Namespace) -> None:
     out = Path(args.out)
-    with simulator(args.preset, out) as sim:
+    with simulator(args.preset, out, args.realtime) as sim:
         before = lag(sim + "/metrics")
         started = time.monotonic()
         loadgen(
@@ -240,6 +244,12 @@ def main() -> None:
         p.add_argument("--by", choices=("rate", "concurrency"), default="rate")
         p.add_argument("--out", required=True, help="where the runs go")
         p.add_argument("--nice", type=int, default=-10, help="niceness of all it starts")
+        p.add_argument(
+            "--realtime",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="run the simulator SCHED_FIFO: a shared box's stand-in for its own cores",
+        )
     t = sub.choices["truth"]
     t.add_argument("--levels", required=True, help="comma-separated, near the knee")
     t.add_argument("--seeds", type=int, default=2)

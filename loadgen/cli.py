@@ -38,10 +38,14 @@ subcommands:
 """
 CAPACITY = "Find, per target, the most load at which every SLO holds and the server keeps up."
 CAPACITY_EPILOG = """\
-each probe is a run of one target at one level, in DIR/probe-NN-<target>-<level>/; targets
-take turns probe by probe. --requests sizes every probe (default: the fewest requests that
-bound each SLO's percentile from both sides at 95%: P90 36, P99 368); --duration makes
-rate probes last at least that long.
+each probe is a run of one target at one level, in DIR/probe-NN-<target>-<level>/, with its
+own arrival seed; targets take turns level by level. A probe warms up for at least --warmup
+and then until the in-flight count stops growing (at most 30 s), then measures at least 10
+request durations and --requests (default: the fewest requests that bound each SLO's
+percentile from both sides at 95%: P90 36, P99 368; --duration: at least that long). It
+meets when every SLO's 95% interval lies under its limit and it is steady, fails when one
+lies above or it saturated, and is otherwise undecided and run again twice as long (twice
+at most); the bracket uses decided probes only and is bisected to within 5%.
 """
 
 

@@ -80,6 +80,8 @@ class Phase:
     interrupted: bool = False
     warmup_s: float | None = None  # a settling warm-up's length
     settled: bool | None = None  # None: the warm-up was a fixed time
+    # an unsettled warm-up's client in-flight count: mean over its second and last quarter
+    warmup_in_flight: tuple[float, float] | None = None
 
     @property
     def busy(self) -> tuple[float, float]:

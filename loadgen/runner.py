@@ -122,6 +122,7 @@ class Runner:
                         interrupted=budget.interrupted,
                         warmup_s=None if block.settle is None else budget.warm_end - budget.start,
                         settled=budget.settled,
+                        warmup_in_flight=budget.warmup_in_flight,
                     )
                 )
                 if opening is not None:
@@ -157,8 +158,10 @@ class Runner:
             if now >= budget.start + ramp and settle.settled(series, e2e, rate):
                 budget.open(now, True, e2e)
                 return
-            if now >= deadline:
-                budget.open(now, False, e2e)
+            runaway = any(settle.ran_away(s, e2e) for s in series)
+            if now >= deadline or runaway:
+                budget.warmup_in_flight = settle.quarters(counts)
+                budget.open(now, False, None)  # a window of its own length: no E2E to go by
                 return
             await asyncio.sleep(SETTLE_SAMPLE_S)
 
@@ -355,6 +358,7 @@ class _Budget:
         self.done_at: float | None = None  # when the last one finished
         self.interrupted = False
         self.settled: bool | None = None  # a settling warm-up's outcome
+        self.warmup_in_flight: tuple[float, float] | None = None  # ... its quarters, unsettled
         self.opened = asyncio.Event()  # the measured window is open
         self.over = asyncio.Event()
         self.closing: list[Snapshot] = []  # the servers as the measured window closed

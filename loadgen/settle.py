@@ -11,7 +11,9 @@ durations (at least MIN_WINDOW_S) — the time the count needs to respond. The c
 client's (sent, not finished) and, where the server is sampled, vLLM's
 `num_requests_running + num_requests_waiting`; both must settle.
 A warm-up that reaches its cap still growing ends anyway, marked unsettled: the level's
-steadiness cannot be told from it.
+steadiness cannot be told from it. One whose count ran away — its last quarter's mean at
+least RUNAWAY times its second quarter's, and RUNAWAY_ABS requests more — ends as soon as that is
+plain (after RUNAWAY_WINDOWS windows): the level is saturated, however long it were watched.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ GROWTH = 0.10  # steady.SHORTFALL: the same share of arrivals
 GROWTH_ABS = 1.0
 WINDOW_E2ES = 2.0
 MIN_WINDOW_S = 2.0
+RUNAWAY = 1.5
+RUNAWAY_WINDOWS = 4
+RUNAWAY_ABS = 5  # requests: a smaller rise is no runaway, however large in proportion
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +68,32 @@ def settled(
     """Every sampled count has stopped growing (see the module docstring)."""
     window = window_s(e2e_s)
     return window is not None and all(growing(s, window, rate_per_s) is False for s in series)
+
+
+def quarters(samples: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """The mean count over the second quarter of the samples' span and over the last."""
+    if len(samples) < 8:
+        return None
+    start, end = samples[0][0], samples[-1][0]
+    span = end - start
+
+    def mean(lo: float, hi: float) -> float:
+        values = [n for t, n in samples if start + lo * span <= t <= start + hi * span]
+        return sum(values) / len(values) if values else 0.0
+
+    return mean(0.25, 0.5), mean(0.75, 1.0)
+
+
+def ran_away(samples: Sequence[tuple[float, float]], e2e_s: float | None) -> bool:
+    """The count grew without end (see the module docstring); never before a request has
+    finished, since a server filling its batch with long requests grows as long as they last."""
+    window = window_s(e2e_s)
+    if window is None or not samples or samples[-1][0] - samples[0][0] < RUNAWAY_WINDOWS * window:
+        return False
+    found = quarters(samples)
+    return found is not None and runaway(*found)
+
+
+def runaway(before: float, after: float) -> bool:
+    """From the mean count over a warm-up's second quarter to its last: ran away."""
+    return after >= max(RUNAWAY * before, before + RUNAWAY_ABS)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen import settle
 from loadgen.records import Phase, Record
 
 SHORTFALL = 0.10  # completions this far below arrivals: the server did not keep up
@@ -152,6 +153,7 @@ def judge(
             f"{first:.2f} s in the window's first third, {last:.2f} s in its last)"
         )
     reasons += _server_reasons(server or {}, open_loop)
+    reasons += _runaway(phases)
     settles = [p.settled for p in phases if p.settled is not None]
     verdict: dict[str, Any] = {
         "steady": not reasons,
@@ -193,6 +195,19 @@ def _fell_behind(
     span = sum(end - start for start, end in windows.values())
     in_flight = len(measured) / span * float(np.median(young)) if young and span > 0 else 0.0
     return shortfall > BACKLOG + 3 * math.sqrt(2 * in_flight)
+
+
+def _runaway(phases: Sequence[Phase]) -> list[str]:
+    """A settling warm-up whose in-flight count ran away (settle.ran_away): saturated."""
+    for p in phases:
+        if p.settled is False and p.warmup_in_flight is not None:
+            before, after = p.warmup_in_flight
+            if settle.runaway(before, after):
+                return [
+                    f"requests in flight grew from {before:.0f} to {after:.0f} through the "
+                    f"warm-up ({p.warmup_s:.0f} s) and never settled"
+                ]
+    return []
 
 
 def label(state: Mapping[str, Any] | None) -> str | None:

@@ -4,8 +4,8 @@ probe is extended).
 
 Fixed timing has no queue: TTFT is 100 ms ± 50% whatever the load, so a limit far above or
 below it decides every probe at once. The slow level is the llama preset serving one
-request at a time (--max-num-seqs 1: about 2 requests/s of 128 in / 32 out) offered 5% more
-than that on a constant schedule: its queue, and TTFT with it, grows by 0.05 s every second
+request at a time (--max-num-seqs 1: about 2 requests/s of 128 in / 32 out) offered 4% more
+than that on a constant schedule: its queue, and TTFT with it, grows by 0.04 s every second
 from the first request on, too little against TTFT's level after a 20 s warm-up to call it
 saturated in one probe's window, but clear in the window twice as long.
 """
@@ -49,16 +49,22 @@ def fixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_fixed_timing_decides_every_probe_at_once(fixed: str, tmp_path: Path) -> None:
     argv = ["capacity", "--target", fixed, "--by", "concurrency", "--budget", "40s"]
     slo = ["--slo", "ttft=400ms@p90", "--slo", "tpot=50ms@p90"]
-    assert main([*argv, *slo, *WORKLOAD, *LENIENT, "--out", str(tmp_path / "meets")]) == 0
+    meets = [*argv, *slo, *WORKLOAD, *LENIENT, "--repeat", "1"]
+    assert main([*meets, "--out", str(tmp_path / "meets")]) == 0
     result = json.loads((tmp_path / "meets" / "capacity.json").read_text())
     (t,) = result["targets"].values()
-    assert result["stopped"] == "budget" and len(t["probes"]) >= 2  # no queue: nothing fails
-    assert [p["level"] for p in t["probes"]][:2] == [1, 2]  # doubling
+    *searched, repeated = t["probes"]
+    assert result["stopped"] == "budget" and len(searched) >= 2  # no queue: nothing fails
+    assert [p["level"] for p in searched][:2] == [1, 2]  # doubling
     for p in t["probes"]:
         assert p["outcome"] == "meets" and p["extension"] == 0 and p["settled"] is True
         low, high = p["intervals"]["ttft"]["ci95"]
         assert 0.05 <= low <= high <= 0.4  # 100 ms ± 50%: P90 near 140 ms
-    assert t["capacity"] == t["probes"][-1]["level"] and t["bracket"][1] is None
+    assert t["capacity"] == searched[-1]["level"] and t["bracket"][1] is None
+    # --repeat: the bracket's one end again, with a seed of its own
+    assert repeated["repeat"] == 1 and repeated["level"] == t["capacity"]
+    assert len({p["seed"] for p in t["probes"]}) == len(t["probes"])
+    assert t["repeat"]["agree"] == 1 and t["repeat"]["runs"][0]["crossing"] is None
 
     tight = ["--slo", "ttft=40ms@p90", "--slo", "tpot=50ms@p90"]  # below every TTFT
     assert main([*argv, *tight, *WORKLOAD, *LENIENT, "--out", str(tmp_path / "fails")]) == 0
@@ -83,12 +89,12 @@ def test_a_level_that_saturates_slowly_is_undecided_then_fails(
     from loadgen import run
     from loadgen.cli import build_parser, config_from
 
-    # its service rate, measured: one request at a time, back to back
-    args = ["--target", one_at_a_time, "--concurrency", "1", "--requests", "10", *WORKLOAD]
+    # its service rate, measured: one request at a time, back to back, each taking its E2E
+    args = ["--target", one_at_a_time, "--concurrency", "1", "--requests", "20", *WORKLOAD]
     args += ["--output-tokens", "32", "--out", str(tmp_path / "rate")]
     summary = run.measure(config_from(build_parser().parse_args(args), args))
-    served = next(iter(summary["targets"].values()))["throughput"]["requests_per_s"]
-    level = round(served * 1.05, 2)
+    service_s = next(iter(summary["targets"].values()))["metrics"]["e2e_s"]["mean"]
+    level = round(1.04 / service_s, 2)
     argv = [
         *("-m", "loadgen", "capacity", "--target", one_at_a_time, "--start", f"{level}"),
         *("--server-metrics", f"{one_at_a_time}/metrics", "--arrival", "constant"),

@@ -255,3 +255,27 @@ def test_by_concurrency_a_level_that_only_adds_waiting_is_saturated() -> None:
     capacity._queueing(probes[-1], probes)
     assert probes[-1]["outcome"] == FAILS and probes[-1]["steady_state"]["steady"] is False
     assert probes[-1]["failures"][0].startswith("saturated: concurrency 16 is beyond")
+
+
+def test_repeats_report_whether_the_bracket_held_and_the_spread_of_the_figure() -> None:
+    search = Search(AXES["rate"], 1)
+    search.record(7.0, MEETS)
+    search.record(8.0, FAILS)
+
+    def at(number: int, level: float, outcome: str, tpot: float, repeat: int | None) -> dict:
+        return {**probe(number, level, outcome == MEETS, 0.3, 100), "outcome": outcome,
+                "ratios": {"ttft": 0.4, "tpot": tpot}, "repeat": repeat}  # fmt: skip
+
+    probes = [
+        at(1, 7.0, MEETS, 0.9, None),
+        at(2, 8.0, FAILS, 1.1, None),
+        at(3, 7.0, MEETS, 0.8, 1),
+        at(4, 8.0, FAILS, 1.2, 1),
+        at(5, 7.0, UNDECIDED, 1.0, 2),  # the lower end straddled its limit this time
+        at(6, 8.0, FAILS, 1.4, 2),
+    ]
+    rep = capacity_report._repeats(probes, search)
+    assert [r["agrees"] for r in rep["runs"]] == [True, False] and rep["agree"] == 1
+    assert rep["runs"][1]["outcomes"] == {"7": UNDECIDED, "8": FAILS}
+    assert [r["crossing"] for r in rep["runs"]] == pytest.approx([7.5, 7.0])
+    assert rep["crossing_spread"] == pytest.approx([7.0, 7.5])

@@ -70,3 +70,22 @@ def test_a_probe_summary_says_whether_its_warm_up_settled() -> None:
     plain = Phase(target="a", block=0, start_at=T0, end_at=T0 + 30)
     state = summarize(records, [plain], [], [], SummarySettings(), "rate")["targets"]["a"]
     assert state["steady_state"]["settled"] is None  # a fixed warm-up tells nothing
+
+
+def test_a_runaway_warm_up_ends_early_and_calls_the_level_saturated() -> None:
+    # 20/s into a server finishing 10/s: 10 more in flight every second
+    records = open_loop(np.arange(0, 60, 1 / 20), 2, 0.2, 60)
+    samples = counts(records, 60)
+    early = [s for s in samples if s[0] <= 1.5]
+    assert not settle.ran_away(early, 0.2)  # too soon to tell
+    when = next(t for t, _ in samples if settle.ran_away([s for s in samples if s[0] <= t], 0.2))
+    assert when <= 4 * settle.MIN_WINDOW_S + 0.5  # as soon as it spans four windows
+    filling = [(t / 4, min(t / 4, 20.0)) for t in range(4 * 40)]  # fills for 20 s, then holds
+    assert not settle.ran_away(filling, 1.0)
+    assert not settle.ran_away(filling[:80], None)  # nothing finished yet: a batch filling
+    quarters = settle.quarters([s for s in samples if s[0] <= when])
+    phase = Phase(target="a", block=0, start_at=T0, end_at=T0 + 30, warmup_s=when,
+                  settled=False, warmup_in_flight=quarters)  # fmt: skip
+    state = summarize(records, [phase], [], [], SummarySettings(), "rate")["targets"]["a"]
+    assert state["steady_state"]["steady"] is False
+    assert any("grew from" in r and "never settled" in r for r in state["steady_state"]["reasons"])
