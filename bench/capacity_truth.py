@@ -4,8 +4,9 @@
 near the knee with several arrival seeds, and writes every level's SLO percentiles, steady
 verdicts and the simulator's own lateness to bench/results/capacity_truth.json. The true
 capacity is where the binding SLO's percentile (averaged over seeds) crosses its limit,
-interpolated between the highest level that meets every SLO and the next one up (levels
-where any seed saturated count as failing).
+interpolated between the highest level that meets every SLO and the next one up (open loop:
+levels where any seed saturated count as failing; closed loop cannot run away, so there the
+SLOs alone decide and the steady verdicts are only recorded).
 
 `search` runs `python -m loadgen capacity` with its defaults (only the SLOs, the workload and
 the axis given) against a fresh simulator per preset and axis, and writes the answer, its
@@ -126,7 +127,7 @@ def truth(args: argparse.Namespace) -> None:
             print(f"seed {seed}: {len(levels)} levels in {wall:.0f} s", file=sys.stderr)
             figures = lag_figures(before, lag(sim + "/metrics"))
             lags.append({"seed": seed, "wall_s": round(wall), **figures})
-    table = _table(levels, runs)
+    table = _table(levels, runs, open_loop=args.by == "rate")
     result = {
         "preset": args.preset,
         "by": args.by,
@@ -145,7 +146,9 @@ def truth(args: argparse.Namespace) -> None:
     print(json.dumps({k: result[k] for k in ("preset", "by", "capacity")}))
 
 
-def _table(levels: list[float], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _table(
+    levels: list[float], runs: list[dict[str, Any]], open_loop: bool
+) -> list[dict[str, Any]]:
     """Per level: each SLO's percentile averaged over seeds, as a share of its limit."""
     table = []
     for level in levels:
@@ -155,7 +158,7 @@ def _table(levels: list[float], runs: list[dict[str, Any]]) -> list[dict[str, An
             values = [r[m]["value"] for r in at if r[m]["value"] is not None]
             row[m] = sum(values) / len(values) if values else None
             row[f"{m}_ratio"] = row[m] / limit if values else None
-        row["meets"] = row["steady"] and all(
+        row["meets"] = (row["steady"] or not open_loop) and all(
             row[f"{m}_ratio"] is not None and row[f"{m}_ratio"] <= 1 for m in SLOS
         )
         table.append(row)
@@ -172,13 +175,24 @@ def _crossing(table: list[dict[str, Any]]) -> dict[str, Any]:
     if not above:
         return {"level": low["level"], "between": [low["level"], None]}
     high = min(above, key=lambda r: r["level"])
-    if not high["steady"]:
+    if not high["steady"] and all(high[f"{m}_ratio"] <= 1 for m in SLOS):
         return {"level": low["level"], "between": [low["level"], high["level"]]}
     ratio = max(SLOS, key=lambda m: high[f"{m}_ratio"])
     r0, r1 = low[f"{ratio}_ratio"], high[f"{ratio}_ratio"]
     share = (1 - r0) / (r1 - r0) if r1 > r0 else 0.0
     level = low["level"] + share * (high["level"] - low["level"])
     return {"level": round(level, 3), "between": [low["level"], high["level"]], "binding": ratio}
+
+
+def retable(args: argparse.Namespace) -> None:
+    """Recompute a stored truth's table and capacity from its runs (the rule changed)."""
+    path = RESULTS / f"capacity_truth-{args.preset}-{args.by}.json"
+    result = json.loads(path.read_text())
+    levels = [row["level"] for row in result["levels"]]
+    result["levels"] = _table(levels, result["runs"], open_loop=args.by == "rate")
+    result["capacity"] = _crossing(result["levels"])
+    _store(path.name, result)
+    print(json.dumps({k: result[k] for k in ("preset", "by", "capacity")}))
 
 
 def search(args: argparse.Namespace) -> None:
@@ -198,6 +212,7 @@ def search(args: argparse.Namespace) -> None:
     (t,) = found["targets"].values()
     truth_file = RESULTS / f"capacity_truth-{args.preset}-{args.by}.json"
     true = json.loads(truth_file.read_text())["capacity"]["level"] if truth_file.exists() else None
+    crossing = t.get("crossing")
     entry = {
         "preset": args.preset,
         "by": args.by,
@@ -210,6 +225,8 @@ def search(args: argparse.Namespace) -> None:
         "elapsed_s": round(wall),
         "truth": true,
         "error": None if not (true and t["capacity"]) else round(t["capacity"] / true - 1, 3),
+        "crossing": crossing,
+        "crossing_error": None if not (true and crossing) else round(crossing / true - 1, 3),
         "sim_lag": sim_lag,
         "sim_commit": _commit(),
     }
@@ -238,11 +255,11 @@ def _store(name: str, data: Any) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("truth", "search"):
+    for name in ("truth", "search", "retable"):
         p = sub.add_parser(name)
         p.add_argument("--preset", required=True)
         p.add_argument("--by", choices=("rate", "concurrency"), default="rate")
-        p.add_argument("--out", required=True, help="where the runs go")
+        p.add_argument("--out", help="where the runs go")
         p.add_argument("--nice", type=int, default=-10, help="niceness of all it starts")
         p.add_argument(
             "--realtime",
@@ -258,7 +275,12 @@ def main() -> None:
     sub.choices["search"].add_argument("extra", nargs="*", help="more capacity flags (after --)")
     args = parser.parse_args()
     os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # inherited by the simulator and loadgen
-    truth(args) if args.command == "truth" else search(args)
+    if args.command == "truth":
+        truth(args)
+    elif args.command == "search":
+        search(args)
+    else:
+        retable(args)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,12 @@ free) says where the true one lies. So a probe:
 - is *undecided* otherwise: an interval straddles its limit (or a side of it cannot be
   bounded with this many requests), the warm-up reached its cap while the in-flight count
   still grew, or TTFT still rose through the window without (yet) growing enough to call
-  the level saturated, or the client did not keep up (`valid`: its own lag blurred the
-  timings, which says nothing about the server). A longer probe can tell; the search
-  extends it.
+  the level saturated. A longer probe can tell; the search extends it.
+
+A client that fell behind (`valid` false: its send or event-loop lag over the run's limit)
+only ever makes latencies look longer, by up to its lag: so its probe's intervals are read
+with their lower ends lowered by that lag (P99 of either). An interval still wholly under
+the limit meets, one still wholly above fails; one that the lag makes straddle is undecided.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ def verdict(target: Mapping[str, Any], slos: Slos) -> Verdict:
     unsure: list[str] = []
     ratios: dict[str, float] = {}
     intervals: dict[str, dict[str, Any]] = {}
+    blur = 0.0 if target["valid"] else _client_lag(target)
     for metric, limit in slos.limits.items():
         pct = slos.percentile(metric)
         block = target["metrics"][METRICS[metric]]
@@ -79,26 +83,34 @@ def verdict(target: Mapping[str, Any], slos: Slos) -> Verdict:
             unsure.append(f"{name}: too few samples")
             continue
         ci = (block.get("ci95") or {}).get(pct)
-        side = _side(*(ci or (None, None)), limit)
+        low, high = ci or (None, None)
+        side = _side(None if low is None else low - blur, high, limit)
         ratios[metric] = value / limit
         intervals[metric] = {"value": value, "ci95": ci, "limit": limit, "side": side}
         if side == "above":
             failures.append(f"{name} {_interval(value, ci, limit)}")
         elif side == "straddles":
-            unsure.append(f"{name} {_interval(value, ci, limit)}: its interval straddles the limit")
+            widened = f" (widened by the client's {seconds(blur)} lag)" if blur else ""
+            unsure.append(
+                f"{name} {_interval(value, ci, limit)}: its interval straddles the limit{widened}"
+            )
     state = target.get("steady_state") or {"steady": True, "reasons": []}
     if not state["steady"]:
         failures.append("saturated: " + "; ".join(state["reasons"]))
     else:
         unsure += _unsteady(state)
-    if not target["valid"]:
-        unsure.append("invalid: " + "; ".join(target["invalid_reasons"]))
     requests = target["requests"]
     total = requests["ok"] + requests["failed"]
     if total and requests["failed"] > MAX_FAILED * total:
         failures.append(f"{requests['failed']} of {total} requests failed")
     outcome = FAILS if failures else (UNDECIDED if unsure else MEETS)
     return Verdict(outcome, state["steady"], target["valid"], failures, unsure, ratios, intervals)
+
+
+def _client_lag(target: Mapping[str, Any]) -> float:
+    """How much later than the truth the client's timings may be: its lags' P99s."""
+    lags = (target.get("client") or {}).values()
+    return max((block.get("p99") or 0.0 for block in lags), default=0.0)
 
 
 def _unsteady(state: Mapping[str, Any]) -> list[str]:

@@ -279,3 +279,15 @@ def test_repeats_report_whether_the_bracket_held_and_the_spread_of_the_figure() 
     assert rep["runs"][1]["outcomes"] == {"7": UNDECIDED, "8": FAILS}
     assert [r["crossing"] for r in rep["runs"]] == pytest.approx([7.5, 7.0])
     assert rep["crossing_spread"] == pytest.approx([7.0, 7.5])
+
+
+def test_a_client_that_fell_behind_only_blurs_the_intervals_lower_ends() -> None:
+    def blurred(ttft: tuple[float, float, float]) -> dict:
+        lag = {"p50": 0.005, "p99": 0.03}
+        return {**target(ttft), "valid": False, "invalid_reasons": ["client event-loop lag …"],
+                "client": {"send_lag_s": {"p99": 0.001}, "loop_lag_s": lag}}  # fmt: skip
+
+    assert verdict(blurred((0.5, 0.45, 0.7)), SLOS).outcome == MEETS  # lag only adds
+    assert verdict(blurred((0.95, 0.85, 1.1)), SLOS).outcome == FAILS  # 850 - 30 ms > 800
+    close = verdict(blurred((0.95, 0.82, 1.1)), SLOS)  # 820 - 30 ms: it may be under
+    assert close.outcome == UNDECIDED and "widened by the client's 30 ms lag" in close.unsure[0]
