@@ -3,10 +3,13 @@
 `truth` measures, per preset and axis, long open-loop (or closed-loop) runs at a few levels
 near the knee with several arrival seeds, and writes every level's SLO percentiles, steady
 verdicts and the simulator's own lateness to bench/results/capacity_truth.json. The true
-capacity is where the binding SLO's percentile (averaged over seeds) crosses its limit,
-interpolated between the highest level that meets every SLO and the next one up (open loop:
-levels where any seed saturated count as failing; closed loop cannot run away, so there the
-SLOs alone decide and the steady verdicts are only recorded).
+capacity (`capacity.level`) is where a least-squares line through each level's binding
+ratio (the SLO percentile averaged over seeds, over its limit; the binding SLO is the one
+highest at the top level) crosses 1: near the knee a 30 s window's P90 scatters by more
+than the step between levels, so no single level decides it. `capacity.bracket` is the
+highest level meeting every SLO (open loop: in every seed steady; closed loop cannot run
+away, so there the SLOs alone decide) and the next one up, and `capacity.seeds` the same
+line per seed: how much the truth itself moves.
 
 `search` runs `python -m loadgen capacity` with its defaults (only the SLOs, the workload and
 the axis given) against a fresh simulator per preset and axis, and writes the answer, its
@@ -138,7 +141,7 @@ def truth(args: argparse.Namespace) -> None:
         "seeds": args.seeds,
         "sim_commit": _commit(),
         "levels": table,
-        "capacity": _crossing(table),
+        "capacity": _crossing(table, runs),
         "sim_lag": lags,
         "runs": runs,
     }
@@ -165,23 +168,37 @@ def _table(
     return table
 
 
-def _crossing(table: list[dict[str, Any]]) -> dict[str, Any]:
-    """Where the binding ratio crosses 1 between the highest meeting level and the next."""
-    meets = [r for r in table if r["meets"]]
-    if not meets:
-        return {"level": None, "between": [None, table[0]["level"]]}
-    low = max(meets, key=lambda r: r["level"])
-    above = [r for r in table if r["level"] > low["level"]]
-    if not above:
-        return {"level": low["level"], "between": [low["level"], None]}
-    high = min(above, key=lambda r: r["level"])
-    if not high["steady"] and all(high[f"{m}_ratio"] <= 1 for m in SLOS):
-        return {"level": low["level"], "between": [low["level"], high["level"]]}
-    ratio = max(SLOS, key=lambda m: high[f"{m}_ratio"])
-    r0, r1 = low[f"{ratio}_ratio"], high[f"{ratio}_ratio"]
-    share = (1 - r0) / (r1 - r0) if r1 > r0 else 0.0
-    level = low["level"] + share * (high["level"] - low["level"])
-    return {"level": round(level, 3), "between": [low["level"], high["level"]], "binding": ratio}
+def _fit(levels: list[float], ratios: list[float]) -> float | None:
+    """Where the least-squares line through (level, ratio) crosses 1."""
+    n = len(levels)
+    mx, my = sum(levels) / n, sum(ratios) / n
+    sxx = sum((x - mx) ** 2 for x in levels)
+    slope = sum((x - mx) * (y - my) for x, y in zip(levels, ratios, strict=True)) / sxx
+    return None if slope <= 0 else round(mx + (1 - my) / slope, 3)
+
+
+def _crossing(table: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The true capacity (see the module docstring)."""
+    top = max(table, key=lambda r: r["level"])
+    binding = max(SLOS, key=lambda m: top[f"{m}_ratio"] or 0.0)
+    levels = [r["level"] for r in table]
+    meets = [r["level"] for r in table if r["meets"]]
+    above = [lvl for lvl in levels if not meets or lvl > max(meets)]
+    seeds = sorted({r["seed"] for r in runs})
+    limit = SLOS[binding][0]
+    per_seed = [
+        _fit(
+            [r["level"] for r in runs if r["seed"] == seed],
+            [r[binding]["value"] / limit for r in runs if r["seed"] == seed],
+        )
+        for seed in seeds
+    ]
+    return {
+        "level": _fit(levels, [r[f"{binding}_ratio"] for r in table]),
+        "binding": binding,
+        "bracket": [max(meets, default=None), min(above, default=None)],
+        "seeds": per_seed,
+    }
 
 
 def retable(args: argparse.Namespace) -> None:
@@ -190,7 +207,7 @@ def retable(args: argparse.Namespace) -> None:
     result = json.loads(path.read_text())
     levels = [row["level"] for row in result["levels"]]
     result["levels"] = _table(levels, result["runs"], open_loop=args.by == "rate")
-    result["capacity"] = _crossing(result["levels"])
+    result["capacity"] = _crossing(result["levels"], result["runs"])
     _store(path.name, result)
     print(json.dumps({k: result[k] for k in ("preset", "by", "capacity")}))
 

@@ -261,6 +261,8 @@ def console(result: Mapping[str, Any]) -> str:
             text.append(words[0].upper() + words[1:])
         if t["reason"]:
             text.append(f"{name}: {t['reason']}")
+        if t["repeat"]:
+            text.append(f"{name}: {_repeat_words(t, result['by'])}")
     return "\n".join(text)
 
 
