@@ -280,9 +280,10 @@ def markdown(result: Mapping[str, Any]) -> str:
         "lies under its limit and the level is steady; it *fails* when any interval lies "
         "above its limit, the level saturated or more than 1% of its requests failed; "
         "otherwise (an interval straddles its limit, the warm-up never settled, TTFT still "
-        "rose, the client fell behind) it is *undecided* and is run again with twice the "
+        "rose) it is *undecided* and is run again with twice the "
         f"window, up to {result['max_extensions']} times. The bracket uses decided probes "
-        "only.",
+        "only. A client that fell behind only lengthens latencies: its probe's intervals "
+        "have their lower ends lowered by its lag.",
         f"- Each probe warmed up for at least {result['warmup_s']:g} s and then until the "
         f"in-flight count stopped growing (at most {result['settle_max_s']:g} s), then "
         f"measured at least {result['window_e2es']:g} typical request durations and "
