@@ -8,9 +8,10 @@ From the records of one target at one level (a sweep point, or the single level)
   requests that completed in it, per second, beyond the shortfall a server that keeps up
   has too (what is in flight at the close), and how many were still waiting or in flight
   when it closed against when it opened;
-- the trend of TTFT over the window: the least-squares slope over intended send time (s/s,
-  one intercept per block, since each block starts on a drained server) with its 95%
-  interval, and the median of the window's first third against its last;
+- open loop, the trend of TTFT over the window: the least-squares slope over intended send
+  time (s/s, one intercept per block, since each block starts on a drained server) with its
+  95% interval, and the median of the window's first third against its last (reported in
+  closed loop too, where the streams bound the queue and only `queueing` judges);
 - when server metrics were sampled: vLLM's waiting queue at both ends, and preemptions;
 - closed loop, across levels (`queueing`): more streams than the server runs at once show as
   throughput that stays flat while TTFT grows.
@@ -141,7 +142,8 @@ def judge(
     slope, ci = trend["ttft_slope"], trend["ttft_slope_ci95"]
     first, last = trend["ttft_first_third_s"], trend["ttft_last_third_s"]
     if (
-        slope is not None
+        open_loop  # closed loop: the streams bound the queue; queueing() judges across levels
+        and slope is not None
         and ci[0] > 0
         and first is not None
         and last is not None
