@@ -158,7 +158,8 @@ class Runner:
             if now >= budget.start + ramp and settle.settled(series, e2e, rate):
                 budget.open(now, True, e2e)
                 return
-            runaway = any(settle.ran_away(s, e2e) for s in series)
+            warm = now >= budget.start + ramp  # never before the warm-up asked for
+            runaway = warm and any(settle.ran_away(s, e2e) for s in series)
             if now >= deadline or runaway:
                 budget.warmup_in_flight = settle.quarters(counts)
                 budget.open(now, False, None)  # a window of its own length: no E2E to go by
