@@ -110,7 +110,7 @@ class Engine:
             batch = self.scheduler.schedule(gpu_clock)
             if not batch.work:  # cannot happen while max_model_len fits in the cache
                 raise RuntimeError("scheduler made no progress")
-            duration = self.perf.step_time(batch.tokens, batch.kv_tokens, batch.attention).total
+            duration = batch.time(self.perf)
             if self._jitter:
                 duration *= 1 + self._rng.uniform(-self._jitter, self._jitter)
             gpu_clock += duration

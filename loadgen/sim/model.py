@@ -4,9 +4,12 @@ A transformer step streams every weight once and reads the KV cache of every seq
 batch (memory time), and does 2 FLOPs per parameter per token plus its attention's 4 FLOPs
 per (query, key) pair per layer and hidden unit (compute time); the GPU is busy for
 whichever is larger. Attention is what makes a long prompt's prefill superlinear. Tensor
-parallelism splits both across TP GPUs and adds two all-reduces per layer. Achievable
-fractions of the datasheet (MBU, MFU) stand in for everything a real engine does besides the
-matmuls.
+parallelism splits both across TP GPUs and adds two all-reduces per layer, each a fixed
+latency plus the step's activations over the link (so the term grows with tokens per step:
+small on NVLink, large over PCIe). Achievable fractions of the datasheet (MBU, MFU) stand in
+for everything a real engine does besides the matmuls; the CPU's share of a step is a fixed
+cost plus a cost per sequence in the batch (scheduling, input preparation, sampling and
+output processing are per request and run between the GPU's forward passes).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class Efficiency:
     mbu: float  # achieved / datasheet HBM bandwidth in memory-bound steps
     mfu: float  # achieved / datasheet FLOP/s in compute-bound steps
     host_overhead: float = 0.0  # seconds per step of CPU-side work the GPU waits for
+    sequence_overhead: float = 0.0  # seconds per step per sequence in the batch, likewise
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,16 +122,20 @@ class PerfModel:
         free = self.hardware.gpu_memory * gpu_memory_utilization - self.weight_bytes_per_gpu
         return int(free // self.kv_bytes_per_token_per_gpu)
 
-    def step_time(self, tokens: int, kv_tokens: int, attention: int = 0) -> StepTime:
-        """One forward pass over `tokens` new tokens whose sequences hold `kv_tokens` of
-        context in the KV cache (read once each), scoring `attention` (query, key) pairs."""
+    def step_time(
+        self, tokens: int, kv_tokens: int, attention: int = 0, sequences: int = 1
+    ) -> StepTime:
+        """One forward pass over `tokens` new tokens of `sequences` sequences that hold
+        `kv_tokens` of context in the KV cache (read once each), scoring `attention`
+        (query, key) pairs."""
         hw, eff, m = self.hardware, self.efficiency, self.model
         tp = hw.tensor_parallel
         read = self.weight_bytes_per_gpu + self.kv_bytes_per_token_per_gpu * kv_tokens
         memory = read / (hw.hbm_bandwidth * eff.mbu)
         flops = 2 * m.params * tokens + 4 * m.layers * m.heads * m.head_dim * attention
         compute = flops / (tp * hw.peak_flops * eff.mfu)
-        return StepTime(memory, compute, self.communication_time(tokens), eff.host_overhead)
+        overhead = eff.host_overhead + eff.sequence_overhead * sequences
+        return StepTime(memory, compute, self.communication_time(tokens), overhead)
 
     def communication_time(self, tokens: int) -> float:
         """Two ring all-reduces per layer (after attention and after the MLP) of the fp16

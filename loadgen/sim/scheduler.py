@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from loadgen.sim.model import PerfModel
 from loadgen.sim.prefix_cache import BlockPool
 from loadgen.sim.sequence import Seq
 
@@ -40,6 +41,10 @@ class Batch:
     tokens: int = 0  # new tokens in the step
     kv_tokens: int = 0  # context read from the KV cache by the step's attention
     attention: int = 0  # (query, key) pairs the step's attention scores, causal
+
+    def time(self, perf: PerfModel) -> float:
+        """How long the step takes on `perf`'s hardware."""
+        return perf.step_time(self.tokens, self.kv_tokens, self.attention, len(self.work)).total
 
 
 class Scheduler:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 
 from loadgen.sim.presets import Preset
 
@@ -23,6 +25,8 @@ SIXTEEN_BIT = {"auto", "half", "float16", "bfloat16"}
 KV_CACHE_BYTES = {"auto": None, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 # the kernels vLLM may load a checkpoint with, by the checkpoint's method
 QUANTIZATIONS = {"awq": ("awq", "awq_marlin"), "gptq": ("gptq", "gptq_marlin", "marlin")}
+# RoPE types whose factor vLLM does not apply to the derived length (config/model.py)
+UNSCALED_ROPE = ("su", "longrope", "llama3")
 ENGINE_FLAGS = (
     "tensor_parallel_size",
     "max_num_seqs",
@@ -35,6 +39,7 @@ ENGINE_FLAGS = (
     "kv_cache_dtype",
     "dtype",
     "quantization",
+    "hf_overrides",
 )
 
 
@@ -47,6 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--host", default="127.0.0.1")
     g.add_argument("--port", type=int, default=8000)
+    g.add_argument(
+        "--api-key",
+        nargs="+",
+        metavar="KEY",
+        help="require one of these keys as `Authorization: Bearer KEY` on /v1 paths "
+        "(401 otherwise; default: $VLLM_API_KEY, else none)",
+    )
     g.add_argument(
         "--served-model-name",
         nargs="+",
@@ -90,6 +102,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="METHOD",
         help="must match the preset's checkpoint (awq/awq_marlin, gptq/gptq_marlin/marlin)",
     )
+    g.add_argument(
+        "--hf-overrides",
+        type=_json_object,
+        metavar="JSON",
+        help='config.json overrides; honoured: rope_scaling (e.g. {"rope_scaling": {"rope_type": '
+        '"yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}), which raises the '
+        "context limit as vLLM derives it; with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the "
+        "environment a longer --max-model-len is a warning, not an error",
+    )
+
+
+def api_keys(args: argparse.Namespace, environ: Mapping[str, str]) -> list[str]:
+    """The keys /v1 paths require, as vLLM takes them: --api-key, else $VLLM_API_KEY."""
+    return [key for key in (args.api_key or [environ.get("VLLM_API_KEY", "")]) if key]
 
 
 def refuse(unknown: Sequence[str]) -> str:
@@ -107,9 +133,12 @@ def given(args: argparse.Namespace) -> list[str]:
     return ["--" + f.replace("_", "-") for f in ENGINE_FLAGS if getattr(args, f) is not None]
 
 
-def apply(preset: Preset, args: argparse.Namespace) -> tuple[Preset, list[str]]:
+def apply(
+    preset: Preset, args: argparse.Namespace, env: Mapping[str, str] = os.environ
+) -> tuple[Preset, list[str]]:
     """The preset with the given engine flags applied, checked as vLLM checks them, and
-    what vLLM would warn about. Raises ValueError for what vLLM (or the simulator) refuses."""
+    what vLLM would warn about. Raises ValueError for what vLLM (or the simulator) refuses.
+    `env` is read for VLLM_ALLOW_LONG_MAX_MODEL_LEN, as vLLM reads its environment."""
     warnings: list[str] = []
     model, hardware = preset.perf.model, preset.perf.hardware
     engine = preset.engine
@@ -143,11 +172,19 @@ def apply(preset: Preset, args: argparse.Namespace) -> tuple[Preset, list[str]]:
         model = dataclasses.replace(model, kv_cache_bytes=kv_bytes or model.kv_cache_bytes)
 
     max_model_len = args.max_model_len or model.max_model_len
-    limit = model.max_position_embeddings
+    limit = derived_max_model_len(model.max_position_embeddings, args.hf_overrides or {})
     if args.max_model_len and limit and args.max_model_len > limit:
-        raise ValueError(
+        message = (
             f"User-specified max_model_len ({args.max_model_len}) is greater than the derived "
-            f"max_model_len (max_position_embeddings={limit} in model's config.json)."
+            f"max_model_len (max_position_embeddings={limit:g} in model's config.json)."
+        )
+        if env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0") not in ("1", "true", "True"):
+            raise ValueError(
+                f"{message} To allow overriding this maximum, set the env var "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+            )
+        warnings.append(
+            f"{message} VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution."
         )
     model = dataclasses.replace(model, max_model_len=max_model_len)
 
@@ -199,6 +236,34 @@ def apply(preset: Preset, args: argparse.Namespace) -> tuple[Preset, list[str]]:
     out = dataclasses.replace(preset, perf=perf, engine=engine)
     check_kv_cache(out)
     return out, warnings
+
+
+def derived_max_model_len(max_position_embeddings: int, overrides: Mapping[str, object]) -> float:
+    """The context limit vLLM derives from config.json with `overrides` merged in: RoPE
+    scaling multiplies it by its factor (YaRN: original_max_position_embeddings × factor),
+    but for the types in UNSCALED_ROPE. 0: unknown (no limit checked)."""
+    unknown = set(overrides) - {"rope_scaling"}
+    if unknown:
+        raise ValueError(
+            f"--hf-overrides {', '.join(sorted(unknown))}: not a config.json key the simulator "
+            "models (refused rather than ignored); it honours rope_scaling"
+        )
+    rope = overrides.get("rope_scaling")
+    if rope is None or not max_position_embeddings:
+        return max_position_embeddings
+    if not isinstance(rope, dict) or not isinstance(rope.get("rope_type", rope.get("type")), str):
+        raise ValueError('--hf-overrides rope_scaling: needs a "rope_type" (or "type")')
+    kind = rope.get("rope_type", rope.get("type"))
+    if kind in UNSCALED_ROPE:
+        return max_position_embeddings
+    limit = float(max_position_embeddings)
+    if kind == "yarn":
+        if "original_max_position_embeddings" not in rope:
+            raise ValueError(
+                "--hf-overrides rope_scaling: yarn needs original_max_position_embeddings"
+            )
+        limit = float(rope["original_max_position_embeddings"])
+    return limit * float(rope.get("factor", 1.0))
 
 
 def kv_cache_memory(preset: Preset) -> float:
@@ -257,6 +322,17 @@ def startup_lines(preset: Preset) -> list[str]:
         f"prefix caching {'on' if engine.enable_prefix_caching else 'off'}",
     ]
     return lines
+
+
+def _json_object(text: str) -> dict[str, object]:
+    """--hf-overrides' value: a JSON object, as vLLM parses it."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
 
 
 def _length(text: str) -> int:

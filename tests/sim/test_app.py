@@ -401,7 +401,7 @@ def test_engine_releases_chunks_every_stream_interval_tokens() -> None:
 
 
 def test_engine_batches_and_exports_vllm_and_dcgm_gauges() -> None:
-    body = {"prompt": "x " * 200, "max_tokens": 60, "ignore_eos": True, "stream_options": USAGE}
+    body = {"prompt": "x " * 200, "max_tokens": 200, "ignore_eos": True, "stream_options": USAGE}
 
     async def go(n: int) -> tuple[list[RequestTiming], float, float]:
         async with httpx.AsyncClient(timeout=20) as client:
@@ -428,9 +428,9 @@ def test_engine_batches_and_exports_vllm_and_dcgm_gauges() -> None:
         fb = server.metric("DCGM_FI_DEV_FB_USED", gpu="0", modelName="NVIDIA H200")
         idle_running = server.metric("vllm:num_requests_running")
     assert running == 32 and 0 < kv < 1
-    batched = preset.perf.step_time(32, 32 * 230).total  # ~200 prompt + ~30 generated each
+    batched = preset.perf.step_time(32, 32 * 300, sequences=32).total  # ~200 in + ~100 out each
     # the client can only see the model's time or later (a loaded box delays delivery)
-    single = preset.perf.step_time(1, 230).total
+    single = preset.perf.step_time(1, 300).total
     assert 0.9 * single <= alone.tpot_s <= 1.5 * single
     assert 0.9 * batched <= statistics.median(t.tpot_s for t in timings) <= 1.5 * batched
     assert batched > alone.tpot_s

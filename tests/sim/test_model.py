@@ -116,6 +116,28 @@ def test_tensor_parallel_adds_two_allreduces_per_layer() -> None:
     assert step.total == pytest.approx(max(step.memory, step.compute) + one)
 
 
+def test_the_cpu_share_of_a_step_grows_with_its_sequences() -> None:
+    efficiency = Efficiency(0.5, 0.5, host_overhead=1e-3, sequence_overhead=20e-6)
+    model = PerfModel(SEVEN_B, A100, efficiency)
+    one, many = (
+        model.step_time(64, 64 * 512, sequences=1),
+        model.step_time(64, 64 * 512, sequences=64),
+    )
+    assert one.overhead == pytest.approx(1e-3 + 20e-6)
+    assert many.total - one.total == pytest.approx(63 * 20e-6)
+
+
+def test_the_pcie_preset_pays_for_its_all_reduces_as_tokens_grow() -> None:
+    nvlink, pcie = (
+        presets.load("llama-70b-bf16-tp4-a100"),
+        presets.load("llama-70b-bf16-tp4-a100-pcie"),
+    )
+    for tokens in (1, 256, 2048):
+        assert pcie.perf.communication_time(tokens) > 4 * nvlink.perf.communication_time(tokens)
+    # a 2,048-token prefill chunk takes more than twice as long: 160 all-reduces of 32 MiB
+    assert pcie.perf.step_time(2048, 2048).total > 2 * nvlink.perf.step_time(2048, 2048).total
+
+
 @pytest.mark.parametrize("field,value", [("mbu", MBU_CEILING), ("mfu", MFU_CEILING), ("mbu", 0.0)])
 def test_efficiency_beyond_the_measured_roofline_is_refused(field: str, value: float) -> None:
     efficiency = dataclasses.replace(Efficiency(0.5, 0.5), **{field: value})

@@ -102,3 +102,54 @@ def test_the_command_line_refuses_with_exit_2(argv: list[str], message: str, cap
         main(argv)
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+YARN = (
+    '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, '
+    '"original_max_position_embeddings": 32768}}'
+)
+
+
+def test_yarn_rope_scaling_raises_the_context_limit_as_vllm_derives_it() -> None:
+    long, warnings = applied(
+        "qwen-72b-bf16-tp4-a100", f"--max-model-len 65536 --hf-overrides '{YARN}'"
+    )
+    assert long.max_model_len == 65536 and warnings == []
+    # YaRN: original_max_position_embeddings × factor = 131,072, and no further
+    with pytest.raises(ValueError, match=r"max_position_embeddings=131072 in model"):
+        applied("qwen-72b-bf16-tp4-a100", f"--max-model-len 200000 --hf-overrides '{YARN}'")
+    # llama3-type scaling does not raise vLLM's derived limit
+    llama3 = '{"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}'
+    with pytest.raises(ValueError, match="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"):
+        applied("qwen-72b-bf16-tp4-a100", f"--max-model-len 65536 --hf-overrides '{llama3}'")
+
+
+def test_allow_long_max_model_len_turns_vllms_refusal_into_its_warning() -> None:
+    args = build_parser().parse_args(
+        ["--preset", "qwen-72b-bf16-tp4-a100", "--max-model-len", "64K"]
+    )
+    base = presets.load("qwen-72b-bf16-tp4-a100")
+    with pytest.raises(ValueError, match="To allow overriding this maximum"):
+        vllm_args.apply(base, args, env={})
+    preset, warnings = vllm_args.apply(base, args, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    assert preset.max_model_len == 65536
+    assert any("must be used with extreme caution" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ('{"num_hidden_layers": 2}', "not a config.json key the simulator models"),
+        ('{"rope_scaling": {"factor": 4.0}}', 'needs a "rope_type"'),
+        ('{"rope_scaling": {"type": "yarn", "factor": 4.0}}', "needs original_max_position"),
+    ],
+)
+def test_hf_overrides_it_cannot_honour_are_refused(overrides: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        applied("qwen-72b-bf16-tp4-a100", f"--hf-overrides '{overrides}'")
+
+
+def test_hf_overrides_must_be_a_json_object(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--preset", "qwen-72b-bf16-tp4-a100", "--hf-overrides", "[1]"])
+    assert "must be a JSON object" in capsys.readouterr().err
