@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
 
-from loadgen import stats, steady, timesplit
+from loadgen import slices, slices_plot, stats, steady, timesplit
 from loadgen.records import RunData
 
 SHOWN = (
@@ -75,6 +75,9 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         f"- goodput ({slo}): {_rate(good['requests_per_s'])} req/s, "
         f"fraction {_rate(good['fraction'])}",
     ]
+    worst = slices.sentence(name, t)
+    if worst:
+        lines.append(f"- {worst}")
     if req["errors"]:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(req["errors"].items()))
         lines.append(f"- errors: {errors}")
@@ -114,6 +117,8 @@ def markdown(
     lines = ["# loadgen report", ""]
     if meta.get("command"):
         lines += ["```", meta["command"], "```", ""]
+    if meta.get("replay"):
+        lines += _replay_lines(meta["replay"])
     if summary.get("interrupted"):
         by = meta.get("interrupted_by", "a signal")
         lines += [f"**Interrupted** by {by}: partial results, the last block cut short.", ""]
@@ -141,6 +146,29 @@ def markdown(
     lines += slowest
     lines += [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def _replay_lines(replay: dict[str, Any]) -> list[str]:
+    """What was replayed: the file, the window, the speed, what was left out."""
+    w = replay["window"]
+    lines = [
+        f"Replay of `{replay['file']}` ({replay['format']}, sha256 {replay['sha256'][:12]}…): "
+        f"{w['records']} records, lines {w['first_line']}–{w['last_line']}, from "
+        f"{w['start_s']:g} s into the trace, at {replay['speed']:g}x "
+        f"({w['span_s']:.1f} s of sending).",
+    ]
+    skipped, unreplayable = replay["bad_rows"]["skipped"], replay["unreplayable"]
+    if skipped:
+        first = replay["bad_rows"]["first"][0]
+        lines.append(
+            f"**{skipped} bad rows skipped** (--skip-bad-rows), the first at line "
+            f"{first['line']}: {first['reason']}."
+        )
+    if unreplayable:
+        lines.append(
+            f"{unreplayable} requests in the file had no lengths (failed) and were left out."
+        )
+    return [*lines, ""]
 
 
 def _steady_cell(t: dict[str, Any]) -> str:
@@ -365,6 +393,9 @@ def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | N
     if summary.get("sweep"):
         plots.append("throughput_latency.png")
         plot_sweep(summary, out / plots[-1])
+    if any(t.get("slices") for t in summary["targets"].values()):
+        plots.append("slices.png")
+        slices_plot.plot(summary, out / plots[-1])
     if any(timesplit.splits(t) for t in summary["targets"].values()):
         plots.append("time_split.png")
         plot_time_split(summary, out / plots[-1])

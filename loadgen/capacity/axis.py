@@ -21,6 +21,7 @@ class Axis:
     short_unit: str  # in progress lines
     whole: bool  # levels are whole numbers (streams)
     open_loop: bool  # arrivals on a schedule: a server that falls behind queues without end
+    sweep: str  # the run's sweep kind a probe of this axis is driven as
 
     def level(self, value: float) -> float:
         """A level as a person would write it down: whole streams, 3 significant digits."""
@@ -36,15 +37,17 @@ class Axis:
         """Nothing lies between the two levels on this axis."""
         return self.whole and high - low <= 1
 
-    @property
-    def sweep(self) -> str:
-        """The run's sweep kind a probe of this axis is driven as."""
-        return self.name
-
 
 AXES = {
-    "rate": Axis("rate", "req/s", "req/s", whole=False, open_loop=True),
+    "rate": Axis("rate", "req/s", "req/s", whole=False, open_loop=True, sweep="rate"),
     "concurrency": Axis(
-        "concurrency", "concurrent streams", "streams", whole=True, open_loop=False
+        "concurrency",
+        "concurrent streams",
+        "streams",
+        whole=True,
+        open_loop=False,
+        sweep="concurrency",
     ),
+    # a --replay's window at a multiple of its own speed (open loop: its arrivals are a schedule)
+    "speed": Axis("speed", "x the trace's speed", "x", whole=False, open_loop=True, sweep="replay"),
 }

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from loadgen import embedded, run, steady
+from loadgen import embedded, replay, run, steady
 from loadgen.capacity import report as capacity_report
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import PRECISION, Search, probe_requests
@@ -67,7 +67,10 @@ def main(config: RunConfig, capacity: CapacityConfig) -> int:
 
 def search(config: RunConfig, capacity: CapacityConfig) -> dict[str, Any]:
     """The whole search, the embedded stack started first (and stopped last) when asked for."""
-    n = probe_requests(config.summary.slos, capacity.probe_requests)
+    if capacity.by == "speed":
+        n = _window_requests(config)
+    else:
+        n = probe_requests(config.summary.slos, capacity.probe_requests)
     if not config.embedded:
         return _search(config, capacity, n)
     with embedded.stack(config.out / "embedded") as stack:
@@ -147,6 +150,16 @@ class _Prober:
         """Probe `number`: one target at one level, its own seed and directory."""
         base, name = self.config, self.names[spec]
         slug = "".join(c if c.isalnum() or c in "-." else "_" for c in name)
+        seed = replace(base.summary, seed=base.summary.seed * SEED_STRIDE + self.number)
+        if self.axis.name == "speed":  # the whole trace window at one speed: its own length
+            return replace(
+                _speed_probe(base, level),
+                out=base.out / f"probe-{self.number:02d}-{slug}-{level:g}x",
+                command=f"{base.command}  # probe {self.number}: {name} at speed {level:g}",
+                targets=(spec,),
+                blocks=1,
+                summary=seed,
+            )
         window = self.capacity.min_probe_s
         return replace(
             base,
@@ -163,8 +176,21 @@ class _Prober:
                 max_window_s=MAX_WINDOW_S * scale,
             ),
             blocks=1,
-            summary=replace(base.summary, seed=base.summary.seed * SEED_STRIDE + self.number),
+            summary=seed,
         )
+
+
+def _speed_probe(base: RunConfig, speed: float) -> RunConfig:
+    """The trace's window replayed `speed` times as fast: the same requests, closer together."""
+    assert base.replay is not None, "--by speed replays a trace"
+    return replace(base, sweep="replay", levels=(speed,), replay=replace(base.replay, speed=speed))
+
+
+def _window_requests(config: RunConfig) -> int:
+    """--by speed: every probe replays the whole window, so its size is the probe's."""
+    assert config.replay is not None, "--by speed replays a trace"
+    window = replay.load(config.replay, config.duration_s, config.requests)
+    return probe_requests(config.summary.slos, len(window.arrivals))
 
 
 def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[str, Any]:
