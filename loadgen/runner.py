@@ -5,7 +5,7 @@ next request's intended time is the moment the previous one ended. Workers start
 the block's ramp-up so they do not arrive as one synchronised herd. Open loop: a dispatcher
 sleeps until each scheduled arrival and starts the request as its own task, however many are
 in flight. A block ends when its last measured request has finished (load goes on meanwhile,
-see _Budget), so targets never load each other.
+see loadgen/window.py), so targets never load each other.
 
 The client watches itself: every request records its send lag (actual − intended), and a
 monitor samples event-loop lag, so a run where the client was the bottleneck can be told.
@@ -25,13 +25,14 @@ import aiohttp
 import numpy as np
 
 from loadgen import client, server_metrics, settle
-from loadgen.client import Clock
+from loadgen.measurement import Clock
 from loadgen.records import Phase, Record
 from loadgen.replay.prompts import PromptBook
 from loadgen.replay.window import Arrival
 from loadgen.schedule import Block, arrivals
 from loadgen.server_metrics import ServerWindow, Snapshot
 from loadgen.targets import Target
+from loadgen.window import COOLDOWN, WARMUP, Window
 from loadgen.workload import Prompt, Workload
 
 LOOP_LAG_INTERVAL_S = 0.02
@@ -423,21 +424,17 @@ class _Talk:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
-class _Budget:
-    """Which part of a block a request belongs to, and when the block is over.
-
-    After the measured part, load goes on as excluded "cooldown" requests until every
-    measured request has finished, so the last measured ones see the same load as the others
-    rather than a draining server; then the block is over and cooldown requests are cancelled.
-    """
+class _Budget(Window):
+    """A block's window, and when the block is over: after its duration, or once its count
+    of measured requests was taken, and none of them is in flight (cooldown requests are
+    then cancelled)."""
 
     def __init__(self, block: Block, start: float, ramp: float) -> None:
+        super().__init__(start + ramp)
         self.block = block
         self.start = start
         self.remaining = block.requests or 0
         self._window(start + ramp, block.duration_s)
-        self.in_flight = 0  # measured requests not finished yet
-        self.done_at: float | None = None  # when the last one finished
         self.interrupted = False
         self.settled: bool | None = None  # a settling warm-up's outcome
         self.warmup_in_flight: tuple[float, float] | None = None  # ... its quarters, unsettled
@@ -466,7 +463,7 @@ class _Budget:
 
         The measured part lasts its time and its count of requests, whichever ends later."""
         if intended < self.warm_end:
-            return "warmup"
+            return WARMUP
         timed = self.end is not None and intended < self.end
         if timed or self.remaining > 0:
             self.in_flight += 1
@@ -476,11 +473,11 @@ class _Budget:
                     self.closed_at = intended
             return None
         self.check()
-        return "cooldown"
+        return COOLDOWN
 
-    def finished(self, excluded: str | None) -> None:
+    def finished(self, excluded: str | None, end: float | None = None) -> None:
+        super().finished(excluded, time.perf_counter() if end is None else end)
         if excluded is None:
-            self.in_flight -= 1
             self.check()
 
     def interrupt(self) -> None:
