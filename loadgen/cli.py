@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from latency_proxy.meter import STALL_THRESHOLD_S
 from latency_proxy.units import parse_duration, parse_size
 from loadgen import compare, merge, run
 from loadgen.capacity import command as capacity
@@ -234,6 +235,13 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     load.add_argument(
         "--timeout", type=parse_duration, default=600.0, help="per request (default 10m)"
     )
+    load.add_argument(
+        "--stall-threshold",
+        type=parse_duration,
+        default=STALL_THRESHOLD_S,
+        metavar="DURATION",
+        help="a gap between tokens longer than this counts as a stall (default 1s, as the proxy's)",
+    )
     load.add_argument("--seed", type=int, default=0)
     r = p.add_argument_group("results")
     r.add_argument("--out", metavar="DIR", help="default loadgen-runs/<time>")
@@ -430,6 +438,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         warmup_s=warmup,
         blocks=args.blocks,
         timeout_s=args.timeout,
+        stall_threshold_s=args.stall_threshold,
         replay=replay,
         workers=args.workers,
         shard=args.shard or (0, 1),

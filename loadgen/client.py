@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from latency_proxy.meter import STALL_THRESHOLD_S
 from loadgen.measurement import Clock, Measurement
 from loadgen.records import Record
 from loadgen.targets import Target
@@ -35,10 +36,13 @@ async def send(
     clock: Clock,
     timeout_s: float,
     answer: list[str] | None = None,
+    stall_threshold_s: float = STALL_THRESHOLD_S,
 ) -> Record:
     """Stream one request; never raises for server or transport failures (they are records).
     With `answer`, the answer's text is appended to it (for a conversation's next turn)."""
-    m = Measurement(target, intended, collect_text=answer is not None)
+    m = Measurement(
+        target, intended, collect_text=answer is not None, stall_threshold_s=stall_threshold_s
+    )
     payload = orjson.dumps(body)
     m.sent = time.perf_counter()
     try:

@@ -60,6 +60,7 @@ class RunConfig:
     settle: Settle | None = None  # the warm-up lasts warmup_s, then until steady (capacity's)
     blocks: int | None  # per target; None: 1, or 2 with several targets
     timeout_s: float  # per request
+    stall_threshold_s: float  # a longer gap between tokens counts as a stall
     replay: ReplaySettings | None = None  # a trace's records instead of invented load
 
     # processes

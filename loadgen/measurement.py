@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from latency_proxy.meter import EventKind, StreamMeter
+from latency_proxy.meter import STALL_THRESHOLD_S, EventKind, StreamMeter
 from latency_proxy.sse import SSEParser
 from loadgen.records import FIRST_N, SIGNALS, Record
 from loadgen.targets import Target
@@ -49,12 +49,18 @@ class Measurement:
     error: str | None = None
     ended: bool | None = None  # a stream's [DONE] came (None: not a stream)
     collect_text: bool = False  # keep the answer's text (a multi-turn session resends it)
+    stall_threshold_s: float = STALL_THRESHOLD_S  # a longer gap between tokens is a stall
     answer: str | None = None  # that text, once `record` ran; never part of the Record
     meter: StreamMeter = field(init=False)
     parser: SSEParser = field(init=False, default_factory=SSEParser)
 
     def __post_init__(self) -> None:
-        self.meter = StreamMeter(self.intended, (FIRST_N,), collect_text=self.collect_text)
+        self.meter = StreamMeter(
+            self.intended,
+            (FIRST_N,),
+            stall_threshold_s=self.stall_threshold_s,
+            collect_text=self.collect_text,
+        )
 
     def headers(self) -> dict[str, str]:
         return {

@@ -24,6 +24,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from latency_proxy.meter import STALL_THRESHOLD_S
 from loadgen import client, server_metrics, settle
 from loadgen.budget import Budget
 from loadgen.measurement import Clock
@@ -69,6 +70,7 @@ class Runner:
     rng: np.random.Generator
     timeout_s: float = 600.0
     shard: int = 0
+    stall_threshold_s: float = STALL_THRESHOLD_S
     on_record: Callable[[Record], None] | None = None
     book: PromptBook | None = None  # replayed records' prompts
     record_models: bool = False  # a replayed record's model wins over the target's
@@ -204,7 +206,15 @@ class Runner:
         self._sent += 1
         try:
             record = await client.send(
-                http, target, self.workload.path, body, intended, self.clock, self.timeout_s, answer
+                http,
+                target,
+                self.workload.path,
+                body,
+                intended,
+                self.clock,
+                self.timeout_s,
+                answer,
+                self.stall_threshold_s,
             )
         finally:
             self._sending -= 1

@@ -110,7 +110,7 @@ class Node:
         if self.window.sealed:
             raise StopUser()
         excluded = self.window.take(intended)
-        m = Measurement(self.target, intended)
+        m = Measurement(self.target, intended, stall_threshold_s=self.options.stall_threshold_s)
         http.send(self.workload.path, self.workload.body(self.model), m)
         end = time.perf_counter()
         record = m.record(end, self.clock)

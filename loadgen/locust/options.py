@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from latency_proxy.meter import STALL_THRESHOLD_S
 from latency_proxy.units import parse_duration
 from loadgen.records import SummarySettings
 from loadgen.slo import parse_slos
@@ -36,6 +37,11 @@ def add_arguments(parser: LocustArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=0, help="seeds lengths (with the worker index)")
     g.add_argument("--warmup", default="0s", help="excluded from results")
     g.add_argument("--timeout", default="600s", help="per request")
+    g.add_argument(
+        "--stall-threshold",
+        default=f"{STALL_THRESHOLD_S:g}s",
+        help="a gap between tokens longer than this counts as a stall",
+    )
     g.add_argument("--slo", action="append", default=[], metavar="METRIC=DURATION")
     g.add_argument("--max-send-lag", default="25ms", help="send lag P99 above: invalid")
     g.add_argument("--max-loop-lag", default="25ms", help="scheduling lag P99 above: invalid")
@@ -59,6 +65,7 @@ class Options:
     shared_prefix_tokens: int
     warmup_s: float
     timeout_s: float
+    stall_threshold_s: float
     summary: SummarySettings
     out: Path | None
     trace_url: str | None
@@ -79,6 +86,7 @@ class Options:
             shared_prefix_tokens=ns.shared_prefix_tokens,
             warmup_s=parse_duration(ns.warmup),
             timeout_s=parse_duration(ns.timeout),
+            stall_threshold_s=parse_duration(ns.stall_threshold),
             summary=SummarySettings(
                 slo=slos.limits,
                 slo_percentiles=slos.percentiles,

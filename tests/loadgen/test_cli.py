@@ -280,3 +280,20 @@ def test_bad_input_is_a_clean_error(tmp_path: Path, capsys) -> None:
     assert "unknown target" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--concurrency", "4", "--rate", "2"])
+
+
+def test_the_stall_threshold_decides_which_gaps_are_stalls(tmp_path: Path) -> None:
+    """A 0.4 s pause after the second token: a stall under --stall-threshold 300ms, none
+    under the default 1 s; the largest gap is the pause either way."""
+    with running(0.02, 0.01, {"hang_after": 2, "hang_s": 0.4}) as url:
+        runs = {}
+        for threshold in ("300ms", None):
+            out = tmp_path / (threshold or "default")
+            flags = ["--stall-threshold", threshold] if threshold else []
+            argv = ["--target", url, "--requests", "3", "--concurrency", "1", "--out", str(out)]
+            assert main([*argv, *QUICK, "--output-tokens", "6", *flags]) == 0
+            runs[threshold] = [r for r in rundir.read(out).records if not r.excluded]
+    assert [r.stalls for r in runs["300ms"]] == [1, 1, 1]
+    assert [r.stalls for r in runs[None]] == [0, 0, 0]
+    for records in runs.values():
+        assert all(on_time(r.max_itl_s, 0.4) for r in records)
