@@ -104,7 +104,18 @@ class Page:
             clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
         )
         path.write_bytes(base64.b64decode(shot["data"]))
+        self.viewport()  # capturing beyond the viewport leaves it resized
         return path
+
+    def viewport(self) -> None:
+        width, height = VIEWPORT
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
 
 
 class Browser:
@@ -169,14 +180,7 @@ class Browser:
             downloadThroughput=-1,
             uploadThroughput=-1,
         )
-        width, height = VIEWPORT
-        page.send(
-            "Emulation.setDeviceMetricsOverride",
-            width=width,
-            height=height,
-            deviceScaleFactor=1,
-            mobile=False,
-        )
+        page.viewport()
         page.send("Page.navigate", url=path.resolve().as_uri())
         deadline = time.monotonic() + 30
         while not any(e["method"] == "Page.loadEventFired" for e in self.events_of(page.session)):

@@ -1,0 +1,153 @@
+"""Each kind of report.html in Debian's chromium (headless, the network emulated off) from
+real runs against the simulator: a sweep of proxy and direct, a comparison and a capacity
+search. No console error, no request but the page itself, every section there, and a
+chart's hover shows the figure the summary holds. `--screenshot DIR` keeps what it saw."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loadgen import rundir
+from loadgen.cli import main
+from loadgen.processes import free_port, running
+from tests.support.browser import CHROMIUM, Browser, Page
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium"),
+]
+WORKLOAD = ["--input-tokens", "64", "--output-tokens", "8", "--warmup", "0.3s", "--no-progress"]
+TRACE = "http://127.0.0.1:3000/explore?trace={trace_id}"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with Browser() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [sys.executable, "-m", "loadgen.sim", "--preset", "llama-70b-awq-tp4-a100"]
+    log = tmp_path_factory.mktemp("sim") / "sim.log"
+    with running([*args, "--port", str(port)], url + "/health", log):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """proxy and direct (embedded), two concurrency levels, 4 GPUs, trace links."""
+    out = tmp_path_factory.mktemp("sweep") / "run"
+    argv = ["--embedded", "--target", "proxy", "--concurrency", "2,8", "--duration", "1.5s"]
+    argv += [*WORKLOAD, "--gpus", "4", "--trace-url", TRACE, "--out", str(out)]
+    assert main(argv) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def capacity(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("capacity") / "search"
+    argv = ["capacity", "--target", sim, "--slo", "ttft=300ms@p90", "--slo", "tpot=50ms@p90"]
+    argv += ["--start", "8", "--budget", "20s", *WORKLOAD, "--out", str(out)]
+    assert main(argv) == 0
+    return out
+
+
+def opened(browser: Browser, path: Path, request: pytest.FixtureRequest, name: str) -> Page:
+    """The page, loaded offline, checked for errors and requests; screenshot if asked."""
+    page = browser.open(path)
+    assert page.errors() == []
+    assert page.requests() == [path.resolve().as_uri()]  # nothing but the page itself
+    assert page.failed() == []
+    keep = request.config.getoption("--screenshot")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        page.screenshot(Path(keep) / f"{name}.png")
+    return page
+
+
+def sections(page: Page) -> list[str]:
+    return page.evaluate("[...document.querySelectorAll('section')].map(s => s.id)")
+
+
+def tips_of(page: Page, chart: str) -> list[str]:
+    return page.evaluate(
+        f"[...document.querySelectorAll('{chart} [data-tip]')].map(e => e.dataset.tip)"
+    )
+
+
+def test_a_sweeps_page(browser: Browser, sweep: Path, request: pytest.FixtureRequest) -> None:
+    page = opened(browser, sweep / "report.html", request, "run")
+    assert sections(page) == [
+        "verdict",
+        "comparison",
+        "figures",
+        "sweep",
+        "figure-latency_cdf",
+        "figure-timeline",
+        "figure-throughput_latency",
+        "figure-pareto",
+        "figure-time_split",
+        "slowest",
+        "environment",
+    ]
+    summary = rundir.read_summary(sweep)
+    block = summary["targets"]["proxy"]["metrics"]["ttft_s"]
+    tip = page.hover('#chart-cdf-ttft .mark[data-tip^="proxy TTFT P50"]')
+    assert tip is not None and tip.startswith("proxy TTFT P50 ")
+    assert f" {block['p50'] * 1e3:.1f} [" in tip and f"(n={block['count']})" in tip
+    top = summary["sweep"]["points"][-1]["targets"]["proxy"]
+    per_gpu = top["throughput"]["output_tokens_per_s"] / 4
+    tips = tips_of(page, "#chart-pareto")
+    assert any(
+        t.startswith("proxy at 8: ") and f"{per_gpu:.1f} tok/s per GPU (4 GPUs)" in t for t in tips
+    )
+    links = page.evaluate("[...document.querySelectorAll('#slowest a')].map(a => a.href)")
+    traces = {r.trace_id for r in rundir.read(sweep).records if r.trace_id}
+    assert links and all(link.split("trace=")[1] in traces for link in links)
+    assert page.hover("#verdict") is None  # no tooltip where there is no value
+
+
+def test_a_comparisons_page(
+    browser: Browser, sweep: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    out = tmp_path / "comparison.md"
+    assert main(["compare", str(sweep), "--out", str(out)]) == 0
+    page = opened(browser, out.with_suffix(".html"), request, "compare")
+    assert sections(page) == ["verdict", "comparison", "figure-latency_cdf", "environment"]
+    said = page.evaluate("document.querySelector('#verdict .verdict').innerText")
+    for line in out.read_text().splitlines():
+        if "meet" in line and line.startswith("- "):
+            assert line[2:] in said
+
+
+def test_a_capacity_searchs_page(
+    browser: Browser, capacity: Path, request: pytest.FixtureRequest
+) -> None:
+    page = opened(browser, capacity / "report.html", request, "capacity")
+    assert sections(page) == [
+        "verdict",
+        "probes",
+        "figure-capacity",
+        "figure-pareto",
+        "environment",
+    ]
+    result = json.loads((capacity / "capacity.json").read_text())
+    ((name, t),) = result["targets"].items()
+    said = page.evaluate("document.querySelector('#verdict .verdict').innerText")
+    assert said.startswith("At TTFT ≤ 300 ms (P90)")
+    if t["capacity"] is not None:
+        tip = page.hover("#chart-capacity-ttft .mark.star")
+        assert tip == f"{name}: capacity {t['capacity']:g} req/s"
+    probe = t["probes"][0]
+    tips = tips_of(page, "#chart-capacity-ttft")
+    assert any(f"{probe['ttft_s']['p90'] * 1e3:.1f} ms" in tip for tip in tips)
+    probe_page = capacity / probe["run_dir"] / "report.html"
+    opened(browser, probe_page, request, "capacity-probe")
