@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from latency_proxy.admin import create_admin_app
 from latency_proxy.config import Settings
 from latency_proxy.forward import Forwarder
+from latency_proxy.models_list import learn_models
 from latency_proxy.redact import ContentPolicy
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry.providers import Telemetry
@@ -45,6 +46,7 @@ class ProxyApp:
         )
         self.forwarder = Forwarder(self.state)
         self.admin: Starlette = create_admin_app(self.state)
+        self._learning: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -58,6 +60,13 @@ class ProxyApp:
             message: dict[str, Any] = dict(await receive())
             if message["type"] == "lifespan.startup":
                 await self.state.upstreams.start()
+                # the model labels from the upstreams' own listings, from now on
+                state = self.state
+                self._learning = asyncio.create_task(
+                    learn_models(
+                        state.upstreams, state.settings.routes, state.telemetry.model_label
+                    )
+                )
                 # everything imported and built so far lives as long as the process: keep it
                 # out of the collector's full passes, which otherwise stall every stream
                 gc.freeze()
@@ -65,6 +74,8 @@ class ProxyApp:
             elif message["type"] == "lifespan.shutdown":
                 # closing the pools ends any stream still running (cancelled at the end of the
                 # drain), whose record is then queued: write those too, then flush exporters
+                if self._learning is not None:
+                    self._learning.cancel()
                 await self.state.upstreams.close()
                 await asyncio.sleep(0)
                 self.forwarder.recorder.flush()

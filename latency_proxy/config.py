@@ -305,23 +305,39 @@ def content_policy(s: Settings, environ: Mapping[str, str] = os.environ) -> Cont
 
 
 def upstream_credentials(s: Settings, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """Route name -> API key, from the environment or a file; values are never logged."""
+    """Route name -> API key, from the environment or a file; values are never logged, and
+    one that cannot be a header value is refused here rather than sent upstream."""
     keys: dict[str, str] = {}
     for spec in s.upstream_api_key:
         route, _, source = spec.partition("=")
         kind, _, ref = source.partition(":")
+        what = f"--upstream-api-key {route}={kind}:{ref}"
         if kind == "env":
             value = environ.get(ref, "")
             if not value:
-                raise ConfigError(f"--upstream-api-key {route}=env:{ref}: variable is not set")
-            keys[route] = value.strip()
+                raise ConfigError(f"{what}: variable is not set")
+            key = value.strip()
         elif kind == "file":
-            keys[route] = _read_secret(ref, f"--upstream-api-key {route}").decode()
+            try:
+                key = _read_secret(ref, f"--upstream-api-key {route}").decode()
+            except UnicodeDecodeError:
+                raise ConfigError(f"{what}: the key is not UTF-8 text (not shown)") from None
         else:
             raise ConfigError(
                 f"--upstream-api-key {_redacted_spec(spec)}: use env:VAR or file:PATH"
             )
+        if _FIELD_VALUE_FORBIDDEN.search(key):
+            raise ConfigError(
+                f"{what}: the key holds CR, LF, NUL or another control character, which a "
+                "header value must not (RFC 9110 §5.5; it would inject header lines "
+                "upstream); the key is not shown"
+            )
+        keys[route] = key
     return keys
+
+
+# what RFC 9110 §5.5 does not allow in a field value: the controls but HTAB, and DEL
+_FIELD_VALUE_FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def admin_token(s: Settings, environ: Mapping[str, str] = os.environ) -> str | None:

@@ -27,6 +27,7 @@ from latency_proxy.telemetry.recorder import Recorder
 from latency_proxy.telemetry.recording import Recording
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream.call import UpstreamCaller
+from latency_proxy.upstream.routes import climbs_above_root
 
 log = logging.getLogger("latency_proxy.forward")
 perf_counter = time.perf_counter
@@ -96,6 +97,12 @@ class Forwarder:
             or sum(len(k) + len(v) for k, v in headers) > settings.max_header_bytes
         ):
             await self._reject(exchange, send, 431, *HEADERS_TOO_LARGE)
+            return
+        if climbs_above_root(scope.get("raw_path") or scope["path"].encode()):
+            # as nginx answers a path above its root; a route's base path stays a boundary
+            await self._reject(
+                exchange, send, 400, "the request path climbs above its root", "BadRequestError"
+            )
             return
         declared = header(scope, b"content-length")
         try:

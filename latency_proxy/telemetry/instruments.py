@@ -125,6 +125,14 @@ UPSTREAM_ERRORS = Spec(
     "counter",
     (*PER_REQUEST, sc.KIND),
 )
+NOT_RETRIED = Spec(
+    "latency_proxy.upstream.not_retried",
+    "",
+    "Requests that went out on a reused upstream connection that then closed unanswered, "
+    "not sent again because their method is not idempotent (RFC 9110 §9.2.2)",
+    "counter",
+    (sc.ROUTE, sc.HTTP_REQUEST_METHOD),
+)
 COALESCED_STREAMS = Spec(
     "latency_proxy.coalesced_streams",
     "",
@@ -159,6 +167,7 @@ ALL = (
     REQUESTS,
     ACTIVE,
     UPSTREAM_ERRORS,
+    NOT_RETRIED,
     COALESCED_STREAMS,
     OVERSIZED_EVENTS,
     TELEMETRY_DROPPED,

@@ -39,6 +39,11 @@ class MetricsWriter:
             self._telemetry.instrument(ins.ACTIVE).record(-1, exchange.active_labels)
             exchange.active_labels = None
 
+    def not_retried(self, route: str, method: str) -> None:
+        """A request the upstream may have run, left to fail rather than sent twice; any
+        request, not only model calls (a POST that loads an adapter counts too)."""
+        self._telemetry.instrument(ins.NOT_RETRIED).record(1, (route, method))
+
     def record(self, exchange: Exchange, timing: RequestTiming | None, trace_id: str) -> None:
         tel = self._telemetry
         labels = self.labels(exchange)

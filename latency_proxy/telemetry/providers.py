@@ -40,22 +40,28 @@ class ModelLabels:
     A model name comes from the request body, so until an upstream has vouched for it, it
     is the client's text like any other (a prompt pasted into `model` must not reach a
     metric label). Recorded: route names; the names the upstreams list at /v1/models (up to
-    `limit`) once a listing came back; before that, names an upstream answered with success
-    (up to `limit`). An upstream that answers 200 for any name must not let the first
-    clients' names take the labels over: once the upstreams listed their models, a name
-    they did not list is `other`, whatever the upstream answered.
+    `limit`), asked at start and on an interval (models_list.learn_models) with each
+    route's credentials; only while no upstream has listed any (one without /v1/models),
+    names an upstream answered with success (up to `limit`). An upstream that answers 200
+    for any name must not let the first clients' names take the labels over: once a listing
+    came back, a name no upstream listed is `other`, whatever the upstream answered, and
+    the names confirmed before it give their slots back.
     """
 
     def __init__(self, known: Sequence[str], limit: int = 32) -> None:
         self._routes = set(known)
+        self._listings: dict[str, list[str]] = {}  # route -> what its upstream listed last
         self._listed: set[str] | None = None
         self._confirmed: set[str] = set()
         self._limit = limit
 
-    def listed(self, names: Iterable[str]) -> None:
-        """The models the upstreams list (GET /v1/models): from now on, the labels."""
-        names = [name for name in names if name not in self._routes]
-        self._listed = set(names[: self._limit])
+    def listed(self, route: str, names: Iterable[str]) -> None:
+        """What one route's upstream lists now (GET /v1/models): with the other routes' last
+        lists, the labels from now on."""
+        self._listings[route] = [name for name in names if name not in self._routes]
+        merged = dict.fromkeys(name for names in self._listings.values() for name in names)
+        self._listed = set(list(merged)[: self._limit])
+        self._confirmed.clear()
 
     @property
     def has_listing(self) -> bool:

@@ -126,6 +126,8 @@ class UpstreamCaller:
                 route, scope["method"], upstream_target(scope), call.body, headers, attempt
             )
         except _TRANSPORT_ERRORS as exc:
+            if attempt.not_retried:
+                self._metrics.not_retried(route.name, scope["method"])
             if attempt.waiting and isinstance(exc, TimeoutError):  # the proxy's own queue: full
                 exchange.fail(Outcome.REJECTED, "pool_timeout")
                 message = "no free upstream connection in time; retry later"

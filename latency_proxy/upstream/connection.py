@@ -9,13 +9,15 @@ one timer per request that re-arms itself from the time of the last read.
 
 Everything an upstream can do wrong ends the response exactly once, with an exception the
 caller maps to an outcome: `ConnectError` (no connection), `ProtocolError` (it broke
-HTTP/1.1: a malformed head or framing, a head past `MAX_HEAD_BYTES`, a body cut short by a
-close), `TimeoutError` (silent past the read timeout).
+HTTP/1.1: a malformed head or framing, a status outside 100-599, a 101 nobody asked for, a
+transfer coding other than plain `chunked`, a head past `MAX_HEAD_BYTES` status line
+included, a body cut short by a close), `TimeoutError` (silent past the read timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 import time
 from collections.abc import Callable
 
@@ -25,6 +27,7 @@ perf_counter = time.perf_counter
 MAX_HEAD_BYTES = 64 * 1024  # a response head larger than this is refused (aiohttp: 8 KiB a line)
 HELD_BEFORE_STREAM = 256 * 1024  # body bytes kept before the relay takes over; then: pause
 _NO_BODY_STATUS = frozenset({204, 304})
+_CHUNKED = b"chunked"
 
 Sink = Callable[[float, bytes], None]  # (perf_counter at the read, body bytes)
 
@@ -40,9 +43,10 @@ class ConnectError(UpstreamError):
 class ProtocolError(UpstreamError):
     """The upstream broke the HTTP exchange."""
 
-    def __init__(self, message: str, answered: bool) -> None:
+    def __init__(self, message: str, answered: bool, sent: bool = True) -> None:
         super().__init__(message)
         self.answered = answered  # any byte of a response had arrived
+        self.sent = sent  # the request was written (the upstream may have acted on it)
 
 
 class Response:
@@ -154,7 +158,7 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None and self._head is None
         if self.closed or self.transport.is_closing():  # lost on its way out of the pool
             failed = self.loop.create_future()
-            failed.set_exception(ProtocolError("upstream closed the connection", False))
+            failed.set_exception(ProtocolError("upstream closed the connection", False, False))
             return failed
         self._parser = httptools.HttpResponseParser(self)
         self._head = self.loop.create_future()
@@ -177,6 +181,18 @@ class Connection(asyncio.Protocol):
             self._paused = False
             self._last_read = self.loop.time()  # the upstream's silence counts from now
             self.transport.resume_reading()
+
+    def readable(self) -> bool:
+        """Bytes or an end the loop has not read yet. On an idle connection either one ends
+        it (the upstream closed it, or sent what nobody asked for): one poll, no wait, as
+        urllib3 and httpcore check a pooled connection before reusing it."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return True
+        try:
+            return bool(select.select([sock.fileno()], [], [], 0)[0])
+        except (OSError, ValueError):  # closed under us
+            return True
 
     def abandon(self) -> None:
         self._fail(ProtocolError("the proxy stopped reading", self._answered))
@@ -209,6 +225,9 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(ProtocolError(f"malformed response: {exc}", True))
             return
+        except httptools.HttpParserUpgrade:  # a 101 is refused in on_headers_complete: a guard
+            self._fail(ProtocolError("the upstream switched protocols", True))
+            return
         if self._head is not None and self._head_bytes > MAX_HEAD_BYTES:
             self._fail(ProtocolError("response head too large", True))
 
@@ -226,28 +245,34 @@ class Connection(asyncio.Protocol):
         if self._parser is None:  # bytes after the response, in the same read
             raise ProtocolError("response without a request", True)
 
+    def on_status(self, reason: bytes) -> None:
+        self._grow_head(len(reason))
+
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_size += len(name) + len(value) + 4
-        if self._header_size > MAX_HEAD_BYTES:  # a head that arrived whole in one read
-            raise ProtocolError("response head too large", True)
+        self._grow_head(len(name) + len(value) + 4)
         self._headers.append((name, value))
+
+    def _grow_head(self, size: int) -> None:
+        """The head's limit, counted as it parses (a head that arrived whole in one read)."""
+        self._header_size += size
+        if self._header_size > MAX_HEAD_BYTES:
+            raise ProtocolError("response head too large", True)
 
     def on_headers_complete(self) -> None:
         parser = self._parser
         assert parser is not None and self._head is not None  # on_message_begin saw to it
         status = parser.get_status_code()
-        if 100 <= status < 200:  # informational (100, 103): not the answer
+        if not 100 <= status <= 599:  # RFC 9110 §15: three digits, 1xx to 5xx
+            raise ProtocolError("status code outside 100-599", True)
+        if status == 101:  # the proxy never asks for an upgrade (RFC 9110 §15.2.2)
+            raise ProtocolError("101 Switching Protocols to a request without Upgrade", True)
+        if status < 200:  # informational (100, 103): not the answer
             self._headers = []
             self._header_size = 0
             return
         headers, self._headers = self._headers, []
-        chunked = length = False
-        for name, value in headers:
-            lower = name.lower()
-            if lower == b"content-length":
-                length = True
-            elif lower == b"transfer-encoding" and b"chunked" in value.lower():
-                chunked = True
+        chunked = _framing(headers)
+        length = any(name.lower() == b"content-length" for name, _ in headers)
         no_body = self._head_only or status in _NO_BODY_STATUS
         self._until_close = not (no_body or chunked or length)
         self._keep_alive = parser.should_keep_alive() and not self._until_close
@@ -326,6 +351,20 @@ class Connection(asyncio.Protocol):
             )
             return
         self._fail(TimeoutError("upstream silent past the read timeout"))
+
+
+def _framing(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether the body is chunked. A transfer coding the proxy does not decode is refused
+    (RFC 9112 §6.1), never passed on as something else: one Transfer-Encoding line saying
+    exactly `chunked`, or none (as nginx's ngx_http_upstream_process_transfer_encoding and
+    Envoy's HTTP/1 codec accept; `gzip, chunked` would hand the client gzip bytes with no
+    Content-Encoding, `chunked, gzip` or `xchunked` leave the length unknown)."""
+    codings = [value for name, value in headers if name.lower() == b"transfer-encoding"]
+    if not codings:
+        return False
+    if len(codings) > 1 or codings[0].strip().lower() != _CHUNKED:
+        raise ProtocolError("transfer coding other than chunked", True)
+    return True
 
 
 def _retrieve(future: asyncio.Future[object]) -> None:

@@ -1,12 +1,18 @@
 """A route's pool of upstream connections: at most `limit` open, idle ones reused newest
 first, and the one retry a pool owes its callers.
 
-A request that failed on a *reused* connection before any byte of an answer came found a
-socket the upstream had closed while it sat idle (vLLM's uvicorn closes idle connections
-after 5 s), not a refusal of the request; it is sent once more on a fresh connection, POSTs
-included. A connection is reused only when its last response was complete and neither side
-asked to close; one idle past `IDLE_EXPIRY` is closed instead (a middlebox may have dropped
-it without a word).
+An idle connection the upstream closed (vLLM's uvicorn closes idle connections after 5 s)
+is dropped as soon as the loop reads its end, and checked once more as it leaves the pool
+(`Connection.readable`), so a request rarely meets a dead one. The race that remains: the
+upstream closes just as a request goes out on a reused connection, and no answer comes.
+That request is sent once more on a fresh connection only when it is safe to
+(RFC 9110 §9.2.2): when none of it went out, or when its method is idempotent. A POST that
+went out is never sent again (the upstream may have run it: a second generation, a second
+adapter load); it fails as `protocol`, and `Attempt.not_retried` says why.
+
+A connection is reused only when its last response was complete and neither side asked to
+close; one idle past `IDLE_EXPIRY` is closed instead (a middlebox may have dropped it
+without a word).
 """
 
 from __future__ import annotations
@@ -21,19 +27,23 @@ from latency_proxy.config import Route
 from latency_proxy.upstream.connection import ConnectError, Connection, ProtocolError, Response
 
 IDLE_EXPIRY = 15.0  # seconds an idle connection is kept (aiohttp's keep-alive default)
-# methods aiohttp sends without a Content-Length when they carry no body
+# methods sent without a Content-Length when they carry no body (as httpx and aiohttp do)
 _BODILESS = frozenset({b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"CONNECT"})
+# RFC 9110 §9.2.2: what a proxy may send again on its own when a connection fails
+IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"PUT", b"DELETE"})
 
 
 class Attempt:
     """What the pool did for one request: did it wait for a slot, was its connection used
-    before. A timeout while waiting is the proxy's own queue, not a slow upstream."""
+    before, was a failure left unretried. A timeout while waiting is the proxy's own queue,
+    not a slow upstream."""
 
-    __slots__ = ("reused", "waiting")
+    __slots__ = ("not_retried", "reused", "waiting")
 
     def __init__(self) -> None:
         self.waiting = False
         self.reused = False
+        self.not_retried = False  # failed unanswered after going out; not idempotent
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +100,9 @@ class Pool:
         except ProtocolError as exc:
             if not connection.reused or exc.answered:
                 raise
+            if exc.sent and method not in IDEMPOTENT:
+                attempt.not_retried = True
+                raise
         async with asyncio.timeout(self._connect_timeout):
             fresh = await self._connect()
         return await self._exchange(fresh, head, body, head_only)
@@ -126,7 +139,11 @@ class Pool:
             now = loop.time()
             while self._idle:
                 connection = self._idle.pop()
-                if not connection.closed and now - connection.idle_since < IDLE_EXPIRY:
+                if (
+                    not connection.closed
+                    and now - connection.idle_since < IDLE_EXPIRY
+                    and not connection.readable()
+                ):
                     connection.reused = attempt.reused = True
                     return connection
                 connection.close()

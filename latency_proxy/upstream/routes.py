@@ -1,9 +1,9 @@
 """One connection pool per route, and header hygiene in both directions (RFC 9110 §7.6.1).
 
-Model calls and everything else on the main port go through the proxy's own HTTP/1.1
-client (upstream/pool.py, upstream/connection.py): the benchmark showed aiohttp's reader
-costing a third of the proxy's CPU per event. Readiness probes and /v1/models listings,
-few and off the hot path, keep an aiohttp session of their own.
+Everything the proxy sends upstream goes through its own HTTP/1.1 client
+(upstream/pool.py, upstream/connection.py): requests on the main port on one pool per
+route, readiness probes and /v1/models listings (upstream/probe.py) on a small pool of
+their own per route, with the same credential.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from __future__ import annotations
 import base64
 import ssl
 from collections.abc import Iterable
-from urllib.parse import unquote, urlsplit
-
-import aiohttp
+from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 from latency_proxy.config import Route, Settings
 from latency_proxy.types import Scope
 from latency_proxy.upstream.connection import Response
 from latency_proxy.upstream.pool import Attempt, Origin, Pool
+from latency_proxy.upstream.probe import probe
 
 HOP_BY_HOP = frozenset(
     {
@@ -45,7 +44,7 @@ _REPLACED_UPSTREAM = frozenset(
     }
 )
 _NOT_TO_CLIENT = frozenset({b"content-length", b"x-request-id"})
-PROBE_CONNECTIONS = 16  # readiness probes and /v1/models listings: few, short, and apart
+PROBE_CONNECTIONS = 4  # per route: readiness probes and listings are few, short, and apart
 
 
 def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
@@ -59,11 +58,34 @@ def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
 def upstream_target(scope: Scope) -> bytes:
     """The path and query exactly as the client sent them: `%2e%2e`, `%2F` and `%3F` stay
     encoded, so the upstream resolves what the client wrote (the route's base path goes
-    before it: pool.Origin)."""
+    before it: pool.Origin; a path that would climb out of it was refused:
+    `climbs_above_root`)."""
     target = scope.get("raw_path") or scope["path"].encode()
     if scope.get("query_string"):
         target += b"?" + scope["query_string"]
     return target
+
+
+def climbs_above_root(raw_path: bytes) -> bool:
+    """Whether the path's dot-segments, plain or percent-encoded, climb above its root: the
+    route's base path (`/tenant-a`) goes before it, and an upstream that resolves them
+    (RFC 3986 §5.2.4; nginx and most servers do, after decoding) would serve what lies
+    beside the base. Read as the most lenient upstream would: `%2e` and `%2F` decoded,
+    `\\` a separator, `;params` cut from a segment (`..;`), empty segments not a level
+    (`//` merged). The path itself is never rewritten: this only says whether to refuse it."""
+    if b"." not in raw_path and b"%" not in raw_path:
+        return False  # no dot-segment can hide in it (the common case: one scan)
+    path = unquote_to_bytes(raw_path).replace(b"\\", b"/")
+    depth = 0
+    for segment in path.split(b"/"):
+        segment = segment.partition(b";")[0]
+        if segment == b"..":
+            if depth == 0:
+                return True
+            depth -= 1
+        elif segment and segment != b".":
+            depth += 1
+    return False
 
 
 def request_headers(
@@ -144,7 +166,7 @@ class Upstreams:
         }
         self.pools: dict[str, Pool] = {}
         # connections of their own, so /readyz and listings never queue behind streams
-        self.probes: aiohttp.ClientSession | None = None
+        self.probes: dict[str, Pool] = {}
 
     def authorization(self, route: Route) -> bytes | None:
         """The route's own credential, replacing the client's (built once per route)."""
@@ -154,16 +176,13 @@ class Upstreams:
         s = self._settings
         tls = ssl.create_default_context(cafile=s.ca_bundle)
         for route in s.routes:
+            origin = Origin.of(route, tls)
             self.pools[route.name] = Pool(
-                Origin.of(route, tls),
-                s.pool_max_connections,
-                s.connect_timeout,
-                s.read_timeout,
+                origin, s.pool_max_connections, s.connect_timeout, s.read_timeout
             )
-        self.probes = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=PROBE_CONNECTIONS, ssl=tls),
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
+            self.probes[route.name] = Pool(
+                origin, PROBE_CONNECTIONS, s.connect_timeout, s.read_timeout
+            )
 
     async def send(
         self,
@@ -178,10 +197,13 @@ class Upstreams:
         tells the caller afterwards whether it waited for a pool slot."""
         return await self.pools[route.name].request(method.encode(), target, headers, body, attempt)
 
+    async def probe(self, route: Route, path: bytes) -> tuple[int, bytes]:
+        """A short GET of the proxy's own (/health, /v1/models) with the route's credential,
+        on the route's probe pool: status and body (upstream/probe.py)."""
+        return await probe(self.probes[route.name], path, self.authorization(route))
+
     async def close(self) -> None:
-        for pool in self.pools.values():
+        for pool in (*self.pools.values(), *self.probes.values()):
             pool.close()
         self.pools.clear()
-        if self.probes is not None:
-            await self.probes.close()
-            self.probes = None
+        self.probes.clear()

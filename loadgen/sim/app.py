@@ -36,6 +36,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from loadgen.sim import prefix_cache, presets, requests, responses, tokenizer
+from loadgen.sim.auth import AuthenticationMiddleware
 from loadgen.sim.engine import Engine
 from loadgen.sim.errors import ApiError
 from loadgen.sim.faults import Faults, Injector, Rule
@@ -349,6 +350,7 @@ def create_app(
     mean_output_tokens: int = 256,
     script: dict[str, Any] | None = None,
     faults: Sequence[Rule] | None = None,
+    api_keys: Sequence[str] = (),
 ) -> Starlette:
     sim = Simulator(
         preset,
@@ -376,6 +378,8 @@ def create_app(
     # `vary: Origin` is on every response
     cors = Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"])
     middleware = [cors]
+    if api_keys:  # outermost, as vLLM adds it after CORS
+        middleware.insert(0, Middleware(AuthenticationMiddleware, tokens=api_keys))
     if sim.scripting is not None or sim.injector is not None:
         middleware.append(
             Middleware(FaultMiddleware, scripting=sim.scripting, injector=sim.injector)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import sys
 from typing import NoReturn
 
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
             jitter=args.jitter,
             script=args.script,
             faults=args.fault,
+            api_keys=vllm_args.api_keys(args, os.environ),
         )
     except (ValueError, OSError) as exc:
         _fail(str(exc))

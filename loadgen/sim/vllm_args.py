@@ -53,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--host", default="127.0.0.1")
     g.add_argument("--port", type=int, default=8000)
     g.add_argument(
+        "--api-key",
+        nargs="+",
+        metavar="KEY",
+        help="require one of these keys as `Authorization: Bearer KEY` on /v1 paths "
+        "(401 otherwise; default: $VLLM_API_KEY, else none)",
+    )
+    g.add_argument(
         "--served-model-name",
         nargs="+",
         metavar="NAME",
@@ -104,6 +111,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "context limit as vLLM derives it; with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the "
         "environment a longer --max-model-len is a warning, not an error",
     )
+
+
+def api_keys(args: argparse.Namespace, environ: Mapping[str, str]) -> list[str]:
+    """The keys /v1 paths require, as vLLM takes them: --api-key, else $VLLM_API_KEY."""
+    return [key for key in (args.api_key or [environ.get("VLLM_API_KEY", "")]) if key]
 
 
 def refuse(unknown: Sequence[str]) -> str:

@@ -84,21 +84,37 @@ def post_tokenize(url: str, body: bytes) -> httpx.Response:
     return httpx.post(url + "/tokenize", content=body, timeout=10)
 
 
-def test_a_post_on_a_reused_connection_the_upstream_closed_is_retried_on_a_fresh_one(
-    start_proxy,
-) -> None:
-    def respond(request: RawRequest) -> Reply:
-        # the first request of a connection is answered; one sent on it later finds it closed
-        return Reply(response(b"ok")) if request.index == 0 else Reply(close=True)
+def closed_after_reading_the_second_request(request: RawRequest) -> Reply:
+    """A connection's first request is answered; the next is read whole, then the upstream
+    closes without answering (it may have acted on it)."""
+    return Reply(response(b"ok")) if request.index == 0 else Reply(close=True)
 
-    with RawUpstream(respond) as upstream:
+
+def test_a_post_the_upstream_read_and_dropped_is_not_sent_again(start_proxy) -> None:
+    with RawUpstream(closed_after_reading_the_second_request) as upstream:
         proxy = start_proxy("--upstream", upstream.url)
         assert post_tokenize(proxy.url, b"first").status_code == 200
         r = post_tokenize(proxy.url, b"second")
-        assert (r.status_code, r.content) == (200, b"ok")
+        assert (r.status_code, r.json()["error"]["type"]) == (502, "BadGateway")
         seen = [(q.connection, q.index, q.body) for q in upstream.requests]
-    assert seen == [(0, 0, b"first"), (0, 1, b"second"), (1, 0, b"second")]
-    assert proxy.request_logs(r.headers["x-request-id"])[0]["outcome"] == "ok"
+    assert seen == [(0, 0, b"first"), (0, 1, b"second")]  # run once, never twice
+    (line,) = proxy.request_logs(r.headers["x-request-id"])
+    assert (line["outcome"], line["error_type"]) == ("upstream_error", "protocol")
+    counted = r'_not_retried_total\{[^}]*http_request_method="POST"[^}]*\} 1\.0'
+    assert re.search(counted, proxy.metrics())
+
+
+def test_a_get_the_upstream_read_and_dropped_is_sent_again_on_a_fresh_connection(
+    start_proxy,
+) -> None:
+    with RawUpstream(closed_after_reading_the_second_request) as upstream:
+        proxy = start_proxy("--upstream", upstream.url)
+        assert httpx.get(proxy.url + "/first", timeout=10).status_code == 200
+        r = httpx.get(proxy.url + "/second", timeout=10)
+        assert (r.status_code, r.content) == (200, b"ok")
+        seen = [(q.connection, q.index, q.target) for q in upstream.requests]
+    assert seen == [(0, 0, b"/first"), (0, 1, b"/second"), (1, 0, b"/second")]
+    assert "latency_proxy_upstream_not_retried_total{" not in proxy.metrics()
 
 
 def test_a_post_that_fails_on_a_fresh_connection_is_not_sent_again(start_proxy) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from latency_proxy.config import ConfigError, Route, load_settings
+from latency_proxy.config import ConfigError, Route, load_settings, upstream_credentials
 from tests.support import ROOT
 
 
@@ -109,3 +109,21 @@ def test_main_port_elsewhere_leaves_the_admin_port_on_loopback(start_proxy, upst
     assert listening["main"].startswith("127.0.0.2:")
     assert listening["admin"] == f"127.0.0.1:{proxy.admin_port}"
     assert "without a token" not in proxy.output()
+
+
+@pytest.mark.parametrize("bad", ["\r\n", "\n", "\r", "\x00", "\x01", "\x1b", "\x7f"])
+def test_a_route_key_with_a_byte_no_header_value_may_hold_is_refused(bad: str) -> None:
+    s = load_settings({"upstream": ["m=http://a:1"], "upstream_api_key": ["m=env:K"]}, {})
+    with pytest.raises(ConfigError) as caught:
+        upstream_credentials(s, {"K": f"sk-SECRET{bad}KEY"})
+    assert "RFC 9110" in str(caught.value) and "SECRET" not in str(caught.value)
+    # a tab or a space inside is a valid field value (vLLM compares the whole token)
+    assert upstream_credentials(s, {"K": " sk-a\tb c\n"}) == {"m": "sk-a\tb c"}
+
+
+def test_a_route_key_file_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "k"
+    path.write_bytes(b"sk-\xff\xfe")
+    s = load_settings({"upstream": ["m=http://a:1"], "upstream_api_key": [f"m=file:{path}"]}, {})
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        upstream_credentials(s, {})

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from latency_proxy.sse import SSEParser
 from tests.support.proxy import proxy_env
+from tests.support.raw_upstream import RawRequest, RawUpstream, Reply, response
 from tests.support.scripted_upstream import Upstream, serve
 
 
@@ -152,18 +153,20 @@ def test_route_credentials_are_injected_and_never_recorded(
     for rid in rids:
         assert len(proxy.request_logs(rid)) == 1
     otlp.wait_for_spans(
-        lambda spans: {
-            (s.kind, s.attributes.get("latency_proxy.request_id")) for s in spans
-        }
-        >= {(kind, rid) for kind in ("SERVER", "CLIENT") for rid in rids}
+        lambda spans: (
+            {(s.kind, s.attributes.get("latency_proxy.request_id")) for s in spans}
+            >= {(kind, rid) for kind in ("SERVER", "CLIENT") for rid in rids}
+        )
     )
     otlp.wait_for_metrics(
-        lambda points: {
-            p.attributes.get("latency_proxy.route")
-            for p in points
-            if p.name == "latency_proxy.requests"
-        }
-        >= {"llama", "qwen"}
+        lambda points: (
+            {
+                p.attributes.get("latency_proxy.route")
+                for p in points
+                if p.name == "latency_proxy.requests"
+            }
+            >= {"llama", "qwen"}
+        )
     )
     assert "SECRET" not in proxy.output() and "SECRET" not in proxy.metrics()
     assert not any(b"SECRET" in p for p in otlp.raw_payloads())
@@ -182,13 +185,16 @@ def test_credentials_in_an_upstream_url_go_as_basic_and_nowhere_else(
         timeout=10,
     )
     sent = next(r for r in upstream.received if r.headers.get("x-request-id") == rid)
-    assert sent.headers["authorization"] == "Basic " + base64.b64encode(
-        b"llama@team:pw-SECRET:1"
-    ).decode()
+    assert (
+        sent.headers["authorization"]
+        == "Basic " + base64.b64encode(b"llama@team:pw-SECRET:1").decode()
+    )
     assert len(proxy.request_logs(rid)) == 1
     otlp.wait_for_spans(
-        lambda spans: {(s.kind, s.attributes.get("latency_proxy.request_id")) for s in spans}
-        >= {("SERVER", rid), ("CLIENT", rid)}
+        lambda spans: (
+            {(s.kind, s.attributes.get("latency_proxy.request_id")) for s in spans}
+            >= {("SERVER", rid), ("CLIENT", rid)}
+        )
     )
     assert "SECRET" not in proxy.output() and "SECRET" not in proxy.metrics()
     assert not any(b"SECRET" in p for p in otlp.raw_payloads())
@@ -204,6 +210,28 @@ def test_missing_route_credential_fails_at_start(start_proxy, upstream) -> None:
     )
     assert proxy.process.wait(20) == 2
     assert "NOT_SET_ANYWHERE: variable is not set" in proxy.output()
+
+
+@pytest.mark.parametrize("source", ["env", "file"])
+def test_a_route_key_that_cannot_be_a_header_value_is_refused_at_start(
+    start_proxy, upstream, tmp_path, source: str
+) -> None:
+    key = "sk-SECRETKEY\r\nx-injected: 1"  # test_config.py tries the other bytes
+    env = proxy_env(None)
+    if source == "env":
+        env["ROUTE_KEY"] = key
+        spec = "llama=env:ROUTE_KEY"
+    else:
+        path = tmp_path / "route.key"
+        path.write_bytes(key.encode() + b"\n")
+        spec = f"llama=file:{path}"
+    proxy = start_proxy(
+        "--upstream", f"llama={upstream.url}", "--upstream-api-key", spec, env=env, ready=False
+    )
+    assert proxy.process.wait(20) == 2
+    output = proxy.output()
+    assert f"--upstream-api-key {spec}: the key holds CR, LF, NUL" in output
+    assert "SECRET" not in output and "Traceback" not in output
 
 
 def test_admin_token_guards_metrics_only(start_proxy, upstream, tmp_path) -> None:
@@ -222,25 +250,34 @@ def test_admin_token_guards_metrics_only(start_proxy, upstream, tmp_path) -> Non
     assert "vllm:" in httpx.get(proxy.url + "/metrics").text
 
 
-def test_no_log_injection_through_ids_or_model_names(start_proxy, upstream) -> None:
-    proxy = start_proxy("--upstream", upstream.url, "--log-format", "text")
-    httpx.post(
-        proxy.url + "/v1/completions",
-        timeout=10,
-        content=json.dumps({"model": "evil\nFORGED level=error msg=x", "prompt": "x"}),
-    )
-    with socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]))) as sock:
-        sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nx-request-id: a\rFORGED b\r\n\r\n")
-        sock.recv(4096)
-    for _ in range(100):  # both requests' own lines first, then what must not be there
-        text = proxy.output()
-        if "evil\\x0aFORGED" in text and "Invalid HTTP request received." in text:
-            break
-        time.sleep(0.05)
-    lines = text.splitlines()
-    assert any("evil\\x0aFORGED" in line for line in lines)
-    assert any("Invalid HTTP request received." in line for line in lines)
-    assert not any(line.startswith("FORGED") for line in lines)
+def unlisted(request: RawRequest) -> Reply:
+    """An upstream with no /v1/models that answers any model: names it answered are
+    recorded as they came (telemetry.ModelLabels), so their escaping is what is tested."""
+    if request.target == b"/v1/models":
+        return Reply(response(b"{}", status=b"404 Not Found"))
+    return Reply(response(b'{"choices": []}', b"content-type: application/json"))
+
+
+def test_no_log_injection_through_ids_or_model_names(start_proxy) -> None:
+    with RawUpstream(unlisted) as upstream:
+        proxy = start_proxy("--upstream", upstream.url, "--log-format", "text")
+        httpx.post(
+            proxy.url + "/v1/completions",
+            timeout=10,
+            content=json.dumps({"model": "evil\nFORGED level=error msg=x", "prompt": "x"}),
+        )
+        with socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]))) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nx-request-id: a\rFORGED b\r\n\r\n")
+            sock.recv(4096)
+        for _ in range(100):  # both requests' own lines first, then what must not be there
+            text = proxy.output()
+            if "evil\\x0aFORGED" in text and "Invalid HTTP request received." in text:
+                break
+            time.sleep(0.05)
+        lines = text.splitlines()
+        assert any("evil\\x0aFORGED" in line for line in lines)
+        assert any("Invalid HTTP request received." in line for line in lines)
+        assert not any(line.startswith("FORGED") for line in lines)
 
 
 @settings(max_examples=300, deadline=None)

@@ -9,7 +9,11 @@ import uuid
 
 import httpx
 
+from latency_proxy.models_list import LISTING_RETRY
+from loadgen.processes import free_port
+from loadgen.sim.app import create_app
 from tests.support.proxy import proxy_env, read_raw
+from tests.support.scripted_upstream import MODEL, PROXY_SCRIPT, ServerThread
 from tests.support.timing import LATE, on_time
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -34,7 +38,7 @@ def test_server_and_client_spans_continue_the_incoming_trace(proxy, upstream, ot
         "x-script": json.dumps({"ttft": 0.2, "itl": 0.05, "tokens": 5}),
     }
     body = {
-        "model": "llama-70b",
+        "model": MODEL,  # what the upstream lists: a name it did not is recorded `other`
         "stream": True,
         "max_tokens": 5,
         "temperature": 0,
@@ -49,11 +53,11 @@ def test_server_and_client_spans_continue_the_incoming_trace(proxy, upstream, ot
     client = next(s for s in spans if s.kind == "CLIENT")
     assert server.name == "POST /v1/chat/completions"
     assert server.trace_id == TRACE_ID and server.parent_span_id == PARENT
-    assert client.name == "chat llama-70b"
+    assert client.name == f"chat {MODEL}"
     assert client.trace_id == TRACE_ID and client.parent_span_id == server.span_id
     a = client.attributes
     assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == "vllm"
-    assert a["gen_ai.request.model"] == "llama-70b" and a["gen_ai.response.model"] == "llama-70b"
+    assert a["gen_ai.request.model"] == MODEL and a["gen_ai.response.model"] == MODEL
     assert a["gen_ai.request.max_tokens"] == 5 and a["gen_ai.request.temperature"] == 0.0
     assert a["gen_ai.usage.input_tokens"] == 7 and a["gen_ai.usage.output_tokens"] == 5
     assert a["gen_ai.response.finish_reasons"] == ["length"]
@@ -75,7 +79,7 @@ def test_server_and_client_spans_continue_the_incoming_trace(proxy, upstream, ot
     assert server.resource["service.name"] == "latency-proxy-test"
 
 
-def scripted_completion(proxy, prefix: str, tokens: int, model: str = "m") -> str:
+def scripted_completion(proxy, prefix: str, tokens: int, model: str = MODEL) -> str:
     """One streaming completion of `tokens` scripted tokens through the proxy; its request id."""
     rid = f"{prefix}-{uuid.uuid4().hex}"
     httpx.post(
@@ -110,8 +114,9 @@ def test_metrics_text_has_every_instrument(proxy) -> None:
     assert 'phase="event"' in text
 
 
-def test_openmetrics_exemplars_carry_trace_ids(proxy, otlp) -> None:
-    rid = scripted_completion(proxy, "ex", tokens=2, model="exemplar-model")
+def test_openmetrics_exemplars_carry_trace_ids(start_proxy, upstream, otlp) -> None:
+    proxy = start_proxy("--upstream", upstream.url, env=proxy_env(otlp))  # its one request
+    rid = scripted_completion(proxy, "ex", tokens=2)
     server = next(
         s
         for s in spans_of(otlp, rid)
@@ -123,7 +128,7 @@ def test_openmetrics_exemplars_carry_trace_ids(proxy, otlp) -> None:
         line
         for line in r.text.splitlines()
         if line.startswith("gen_ai_server_time_to_first_token_seconds_bucket")
-        and "exemplar-model" in line
+        and f'gen_ai_request_model="{MODEL}"' in line
         and "#" in line
     ]
     assert ttft and all(f'trace_id="{server.trace_id}"' in line for line in ttft)
@@ -147,17 +152,36 @@ def test_a_trace_the_sampler_drops_leaves_no_exemplar(start_proxy, upstream, otl
     assert "trace_id=" not in r.text
 
 
-def test_model_label_cardinality_is_bounded(start_proxy, upstream) -> None:
+def test_invented_model_names_never_take_the_labels(start_proxy, upstream) -> None:
+    # the scripted upstream answers 200 to any model name; it lists only MODEL
+    started = time.time()
     proxy = start_proxy("--upstream", upstream.url)
     with httpx.Client(timeout=10) as client:
         for i in range(40):
             client.post(proxy.url + "/v1/completions", json={"model": f"m{i}", "prompt": "x"})
-    models = set(
-        re.findall(
-            r'latency_proxy_requests_total\{[^}]*gen_ai_request_model="([^"]+)"', proxy.metrics()
-        )
+        client.post(proxy.url + "/v1/completions", json={"model": MODEL, "prompt": "x"})
+    models = re.findall(
+        r'latency_proxy_requests_total\{[^}]*gen_ai_request_model="([^"]+)"', proxy.metrics()
     )
-    assert len(models) == 33 and "other" in models
+    # learned at start, before any client: no invented name was ever recorded
+    assert sorted(models) == sorted(["other", MODEL])
+    assert any(r.path == "/v1/models" and r.at > started for r in upstream.received)
+
+
+def test_labels_are_learned_once_a_late_upstream_comes_up(start_proxy) -> None:
+    port = free_port()
+    proxy = start_proxy("--upstream", f"http://127.0.0.1:{port}")  # nothing listens yet
+    time.sleep(0.5)  # the listing at start has failed
+    app = create_app(ttft=0.0, itl=0.0, served_model_name=MODEL, script=PROXY_SCRIPT)
+    with ServerThread(app, port):  # up now, and it answers any model name
+        time.sleep(LISTING_RETRY + 1.5)  # the retry after the failed listing
+        with httpx.Client(timeout=10) as client:
+            client.post(proxy.url + "/v1/completions", json={"model": "late", "prompt": "x"})
+            client.post(proxy.url + "/v1/completions", json={"model": MODEL, "prompt": "x"})
+    models = re.findall(
+        r'latency_proxy_requests_total\{[^}]*gen_ai_request_model="([^"]+)"', proxy.metrics()
+    )
+    assert sorted(models) == sorted(["other", MODEL])  # unlisted `late` did not take a label
 
 
 def test_every_request_yields_one_server_span_and_one_count(start_proxy, upstream, otlp) -> None:
@@ -245,7 +269,7 @@ def test_otlp_grpc_export_carries_spans_and_metrics(start_proxy, upstream) -> No
             lambda ms: any(m.name == "gen_ai.server.time_to_first_token" for m in ms), timeout=10
         )
         ttft = [m for m in points if m.name == "gen_ai.server.time_to_first_token"]
-        assert ttft[-1].attributes["gen_ai.request.model"] == "m"
+        assert ttft[-1].attributes["gen_ai.request.model"] == MODEL
         assert ttft[-1].count >= 1
         assert ttft[-1].explicit_bounds[:3] == (0.001, 0.0015, 0.00225)  # our buckets
         client = next(

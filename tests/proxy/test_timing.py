@@ -7,13 +7,14 @@ import uuid
 
 import httpx
 
+from tests.support.scripted_upstream import MODEL
 from tests.support.timing import on_time
 
 
 def run_stream(proxy, script: dict, path: str = "/v1/chat/completions") -> dict:
     rid = "t-" + uuid.uuid4().hex
     body = {
-        "model": "m",
+        "model": MODEL,  # the name the upstream lists: a label
         "stream": True,
         "messages": [{"role": "user", "content": "x"}],
         "prompt": "x",
@@ -59,7 +60,7 @@ def sample(metrics: str, series: str) -> float:
 
 def test_time_to_first_n_tokens_in_metrics(proxy) -> None:
     labels = (
-        '{gen_ai_operation_name="chat",gen_ai_request_model="m",'
+        f'{{gen_ai_operation_name="chat",gen_ai_request_model="{MODEL}",'
         'latency_proxy_route="default",n="3"}'
     )
     count = "latency_proxy_time_to_first_n_tokens_seconds_count" + labels

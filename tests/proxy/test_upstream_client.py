@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -565,20 +567,88 @@ def test_a_connection_paused_as_its_body_completes_serves_the_next_request() -> 
 # 5. the retry
 
 
-def test_a_request_on_a_connection_closed_while_idle_is_sent_again_on_a_fresh_one() -> None:
+def test_a_connection_closed_while_idle_is_noticed_before_reuse() -> None:
     async def main() -> None:
         async with Upstream(answering(OK)) as upstream:
             pool = upstream.pool()
             await exchange(pool)
-            # the upstream drops the idle connection; the close crosses the next request
-            # (no await in between: the client cannot have seen it before writing)
-            upstream.peers[0].writer.transport.abort()
+            # the upstream ends the idle connection (its FIN goes out now, not at the next
+            # loop turn) and the POST follows with no await: the loop has not read the end,
+            # only the check as the connection leaves the pool can see it
+            fd = upstream.peers[0].writer.get_extra_info("socket").fileno()
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
             attempt = Attempt()
             answer, body = await exchange(pool, b"POST", b"/p", b'{"n":2}', attempt=attempt)
             assert (answer.status, body) == (200, b"ok")
-            assert attempt.reused  # the first try was on the pooled connection
+            assert not attempt.reused and not attempt.not_retried
             posts = [(r.connection, r.index) for r in upstream.requests if r.body == b'{"n":2}']
-            assert posts == [(1, 0)]
+            assert posts == [(1, 0)]  # once, on a fresh connection
+
+    run(main())
+
+
+def dropped_after_reading_the_second_request(peer: Peer) -> Awaitable[None]:
+    """The upstream answers a connection's first request, reads the second whole, and
+    closes without a word (a crash, a restart, its own idle timer firing just then)."""
+
+    async def script() -> None:
+        if peer.number > 0:
+            return await answering(OK)(peer)
+        await peer.request()
+        await peer.send(OK)
+        await peer.request()
+
+    return script()
+
+
+@pytest.mark.parametrize("method", [b"POST", b"PATCH"])
+def test_a_request_that_went_out_is_never_sent_again_unless_idempotent(method: bytes) -> None:
+    async def main() -> None:
+        async with Upstream(dropped_after_reading_the_second_request) as upstream:
+            pool = upstream.pool()
+            await exchange(pool)
+            attempt = Attempt()
+            with pytest.raises(ProtocolError) as caught:
+                await pool.request(method, b"/p", [], b'{"n":2}', attempt)
+            assert not caught.value.answered and caught.value.sent
+            assert attempt.reused and attempt.not_retried
+            assert [r.body for r in upstream.requests] == [b"", b'{"n":2}']  # once
+            assert len(upstream.peers) == 1
+
+    run(main())
+
+
+@pytest.mark.parametrize("method", sorted(upstream_pool.IDEMPOTENT))
+def test_an_idempotent_request_that_went_out_unanswered_is_sent_again(method: bytes) -> None:
+    async def main() -> None:
+        async with Upstream(dropped_after_reading_the_second_request) as upstream:
+            pool = upstream.pool()
+            await exchange(pool)
+            attempt = Attempt()
+            answer, _ = await exchange(pool, method, b"/again", attempt=attempt)
+            assert answer.status == 200 and attempt.reused and not attempt.not_retried
+            again = [(r.connection, r.index) for r in upstream.requests if r.target == b"/again"]
+            assert again == [(0, 1), (1, 0)]
+
+    run(main())
+
+
+def test_a_post_found_dead_before_any_of_it_went_out_is_sent_on_a_fresh_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def main() -> None:
+        async with Upstream(answering(OK)) as upstream:
+            pool = upstream.pool()
+            await exchange(pool)
+            # closing, its end not yet seen by the pool's check: the write finds it closing
+            (idle,) = pool._idle
+            idle.transport.close()
+            monkeypatch.setattr(upstream_connection.Connection, "readable", lambda self: False)
+            attempt = Attempt()
+            _, body = await exchange(pool, b"POST", b"/p", b"x", attempt=attempt)
+            assert body == b"ok" and attempt.reused and not attempt.not_retried
+            assert [(r.connection, r.body) for r in upstream.requests] == [(0, b""), (1, b"x")]
 
     run(main())
 
@@ -830,5 +900,81 @@ def test_a_waiter_cancelled_as_a_slot_frees_passes_the_slot_on() -> None:
             cancelled.cancel()  # ... and goes before it runs
             _, body = await asyncio.wait_for(waiting, PATIENCE)
             assert body == b"ok" and cancelled.cancelled()
+
+    run(main())
+
+
+# every phase of the upstream connection has a timer, every status family its framing
+
+
+def test_a_tls_handshake_that_never_completes_ends_at_the_connect_timeout() -> None:
+    connect_timeout = 0.3
+
+    async def handler(peer: Peer) -> None:
+        await peer.ended.wait()  # accepts the TCP connection, never speaks TLS
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            tls = ssl.create_default_context()
+            origin = Origin.of(Route("t", upstream.url.replace("http:", "https:")), tls)
+            pool = Pool(origin, 1, connect_timeout, PATIENCE)
+            attempt = Attempt()
+            start = time.perf_counter()
+            with pytest.raises(TimeoutError):
+                await pool.request(b"GET", b"/", [], b"", attempt)
+            assert on_time(time.perf_counter() - start, connect_timeout)
+            assert not attempt.waiting  # the upstream's fault, not the proxy's queue
+            upstream.peers[0].ended.set()
+
+    run(main())
+
+
+def test_an_upstream_that_does_not_read_the_request_body_times_out() -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.ended.wait()  # reads nothing: the 16 MB body fills every buffer
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            pool = upstream.pool(read_timeout=READ_TIMEOUT)
+            start = time.perf_counter()
+            with pytest.raises(TimeoutError):
+                await pool.request(b"POST", b"/", [], b"x" * 16 * 2**20, Attempt())
+            assert on_time(time.perf_counter() - start, READ_TIMEOUT)
+            upstream.peers[0].ended.set()
+
+    run(main())
+
+
+def test_a_flood_of_interim_answers_hits_the_head_limit() -> None:
+    flood = b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n" * (2 * MAX_HEAD_BYTES // 40)
+
+    async def handler(peer: Peer) -> None:
+        await peer.request()
+        await peer.send(flood)
+        await peer.until_closed()
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            pool = upstream.pool(read_timeout=30.0)
+            with pytest.raises(ProtocolError):
+                await asyncio.wait_for(pool.request(b"GET", b"/", [], b"", Attempt()), PATIENCE)
+
+    run(main())
+
+
+def test_304_has_no_body_whatever_its_length_says() -> None:
+    answer, body = run(reused_after(b"HTTP/1.1 304 Not Modified\r\ncontent-length: 5000\r\n\r\n"))
+    assert (answer.status, answer.header(b"content-length"), body) == (304, b"5000", b"")
+
+
+def test_an_http_1_0_answer_without_length_ends_with_the_connection() -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.request()
+        await peer.send(b"HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\nold", b"-style")
+
+    async def main() -> None:
+        async with Upstream(handler) as upstream:
+            answer, body = await exchange(upstream.pool())
+            assert (answer.status, body) == (200, b"old-style")
 
     run(main())

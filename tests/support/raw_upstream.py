@@ -5,7 +5,8 @@ upstream that breaks the framing, sends less than it declared, or closes a kept-
 connection just as a request arrives on it. `RawUpstream` runs an asyncio server on a
 loopback port in a background thread, reads each request (head and Content-Length body),
 records it byte for byte with the connection it came on, and writes whatever `respond`
-returns for it.
+returns for it. The proxy's own listings (GET …/v1/models, on connections of their own)
+are answered 404 and neither numbered nor recorded, so what a test counts is what it sent.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from loadgen.processes import free_port
+
+
+def _listing(head: bytes) -> bool:
+    method, target, _ = head.split(b" ", 2)
+    return method == b"GET" and target.endswith(b"/v1/models")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +90,7 @@ class RawUpstream:
         server.close()  # asyncio.run then cancels the connections still served
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = self._connections
-        self._connections += 1
+        connection = None  # numbered at its first request that is not a listing
         index = 0
         try:
             while True:
@@ -93,6 +98,12 @@ class RawUpstream:
                     head = await reader.readuntil(b"\r\n\r\n")
                 except asyncio.IncompleteReadError:
                     return
+                if _listing(head):
+                    writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                    continue
+                if connection is None:
+                    connection = self._connections
+                    self._connections += 1
                 request = RawRequest(connection, index, head[:-4], b"")
                 length = request.header(b"content-length")
                 body = await reader.readexactly(int(length)) if length else b""
