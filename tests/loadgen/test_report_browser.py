@@ -15,7 +15,7 @@ import pytest
 from loadgen import rundir
 from loadgen.cli import main
 from loadgen.processes import free_port, running
-from tests.support.browser import CHROMIUM, Browser, Page
+from tests.support.browser import CHROMIUM, Browser, Page, open_offline, sections
 
 pytestmark = [
     pytest.mark.slow,
@@ -61,20 +61,8 @@ def capacity(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def opened(browser: Browser, path: Path, request: pytest.FixtureRequest, name: str) -> Page:
-    """The page, loaded offline, checked for errors and requests; screenshot if asked."""
-    page = browser.open(path)
-    assert page.errors() == []
-    assert page.requests() == [path.resolve().as_uri()]  # nothing but the page itself
-    assert page.failed() == []
     keep = request.config.getoption("--screenshot")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        page.screenshot(Path(keep) / f"{name}.png")
-    return page
-
-
-def sections(page: Page) -> list[str]:
-    return page.evaluate("[...document.querySelectorAll('section')].map(s => s.id)")
+    return open_offline(browser, path, Path(keep) / f"{name}.png" if keep else None)
 
 
 def tips_of(page: Page, chart: str) -> list[str]:

@@ -205,6 +205,24 @@ class Browser:
             shutil.rmtree(self.profile, ignore_errors=True)
 
 
+def open_offline(browser: Browser, path: Path, screenshot: Path | None = None) -> Page:
+    """The page loaded with the network off, asserted clean: no console error, no request
+    but the page itself, none failed; a screenshot kept where asked."""
+    page = browser.open(path)
+    assert page.errors() == []
+    assert page.requests() == [path.resolve().as_uri()]
+    assert page.failed() == []
+    if screenshot:
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(screenshot)
+    return page
+
+
+def sections(page: Page) -> list[str]:
+    """The page's section ids, in order."""
+    return page.evaluate("[...document.querySelectorAll('section')].map(s => s.id)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Open a report.html offline, screenshot it.")
     parser.add_argument("page", type=Path)
