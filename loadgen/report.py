@@ -1,4 +1,4 @@
-"""Human outputs beside summary.json: report.md, PNG plots, the console table.
+"""Human outputs beside summary.json: report.md, report.html, the PNG plots, the console table.
 
 Every percentile is printed with its sample count and CI; one the sample cannot support
 prints as "n/a (needs ≥N)" rather than a number.

@@ -43,7 +43,7 @@ def main(config: RunConfig) -> int:
         print(f"loadgen: {exc}", file=sys.stderr)
         return 2
     print(report.console_table(summary))
-    print(f"results: {config.out}/ (summary.json, requests.jsonl, report.md)")
+    print(f"results: {config.out}/ (summary.json, requests.jsonl, report.md, report.html)")
     if summary["interrupted"]:
         print("loadgen: interrupted: partial results, marked invalid", file=sys.stderr)
         return 130

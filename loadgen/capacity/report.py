@@ -1,4 +1,4 @@
-"""A capacity search's outputs: capacity.json, report.md, capacity.png and the console lines.
+"""A capacity search's outputs: capacity.json, report.md, report.html, the PNGs, the console lines.
 
 `result` turns the searches into capacity.json's dictionary; everything else renders from
 that dictionary alone, so a report can be redrawn from the file. The report closes the way
