@@ -6,7 +6,6 @@ chart's hover shows the figure the summary holds. `--screenshot DIR` keeps what 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import pytest
 
 from loadgen import rundir
 from loadgen.cli import main
-from loadgen.processes import free_port, running
 from tests.support.browser import CHROMIUM, Browser, Page, open_offline, sections
 
 pytestmark = [
@@ -29,16 +27,6 @@ TRACE = "http://127.0.0.1:3000/explore?trace={trace_id}"
 def browser() -> Iterator[Browser]:
     with Browser() as b:
         yield b
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    args = [sys.executable, "-m", "loadgen.sim", "--preset", "llama-70b-awq-tp4-a100"]
-    log = tmp_path_factory.mktemp("sim") / "sim.log"
-    with running([*args, "--port", str(port)], url + "/health", log):
-        yield url
 
 
 @pytest.fixture(scope="module")
