@@ -41,7 +41,8 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("uvicorn/", "uvicorn: HTTP server, ASGI send (the client socket write is charged here)"),
     ("latency_proxy/upstream/connection.py", UPSTREAM),
     ("latency_proxy/upstream/pool.py", UPSTREAM),
-    ("latency_proxy/http_protocol.py", PER_EVENT),  # its ClientWriter: the direct body write
+    ("latency_proxy/writers.py", PER_EVENT),  # ClientWriter: the direct body write
+    ("latency_proxy/http_protocol.py", PER_EVENT),  # resume_writing, on each drained buffer
     ("latency_proxy/relay.py", PER_EVENT),
     ("latency_proxy/sse.py", PER_EVENT),
     ("latency_proxy/meter.py", PER_EVENT),

@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--write-timeout",
         metavar="DURATION",
         help="longest a send to the client may wait for it to read; then the stream ends, "
-        "recorded client_abort (default 30s; 0: never)",
+        "the connection is aborted, recorded client_abort; also how long a closing "
+        "connection may take to flush (default 30s; 0: never)",
     )
     add("--pool-max-connections", metavar="N", help="upstream connections per route (default 1024)")
     add(
@@ -120,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="longest time from a connection's accept, or a later request's first byte, to "
         "the end of the request's headers; then the connection is closed (default 10s)",
+    )
+    add(
+        "--body-timeout",
+        metavar="DURATION",
+        help="longest time from the end of a request's headers to the end of its body; "
+        "then 408 and the connection is closed (default 60s)",
     )
     add(
         "--idle-timeout",
@@ -187,6 +194,7 @@ def _uvicorn_config(
     limits = ConnectionLimits(
         max_head_bytes=settings.max_header_bytes + REQUEST_LINE_ALLOWANCE,
         header_timeout=settings.header_timeout,
+        write_timeout=settings.write_timeout,
     )
     return uvicorn.Config(
         app,

@@ -80,6 +80,7 @@ class Settings:
     max_headers: int = 100
     max_header_bytes: int = 32 * 1024
     header_timeout: float = 10.0
+    body_timeout: float = 60.0  # end of the head to end of the body (nginx's 60 s)
     idle_timeout: float = 75.0
     max_event_bytes: int = MAX_EVENT_BYTES
     ca_bundle: str | None = None
@@ -189,6 +190,7 @@ def _coerce(name: str, value: Any) -> Any:
             "write_timeout",
             "retry_after",
             "header_timeout",
+            "body_timeout",
             "idle_timeout",
         ):
             return parse_duration(value)
@@ -250,7 +252,13 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("--first-n-tokens: give positive token counts, e.g. 3 or 1,3,10")
     if s.max_event_bytes < 1:
         raise ConfigError("--max-event-bytes: give a size, e.g. 4MiB")
-    for name in ("header_timeout", "idle_timeout", "connect_timeout", "read_timeout"):
+    for name in (
+        "header_timeout",
+        "body_timeout",
+        "idle_timeout",
+        "connect_timeout",
+        "read_timeout",
+    ):
         if getattr(s, name) <= 0:
             raise ConfigError(f"--{name.replace('_', '-')}: give a positive duration, e.g. 10s")
     if s.max_concurrent_requests < 0:

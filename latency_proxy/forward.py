@@ -19,7 +19,7 @@ from latency_proxy.identity import request_id_from
 from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.models_list import list_models
 from latency_proxy.outcome import Outcome
-from latency_proxy.request import BodyTooLarge, ClientGone, header, read_body
+from latency_proxy.request import BodyTooLarge, BodyTooSlow, ClientGone, header, read_body
 from latency_proxy.responses import HEADERS_TOO_LARGE, answer, answer_error, retry_after_header
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry.logs import bind_request, cut_recorded
@@ -92,6 +92,12 @@ class Forwarder:
     ) -> None:
         settings = self.settings
         headers = scope["headers"]
+        hosts = [value for name, value in headers if name == b"host"]
+        if len(hosts) > 1 or (not hosts and scope.get("http_version") == "1.1"):
+            # RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (nginx answers 400 too)
+            message = "an HTTP/1.1 request needs exactly one Host header"
+            await self._reject(exchange, send, 400, message, "BadRequestError")
+            return
         if (
             len(headers) > settings.max_headers
             or sum(len(k) + len(v) for k, v in headers) > settings.max_header_bytes
@@ -110,15 +116,15 @@ class Forwarder:
                 receive,
                 settings.max_body_size,
                 int(declared) if declared and declared.isdigit() else None,
+                settings.body_timeout,
             )
-        except BodyTooLarge:
-            await self._reject(
-                exchange,
-                send,
-                413,
-                f"request body larger than {settings.max_body_size} bytes",
-                "RequestTooLarge",
-            )
+        except BodyTooLarge:  # the rest of the body is not read: the connection ends
+            message = f"request body larger than {settings.max_body_size} bytes"
+            await self._reject(exchange, send, 413, message, "RequestTooLarge", close=True)
+            return
+        except BodyTooSlow:
+            message = f"request body not received within {settings.body_timeout:g} s"
+            await self._reject(exchange, send, 408, message, "RequestTimeout", close=True)
             return
         except ClientGone:
             exchange.client_gone()
@@ -180,9 +186,12 @@ class Forwarder:
         kind: str,
         param: str | None = None,
         retry_after: float | None = None,
+        close: bool = False,
     ) -> None:
         if exchange.call is None:  # refused before the body was read: still a model call
             exchange.call = ModelCall(operation=MEASURED_PATHS.get(exchange.path), body=b"")
         exchange.fail(Outcome.REJECTED, kind)
-        extra = None if retry_after is None else retry_after_header(retry_after)
+        extra = [] if retry_after is None else retry_after_header(retry_after)
+        if close:
+            extra.append((b"connection", b"close"))
         await answer_error(exchange, send, status, message, kind, param, extra)

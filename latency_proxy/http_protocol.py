@@ -7,27 +7,29 @@ nothing closes a connection that never sends a request, or sends it a byte at a 
 protocol counts the bytes of a head still arriving and refuses it (431, connection closed)
 as soon as it passes the limit; closes a connection whose head is not complete within
 `header_timeout` of its accept (or of the first byte of a later request on it); closes a
-kept-alive connection silent for `idle_timeout` (uvicorn's keep-alive timer); and lets the
+kept-alive connection silent for `idle_timeout` (uvicorn's keep-alive timer); aborts a
+connection closed with bytes still unsent once `write_timeout` passes without their going
+out (a client that stopped reading holds no socket); marks every request still answered on
+a connection the client closed as disconnected, pipelined ones included; frames an
+HTTP/1.0 request's body by closing the connection, not by chunks (http10.py); and lets the
 app end a connection without completing its response (`abort_connection`), so a body the
 upstream cut short is cut short for the client too. Complete heads are checked exactly
 (count, names and values) by forward.py, which records the refusal; a head refused here is
 not a request yet, so like a malformed one (uvicorn's 400) it is answered, not recorded.
+The body's timer is the app's (request.read_body), so it holds under any ASGI server.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
-
+from latency_proxy.http10 import Http10Cycle
 from latency_proxy.responses import HEADERS_TOO_LARGE, error_body
-from latency_proxy.types import Scope
+from latency_proxy.uvicorn_internals import HttpToolsProtocol, RequestResponseCycle
+from latency_proxy.writers import ABORT, WRITER, ClientWriter
 
-ABORT = "latency_proxy.abort"  # the scope extension abort_connection calls
-WRITER = "latency_proxy.writer"  # the scope extension client_writer returns
 REQUEST_LINE_ALLOWANCE = 8 * 1024  # a head's bytes beyond its names and values
 _REFUSAL = error_body(431, *HEADERS_TOO_LARGE)
 _REFUSAL_RESPONSE = (
@@ -41,53 +43,12 @@ _REFUSAL_RESPONSE = (
 class ConnectionLimits:
     max_head_bytes: int  # a head still arriving is refused past this many bytes
     header_timeout: float  # accept (or a later request's first byte) to the end of its head
+    write_timeout: float = 0.0  # a closed connection's unsent bytes, then abort; 0: never
 
 
 def protocol_class(limits: ConnectionLimits) -> type[HttpToolsProtocol]:
     """The protocol uvicorn builds per connection (its `http` setting), with these limits."""
     return type("LimitedHttpToolsProtocol", (LimitedHttpToolsProtocol,), {"limits": limits})
-
-
-def abort_connection(scope: Scope) -> None:
-    """Close the client's connection without completing the response; under a server
-    without the extension, returning without the final body message does the same."""
-    abort = scope.get("extensions", {}).get(ABORT)
-    if abort is not None:
-        abort()
-
-
-class ClientWriter:
-    """A response body written straight onto the client's transport, framed as uvicorn
-    frames it, from inside the upstream's data callback: no ASGI send (a coroutine, and a
-    task wake-up) per chunk. The response head and its end still go through ASGI `send`.
-    `on_writable` runs when a full write buffer has drained (uvicorn's flow control)."""
-
-    __slots__ = ("_cycle", "_transport", "on_writable")
-
-    def __init__(self, cycle: RequestResponseCycle) -> None:
-        self._cycle = cycle
-        self._transport = cycle.transport
-        self.on_writable: Callable[[], None] | None = None
-
-    def write(self, body: bytes) -> bool:
-        """Write a body chunk; True when the client's write buffer is now over uvicorn's
-        high-water mark (the caller stops reading until `on_writable`)."""
-        cycle = self._cycle
-        if cycle.disconnected or cycle.response_complete or not cycle.response_started:
-            return False
-        if cycle.chunked_encoding:  # always, but for HEAD, 204 and 304: no body then
-            self._transport.write(b"%x\r\n%b\r\n" % (len(body), body))
-        return cycle.flow.write_paused
-
-
-def client_writer(scope: Scope) -> ClientWriter:
-    """The writer for this request's response body, once its head is sent."""
-    return scope["extensions"][WRITER]()  # type: ignore[typeddict-item]
-
-
-def _abort(cycle: RequestResponseCycle) -> None:
-    cycle.disconnected = True  # uvicorn: nothing more to send, nothing to complete
-    cycle.transport.close()  # what was written still goes out, then the FIN
 
 
 class LimitedHttpToolsProtocol(HttpToolsProtocol):
@@ -97,7 +58,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._head_bytes: int | None = 0  # bytes of the head being read; None: none is
         self._header_timer: asyncio.TimerHandle | None = None
+        self._linger: asyncio.TimerHandle | None = None
         self._writer: ClientWriter | None = None
+        self._open: list[RequestResponseCycle] = []  # responses not complete, in order
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -105,6 +68,14 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_timer()
+        if self._linger is not None:
+            self._linger.cancel()
+        # uvicorn marks only the newest request gone; a stream ahead of a pipelined one
+        # would write on to a closed transport
+        for cycle in self._open:
+            if not cycle.response_complete:
+                cycle.disconnected = True
+                cycle.message_event.set()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -126,9 +97,21 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:
+            if self.scope["http_version"] == "1.0":
+                cycle.__class__ = Http10Cycle
             extensions = self.scope.setdefault("extensions", {})
-            extensions[ABORT] = lambda: _abort(cycle)  # type: ignore[typeddict-unknown-key]
+            extensions[ABORT] = lambda flush: self._abort(cycle, flush)  # type: ignore[typeddict-unknown-key]
             extensions[WRITER] = lambda: self._writer_for(cycle)  # type: ignore[typeddict-unknown-key]
+            self._open = [c for c in self._open if not c.response_complete]
+            self._open.append(cycle)
+
+    def on_response_complete(self) -> None:
+        if self.transport.is_closing():  # the response asked for the close
+            self._close()
+        super().on_response_complete()
+
+    def timeout_keep_alive_handler(self) -> None:
+        self._close()
 
     def _writer_for(self, cycle: RequestResponseCycle) -> ClientWriter:
         self._writer = ClientWriter(cycle)
@@ -140,6 +123,23 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if writer is not None and writer.on_writable is not None:
             writer.on_writable()
 
+    def _abort(self, cycle: RequestResponseCycle, flush: bool) -> None:
+        cycle.disconnected = True  # uvicorn: nothing more to send, nothing to complete
+        if flush:
+            self._close()  # what was written still goes out (within the write timeout)
+        else:
+            self.transport.abort()
+
+    def _close(self) -> None:
+        """Close after the unsent bytes went out, or abort if they are still unsent after
+        the write timeout (a graceful close waits for a reader that may never read)."""
+        transport = self.transport
+        if not transport.is_closing():
+            transport.close()
+        timeout = self.limits.write_timeout
+        if timeout > 0 and self._linger is None and transport.get_write_buffer_size():
+            self._linger = self.loop.call_later(timeout, transport.abort)
+
     def _refuse_head(self) -> None:
         self._cancel_header_timer()
         if self.cycle is not None and not self.cycle.response_complete:
@@ -147,7 +147,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.pause_reading()
             return
         self.transport.write(_REFUSAL_RESPONSE)
-        self.transport.close()
+        self._close()
 
     def _arm_header_timer(self) -> None:
         self._header_timer = self.loop.call_later(self.limits.header_timeout, self._header_late)
@@ -161,5 +161,5 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._header_timer = None
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.keep_alive = False  # pipelined behind a response: close after it
-        elif not self.transport.is_closing():
-            self.transport.close()
+        else:
+            self._close()

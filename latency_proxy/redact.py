@@ -209,6 +209,22 @@ class ContentPolicy:
             return text[: self._max_chars] + "…[truncated]"
         return text
 
+    def prefix_hashes(self, role_texts: Iterable[tuple[str, str]]) -> list[str] | None:
+        """In hash mode, one keyed hash per message part, each of the conversation up to and
+        including it: two requests share the first k hashes exactly when their first k parts
+        are the same, which is what a replay needs to share prompt prefixes. Truncated to
+        128 bits to keep a long conversation's log line short."""
+        if self.mode != HASH:
+            return None
+        running = hmac.new(self._key, digestmod=hashlib.sha256)
+        hashes = []
+        for role, text in role_texts:
+            for piece in (role, text):
+                data = piece.encode("utf-8", "surrogatepass")
+                running.update(len(data).to_bytes(8, "big") + data)  # unambiguous boundaries
+            hashes.append(running.copy().hexdigest()[:32])
+        return hashes
+
     def messages(
         self, role_texts: Iterable[tuple[str, str]], finish_reason: str | None = None
     ) -> list[dict[str, Any]] | None:

@@ -3,7 +3,7 @@ that leaves.
 
 The body is relayed inside the upstream connection's data callback: each chunk is parsed,
 metered and written to the client's transport before the callback returns (no task
-wake-up, no ASGI send per chunk; upstream/connection.py, http_protocol.ClientWriter). Only
+wake-up, no ASGI send per chunk; upstream/connection.py, writers.ClientWriter). Only
 when the proxy injected a usage request does it hold bytes back, and then never longer than
 the end of the current event, so it can drop the one event the client did not ask for. A
 client whose write buffer fills pauses the upstream's reads until it drains. Per chunk the
@@ -19,13 +19,13 @@ from collections.abc import Coroutine
 from typing import Any
 
 from latency_proxy.exchange import Exchange
-from latency_proxy.http_protocol import ClientWriter
 from latency_proxy.meter import StreamMeter
 from latency_proxy.sse import SSEParser
 from latency_proxy.types import Receive
 from latency_proxy.upstream.connection import Response
 from latency_proxy.usage_filter import InjectedUsageFilter
 from latency_proxy.write_watch import WriteWatch
+from latency_proxy.writers import BodyWriter
 
 perf_counter = time.perf_counter
 MAX_MEASURED_BODY = 8 * 2**20  # non-streaming bodies kept for usage parsing up to this size
@@ -37,7 +37,7 @@ class Backpressure:
 
     __slots__ = ("_response", "_watch", "_writer", "held")
 
-    def __init__(self, response: Response, writer: ClientWriter, watch: WriteWatch) -> None:
+    def __init__(self, response: Response, writer: BodyWriter, watch: WriteWatch) -> None:
         self._response = response
         self._writer = writer
         self._watch = watch
@@ -56,9 +56,13 @@ class Backpressure:
             self._response.resume_reading()
             self._watch.released()
 
+    async def drain(self) -> None:
+        """Wait until every write went out (only an ASGI writer ever waits)."""
+        await self._writer.drain()
+
     def stop(self) -> None:
         """After the last write: a wait still pending is the final send's to count."""
-        self._writer.on_writable = None
+        self._writer.close()
         self._release()
 
 

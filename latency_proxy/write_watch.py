@@ -35,6 +35,11 @@ class WriteWatch:
         await self._send(message)
         self.writes += 1
 
+    @property
+    def unwatched_send(self) -> Send:
+        """The server's send, for a writer whose waits are counted by held/released."""
+        return self._send
+
     def held(self) -> None:
         """A write outside `send` filled the client's buffer: pending until released."""
         self.writes += 1

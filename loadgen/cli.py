@@ -20,21 +20,27 @@ from pathlib import Path
 from latency_proxy.units import parse_duration, parse_size
 from loadgen import compare, merge, rebuild, run
 from loadgen.capacity import command as capacity
-from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, RunConfig
+from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
 from loadgen.records import SummarySettings
+from loadgen.replay import ReplaySettings
+from loadgen.replay.formats import FORMATS
+from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS
 from loadgen.schedule import ARRIVALS
 from loadgen.slo import parse_slos
-from loadgen.workload import Lengths
+from loadgen.workload import NO_THINK, Durations, Lengths
 
 EPILOG = """\
 defaults make a quick run (8 concurrent streams, 15 s per target after 2 s warmup, 512 input /
 64 output tokens). The seeds' methodology is one flag set away:
   --concurrency 100 --input-tokens 512 --output-tokens 256 --duration 10m --warmup 30s
+and real traffic one flag: --replay FILE (an Azure LLM inference CSV, Mooncake JSONL, a run's
+requests.jsonl or the proxy's log), --slice 1m for its stretches
 subcommands:
   python -m loadgen compare RUN_DIR RUN_DIR [...]   side by side, differences with CIs, verdicts
   python -m loadgen merge RUN_DIR [...] --out DIR   exact merge of shards (--shard i/N runs)
   python -m loadgen report DIR [...]                rebuild report.md, report.html and plots
   python -m loadgen capacity --target A [...] --slo ttft=800ms@p90 [--by rate|concurrency]
+                                                    (or --replay FILE --by speed)
                                                     the most load that meets the SLOs, steady
 """
 CAPACITY = "Find, per target, the most load at which every SLO holds and the server keeps up."
@@ -145,6 +151,21 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         help="every synthetic prompt opens with the same N tokens (a system prompt), drawn "
         "once per run: what a server's prefix cache buys",
     )
+    w.add_argument(
+        "--turns",
+        type=int,
+        default=1,
+        metavar="N",
+        help="conversations of N requests: turn k resends the whole conversation so far "
+        "(the model's answers included) plus a new user message (chat only; default 1)",
+    )
+    w.add_argument(
+        "--think-time",
+        type=Durations.parse,
+        default=NO_THINK,
+        metavar="D|LO-HI",
+        help="a user's pause between an answer and the next turn (default 0s)",
+    )
     load = p.add_argument_group("load")
     if search:
         _add_search_flags(load)
@@ -161,6 +182,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
             metavar="R[,R…]",
             help="open loop: R requests/s; a list sweeps",
         )
+    _add_replay_flags(p.add_argument_group("replay"))
     load.add_argument("--arrival", choices=ARRIVALS, default="poisson")
     load.add_argument(
         "--gamma-shape",
@@ -177,9 +199,8 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     load.add_argument(
         "--warmup",
         type=parse_duration,
-        default=2.0,
         help="excluded from results, per target; later blocks ramp up again over at most "
-        "this (default 2s)",
+        f"this (default {DEFAULT_WARMUP:g}s; a replay: 0, the window's head is measured)",
     )
     load.add_argument(
         "--blocks",
@@ -220,6 +241,13 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         metavar="METRIC=DURATION[@pNN]",
         help="ttft, tpot or e2e, judged at a percentile where a level is judged (default "
         "ttft=800ms tpot=50ms, at p99); goodput counts requests within the limits",
+    )
+    r.add_argument(
+        "--slice",
+        type=parse_duration,
+        metavar="DURATION",
+        help="summary.json gets each target's run in slices of this length (sent, finished, "
+        "backlog, output tok/s, TTFT/TPOT P50/P90), report.md its worst slice, a plot",
     )
     r.add_argument(
         "--gpu-metrics",
@@ -278,12 +306,67 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     return p
 
 
+def _add_replay_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="send a trace's requests at their own times (instead of --rate/--concurrency): "
+        "Azure LLM inference CSV, Mooncake JSONL, a requests.jsonl, the proxy's log",
+    )
+    group.add_argument(
+        "--replay-format", choices=FORMATS, help="the trace's format (default: detected)"
+    )
+    group.add_argument(
+        "--replay-speed",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="offsets divided by X: 2 sends the trace twice as fast (default 1)",
+    )
+    group.add_argument(
+        "--replay-start",
+        type=parse_duration,
+        default=0.0,
+        metavar="D",
+        help="the window opens D after the trace's first record; --duration (trace time) "
+        "or --requests closes it (default: the whole trace)",
+    )
+    group.add_argument(
+        "--replay-block-tokens",
+        type=int,
+        default=DEFAULT_BLOCK_TOKENS,
+        metavar="N",
+        help=f"tokens per Mooncake hash id (default {DEFAULT_BLOCK_TOKENS})",
+    )
+    group.add_argument(
+        "--skip-bad-rows",
+        action="store_true",
+        help="skip rows that do not parse (counted in run.json and the report) instead of stopping",
+    )
+
+
+def _replay(args: argparse.Namespace) -> ReplaySettings | None:
+    if not args.replay:
+        return None
+    if args.replay_speed <= 0 or args.replay_block_tokens < 1:
+        raise ValueError("--replay-speed and --replay-block-tokens must be positive")
+    return ReplaySettings(
+        file=args.replay,
+        format=args.replay_format,
+        speed=args.replay_speed,
+        start_s=args.replay_start,
+        block_tokens=args.replay_block_tokens,
+        skip_bad_rows=args.skip_bad_rows,
+    )
+
+
 def _add_search_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--by",
-        choices=("rate", "concurrency"),
+        choices=("rate", "concurrency", "speed"),
         default="rate",
-        help="search open-loop requests/s (default) or closed-loop streams",
+        help="search open-loop requests/s (default), closed-loop streams, or how much faster "
+        "than recorded a --replay's trace can go (speed)",
     )
     group.add_argument(
         "--start",
@@ -304,7 +387,15 @@ def _add_search_flags(group: argparse._ArgumentGroup) -> None:
 def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     """The run the flags ask for, defaults filled in; raises ValueError for a bad --slo."""
     slos = parse_slos(args.slo)
-    neither = args.duration is None and args.requests is None
+    replay = _replay(args)
+    # a replay without a window bound replays the whole trace
+    neither = args.duration is None and args.requests is None and replay is None
+    if replay is not None:
+        sweep, levels = "replay", (replay.speed,)
+    else:
+        sweep = "rate" if args.rate else "concurrency"
+        levels = tuple(args.rate or args.concurrency or [DEFAULT_CONCURRENCY])
+    warmup = args.warmup if args.warmup is not None else (0.0 if replay else DEFAULT_WARMUP)
     return RunConfig(
         command="python -m loadgen " + shlex.join(argv),  # argv keeps a subcommand's name
         out=Path(args.out or Path("loadgen-runs") / time.strftime("%Y%m%d-%H%M%S")),
@@ -322,15 +413,18 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         tokenizer=args.tokenizer,
         prompt_seed=args.prompt_seed,
         shared_prefix_tokens=args.shared_prefix_tokens,
-        sweep="rate" if args.rate else "concurrency",
-        levels=tuple(args.rate or args.concurrency or [DEFAULT_CONCURRENCY]),
+        turns=args.turns,
+        think_time=args.think_time,
+        sweep=sweep,
+        levels=levels,
         arrival=args.arrival,
         gamma_shape=args.gamma_shape,
         duration_s=parse_duration(DEFAULT_DURATION) if neither else args.duration,
         requests=args.requests,
-        warmup_s=args.warmup,
+        warmup_s=warmup,
         blocks=args.blocks,
         timeout_s=args.timeout,
+        replay=replay,
         workers=args.workers,
         shard=args.shard or (0, 1),
         sync_dir=Path(args.sync_dir) if args.sync_dir else None,
@@ -345,6 +439,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
             gpu_bandwidth_bytes_s=args.gpu_bandwidth,
             gpus=args.gpus,
             seed=args.seed,
+            slice_s=args.slice,
         ),
         gpu_metrics=tuple(args.gpu_metrics),
         gpu_interval_s=args.gpu_interval,
@@ -366,8 +461,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _capacity(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.concurrency and args.rate:
-        parser.error("give --concurrency or --rate, not both")
+    if sum(map(bool, (args.concurrency, args.rate, args.replay))) > 1:
+        parser.error("give one of --concurrency, --rate and --replay")
     config = _configured(parser, args, argv)
     return 2 if config is None else run.main(config)
 
@@ -378,6 +473,10 @@ def _configured(
     """The RunConfig of parsed flags; None, after saying why, when an --slo is bad."""
     if args.duration is not None and args.requests is not None:
         parser.error("give --duration or --requests, not both")
+    if args.turns < 1 or (args.turns > 1 and (args.endpoint != "chat" or args.replay)):
+        parser.error("--turns: a count ≥ 1; conversations are chat requests, not a replay's")
+    if args.slice is not None and args.slice <= 0:
+        parser.error("--slice must be a positive duration")
     if args.trace_url is not None and "{trace_id}" not in args.trace_url:
         parser.error("--trace-url needs {trace_id} where the trace id goes")
     if args.shared_prefix_tokens and (args.dataset or args.shared_prefix_tokens < 0):
@@ -392,6 +491,8 @@ def _configured(
 def _capacity(argv: Sequence[str]) -> int:
     parser = build_parser(search=True)
     args = parser.parse_args(argv[1:])
+    if (args.by == "speed") != bool(args.replay):
+        parser.error("--by speed searches a --replay's speed; a --replay is searched by speed")
     if args.by == "concurrency" and args.duration is not None:
         parser.error("--by concurrency sizes probes in requests: use --requests")
     if args.by == "concurrency" and args.start != int(args.start):
@@ -406,4 +507,6 @@ def _capacity(argv: Sequence[str]) -> int:
         probe_requests=args.requests,
         min_probe_s=args.duration,
     )
-    return capacity.main(replace(config, sweep=args.by, levels=(args.start,)), search)
+    if args.by != "speed":
+        config = replace(config, sweep=args.by, levels=(args.start,))
+    return capacity.main(config, search)

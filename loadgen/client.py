@@ -34,9 +34,11 @@ async def send(
     intended: float,
     clock: Clock,
     timeout_s: float,
+    answer: list[str] | None = None,
 ) -> Record:
-    """Stream one request; never raises for server or transport failures (they are records)."""
-    m = Measurement(target, intended)
+    """Stream one request; never raises for server or transport failures (they are records).
+    With `answer`, the answer's text is appended to it (for a conversation's next turn)."""
+    m = Measurement(target, intended, collect_text=answer is not None)
     payload = orjson.dumps(body)
     m.sent = time.perf_counter()
     try:
@@ -56,7 +58,10 @@ async def send(
         m.error = "timeout"
     except aiohttp.ClientError as exc:
         m.error = type(exc).__name__
-    return m.record(time.perf_counter(), clock)
+    record = m.record(time.perf_counter(), clock)
+    if answer is not None:
+        answer.append(m.answer or "")
+    return record
 
 
 async def count_tokens(
@@ -82,17 +87,33 @@ async def count_tokens(
     return token_count(data)
 
 
-async def first_model(http: aiohttp.ClientSession, target: Target) -> str | None:
-    """The first model the target lists at /v1/models, for runs without --model."""
+async def _model_cards(http: aiohttp.ClientSession, target: Target) -> Any:
+    """The target's /v1/models answer, or None."""
     try:
         async with asyncio.timeout(10):
             async with http.get(target.endpoint("/v1/models"), headers=target.headers) as resp:
                 if resp.status != 200:
                     return None
-                data = await resp.json(content_type=None)
+                return await resp.json(content_type=None)
     except (TimeoutError, aiohttp.ClientError, ValueError):
         return None
-    return first_model_id(data)
+
+
+async def first_model(http: aiohttp.ClientSession, target: Target) -> str | None:
+    """The first model the target lists at /v1/models, for runs without --model."""
+    return first_model_id(await _model_cards(http, target))
+
+
+async def context_length(http: aiohttp.ClientSession, target: Target, model: str) -> int | None:
+    """The model's context length as the target's /v1/models reports it (vLLM's
+    max_model_len), or None when it does not say."""
+    data = await _model_cards(http, target)
+    models = data.get("data") if isinstance(data, dict) else None
+    for card in models if isinstance(models, list) else []:
+        if isinstance(card, dict) and card.get("id") == model:
+            limit = card.get("max_model_len")
+            return limit if type(limit) is int and limit > 0 else None
+    return None
 
 
 def tokenize_body(

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.records import SummarySettings
-from loadgen.workload import Lengths
+from loadgen.replay import ReplaySettings
+from loadgen.workload import NO_THINK, Durations, Lengths
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_DURATION = "15s"
+DEFAULT_WARMUP = 2.0  # seconds; a replay's is 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,10 +45,12 @@ class RunConfig:
     tokenizer: str | None  # a local tokenizer.json sizes prompts instead of /tokenize
     prompt_seed: int | None = None  # seeds prompt words; None: fresh for each run (run.measure)
     shared_prefix_tokens: int = 0  # words every prompt of a run opens with
+    turns: int = 1  # requests per conversation, each resending the ones before
+    think_time: Durations = NO_THINK  # between a turn's answer and the next turn
 
     # how hard, how long
-    sweep: str  # concurrency | rate: what `levels` are
-    levels: tuple[float, ...]  # closed-loop streams (ints) or open-loop requests/s
+    sweep: str  # concurrency | rate | replay: what `levels` are
+    levels: tuple[float, ...]  # closed-loop streams (ints), open-loop requests/s, replay speeds
     arrival: str
     gamma_shape: float
     duration_s: float | None  # measured time per target and level, or
@@ -54,6 +58,7 @@ class RunConfig:
     warmup_s: float
     blocks: int | None  # per target; None: 1, or 2 with several targets
     timeout_s: float  # per request
+    replay: ReplaySettings | None = None  # a trace's records instead of invented load
 
     # processes
     workers: int
@@ -82,10 +87,12 @@ class RunConfig:
                 "targets": tuple(data["targets"]),
                 "input_tokens": Lengths(**data["input_tokens"]),
                 "output_tokens": Lengths(**data["output_tokens"]),
+                "think_time": Durations(**data["think_time"]),
                 "levels": tuple(data["levels"]),
                 "shard": tuple(data["shard"]),
                 "sync_dir": Path(data["sync_dir"]) if data["sync_dir"] else None,
                 "summary": SummarySettings(**data["summary"]),
+                "replay": ReplaySettings(**data["replay"]) if data.get("replay") else None,
                 "gpu_metrics": tuple(data["gpu_metrics"]),
                 "server_metrics": tuple(data["server_metrics"]),
             }

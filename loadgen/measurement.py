@@ -48,11 +48,13 @@ class Measurement:
     status: int | None = None
     error: str | None = None
     ended: bool | None = None  # a stream's [DONE] came (None: not a stream)
+    collect_text: bool = False  # keep the answer's text (a multi-turn session resends it)
+    answer: str | None = None  # that text, once `record` ran; never part of the Record
     meter: StreamMeter = field(init=False)
     parser: SSEParser = field(init=False, default_factory=SSEParser)
 
     def __post_init__(self) -> None:
-        self.meter = StreamMeter(self.intended, first_n=(FIRST_N,))
+        self.meter = StreamMeter(self.intended, (FIRST_N,), collect_text=self.collect_text)
 
     def headers(self) -> dict[str, str]:
         return {
@@ -79,6 +81,7 @@ class Measurement:
 
     def record(self, end: float, clock: Clock) -> Record:
         timing = self.meter.finish(end)
+        self.answer = timing.output_text
         error = self.error
         if error is None and timing.error_type is not None:
             error = f"stream_error:{timing.error_type}"

@@ -35,7 +35,10 @@ class Record:
     block: int = 0
     shard: int = 0  # a Locust run: the worker's index
     worker: str | None = None  # a Locust run: the worker's id (Locust's client_id)
-    level: float | None = None  # the sweep's concurrency or rate
+    level: float | None = None  # the sweep's concurrency or rate, or the replay's speed
+    replay_index: int | None = None  # a replayed record's line in its trace file
+    session: str | None = None  # a multi-turn conversation's id (--turns)
+    turn: int | None = None  # the request's turn in it, from 1
     ttft_s: float | None = None
     tpot_s: float | None = None
     e2e_s: float | None = None
@@ -105,6 +108,7 @@ class SummarySettings:
     gpu_bandwidth_bytes_s: float | None = None
     gpus: int = 1
     seed: int = 0
+    slice_s: float | None = None  # summary.json's per-target time slices (slices.py)
 
     @property
     def slos(self) -> Slos:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loadgen import stats, steady, timesplit
+from loadgen import slices, stats, steady, timesplit
 from loadgen.charts import png
 from loadgen.charts import run as charts
 from loadgen.charts.model import Figure
@@ -57,6 +57,9 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         f"- goodput ({slo}): {_rate(good['requests_per_s'])} req/s, "
         f"fraction {_rate(good['fraction'])}",
     ]
+    worst = slices.sentence(name, t)
+    if worst:
+        lines.append(f"- {worst}")
     if req["errors"]:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(req["errors"].items()))
         lines.append(f"- errors: {errors}")
@@ -96,6 +99,8 @@ def markdown(
     lines = ["# loadgen report", ""]
     if meta.get("command"):
         lines += ["```", meta["command"], "```", ""]
+    if meta.get("replay"):
+        lines += _replay_lines(meta["replay"])
     if summary.get("interrupted"):
         by = meta.get("interrupted_by", "a signal")
         lines += [f"**Interrupted** by {by}: partial results, the last block cut short.", ""]
@@ -126,6 +131,29 @@ def sweep_section(sweep: dict[str, Any]) -> list[str]:
                 f" | {ms(m['ttft_s']['p50'])} | {ms(m['ttft_s']['p99'])}"
                 f" | {ms(m['tpot_s']['p50'])} | {t['valid']} | {_steady_cell(t)} |"
             )
+    return [*lines, ""]
+
+
+def _replay_lines(replay: dict[str, Any]) -> list[str]:
+    """What was replayed: the file, the window, the speed, what was left out."""
+    w = replay["window"]
+    lines = [
+        f"Replay of `{replay['file']}` ({replay['format']}, sha256 {replay['sha256'][:12]}…): "
+        f"{w['records']} records, lines {w['first_line']}–{w['last_line']}, from "
+        f"{w['start_s']:g} s into the trace, at {replay['speed']:g}x "
+        f"({w['span_s']:.1f} s of sending).",
+    ]
+    skipped, unreplayable = replay["bad_rows"]["skipped"], replay["unreplayable"]
+    if skipped:
+        first = replay["bad_rows"]["first"][0]
+        lines.append(
+            f"**{skipped} bad rows skipped** (--skip-bad-rows), the first at line "
+            f"{first['line']}: {first['reason']}."
+        )
+    if unreplayable:
+        lines.append(
+            f"{unreplayable} requests in the file had no lengths (failed) and were left out."
+        )
     return [*lines, ""]
 
 
@@ -231,6 +259,8 @@ def page(
     """report.html: report.md's sections and sentences, the same figures as SVG."""
     sections = [line for n, t in summary["targets"].items() for line in target_section(n, t)]
     text = {"figures": "\n".join(sections)}
+    if data.meta.get("replay"):
+        text["replay"] = "\n".join(_replay_lines(data.meta["replay"]))
     if summary.get("sweep"):
         text["sweep"] = "\n".join(sweep_section(summary["sweep"]))
     if comparison:

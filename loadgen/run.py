@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 import uvloop
 
-from loadgen import client, compare, embedded, gpu_metrics, report, rundir, supervisor, sync
+from loadgen import client, compare, embedded, gpu_metrics, replay, report, rundir, supervisor, sync
 from loadgen.config import RunConfig
 from loadgen.interrupt import default_signal_handlers, stop_on_signal
 from loadgen.progress import Progress
 from loadgen.records import RunData
 from loadgen.runner import Load, Runner
-from loadgen.schedule import plan, shard_count
+from loadgen.schedule import Block, plan, shard_count
 from loadgen.sizing import calibrate
 from loadgen.summary import summarize_run
 from loadgen.targets import Target, load_file, resolve
@@ -79,6 +79,8 @@ def measure(config: RunConfig) -> dict[str, Any]:
     """One run directory at config.out (data, summary, report); returns the summary."""
     if config.prompt_seed is None:  # fresh prompts for every run; its workers share them
         config = replace(config, prompt_seed=secrets.randbits(63))
+    if config.replay is not None:  # a bad trace stops the run before any load
+        replay.load(config.replay, config.duration_s, config.requests)
     if config.workers > 1:
         return supervisor.run_workers(config)
     file_targets = load_file(config.targets_file) if config.targets_file else None
@@ -119,9 +121,12 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
         shared=shared_prefix(
             config.shared_prefix_tokens, sizing, np.random.default_rng(prompt_seed)
         ),
+        turns=config.turns,
+        think=config.think_time,
     )
     progress = Progress(label=f"shard {shard}/{shards}" if shards > 1 else "")
     runner = Runner(targets, models, workload, rng, config.timeout_s, shard, progress)
+    trace = await _replayed(config, runner, sizing, prompt_seed) if config.replay else None
     if shard == 0:  # one sampler per run, not per shard: shards share the servers
         runner.server_metrics = config.server_metrics
     data = RunData(settings=config.summary, meta=_meta(config, targets, models, workload))
@@ -129,6 +134,8 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
         "seed": prompt_seed,
         "shared_prefix_tokens": config.shared_prefix_tokens,
     }
+    if trace is not None:
+        data.meta["replay"] = trace.meta
     helpers = []
     if config.progress:
         helpers.append(asyncio.create_task(progress.draw()))
@@ -145,7 +152,9 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
         data.meta["synced_start_at"] = at
     stop_on_signal(runner, data.meta)
     try:
-        for level in config.levels:
+        if trace is not None:
+            await _replay_blocks(runner, trace, list(targets), blocks_per_target, config)
+        for level in config.levels if trace is None else ():
             if runner.stopped:
                 runner.cut_short()
                 break
@@ -170,6 +179,44 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
     data.loop_lag = runner.result.loop_lag
     data.server = runner.result.server
     return data
+
+
+async def _replayed(
+    config: RunConfig, runner: Runner, sizing: Sizing, prompt_seed: int
+) -> replay.Replay:
+    """The trace's window, checked against each target's context length, and the runner set
+    to give its records their prompts and models."""
+    assert config.replay is not None
+    trace = replay.load(config.replay, config.duration_s, config.requests)
+    async with client.session() as http:
+        for name, target in runner.targets.items():
+            limit = await client.context_length(http, target, runner.models[name])
+            if limit is not None:
+                trace = replay.fit(trace, limit, config.replay)
+    runner.book = replay.PromptBook(
+        sizing, np.random.default_rng(prompt_seed), config.replay.block_tokens
+    )
+    runner.record_models = config.model is None
+    return trace
+
+
+async def _replay_blocks(
+    runner: Runner, trace: replay.Replay, names: list[str], blocks: int, config: RunConfig
+) -> None:
+    """The window in `blocks` consecutive parts; each part replayed for every target in turn
+    (A0 B0 A1 B1 …), this shard's share of it at the offsets a single client would use."""
+    shard, shards = config.shard
+    speed = config.levels[0]
+    for index, part in enumerate(replay.split(trace.arrivals, blocks)):
+        mine = replay.share(part, shard, shards)
+        if runner.stopped:
+            runner.cut_short()
+            break
+        if not mine:
+            continue
+        measured = sum(a.offset_s >= config.warmup_s for a in mine)
+        plan_ = [Block(name, index, config.warmup_s, None, measured) for name in names]
+        await runner.run(plan_, Load(replay=mine), sweep_level=speed)
 
 
 async def _models(config: RunConfig, targets: dict[str, Target]) -> dict[str, str]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +26,12 @@ import numpy as np
 from loadgen import client, server_metrics
 from loadgen.client import Clock
 from loadgen.records import Phase, Record
+from loadgen.replay.prompts import PromptBook
+from loadgen.replay.window import Arrival
 from loadgen.schedule import Block, arrivals
 from loadgen.server_metrics import ServerWindow, Snapshot
 from loadgen.targets import Target
-from loadgen.workload import Workload
+from loadgen.workload import Prompt, Workload
 
 LOOP_LAG_INTERVAL_S = 0.02
 RAMP_SAMPLE = 1000  # recent records a later block's ramp-up is sized from
@@ -36,12 +39,14 @@ RAMP_SAMPLE = 1000  # recent records a later block's ramp-up is sized from
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """How hard to push: closed loop at `concurrency` or open loop at `rate` requests/s."""
+    """How hard to push: closed loop at `concurrency`, open loop at `rate` requests/s, or a
+    trace's records each at its own offset (`replay`)."""
 
     concurrency: int | None = None
     rate: float | None = None
     arrival: str = "poisson"
     gamma_shape: float = 0.5
+    replay: list[Arrival] | None = None
 
 
 @dataclass(slots=True)
@@ -61,6 +66,8 @@ class Runner:
     timeout_s: float = 600.0
     shard: int = 0
     on_record: Callable[[Record], None] | None = None
+    book: PromptBook | None = None  # replayed records' prompts
+    record_models: bool = False  # a replayed record's model wins over the target's
     server_metrics: tuple[str, ...] = ()  # scraped when each block's measured window opens/closes
     clock: Clock = field(default_factory=Clock)
     result: RunResult = field(default_factory=RunResult)
@@ -92,6 +99,8 @@ class Runner:
                     self.cut_short()
                     break
                 ramp = block.warmup_s if block.index == 0 else self._ramp(block)
+                if load.replay is not None:
+                    ramp = block.warmup_s  # a trace's head is its own ramp-up
                 http = sessions[block.target]
                 opening = self._scrape_after(ramp) if self.server_metrics else None
                 if load.concurrency is not None:
@@ -124,20 +133,63 @@ class Runner:
         intended: float,
         excluded: str | None,
         level: float | None,
+        replayed: Arrival | None = None,
+        talk: _Talk | None = None,
     ) -> Record:
         target = self.targets[block.target]
-        body = self.workload.body(self.models[block.target])
+        if talk is None:
+            body, answer = self._body(block.target, replayed), None
+        else:
+            body, answer = self.workload.turn(self.models[block.target], talk.history), []
         record = await client.send(
-            http, target, self.workload.path, body, intended, self.clock, self.timeout_s
+            http, target, self.workload.path, body, intended, self.clock, self.timeout_s, answer
         )
         record.excluded = excluded
         record.block = block.index
         record.shard = self.shard
         record.level = level
+        if replayed is not None:
+            record.replay_index = replayed.record.line
+        if talk is not None:
+            record.session, record.turn = talk.session, len(talk.history) // 2 + 1
+            talk.history += [body["messages"][-1], {"role": "assistant", "content": answer[0]}]
         self.result.records.append(record)
         if self.on_record is not None:
             self.on_record(record)
         return record
+
+    async def _session(
+        self,
+        http: aiohttp.ClientSession,
+        block: Block,
+        intended: float,
+        budget: _Budget,
+        level: float | None,
+    ) -> bool:
+        """One conversation of --turns requests, each after the answer to the one before and
+        a think time; False once the block is over. A failed turn ends the conversation."""
+        talk = _Talk(uuid.uuid4().hex[:16])
+        for turn in range(self.workload.turns):
+            if turn:
+                intended = time.perf_counter() + self.workload.think.draw(self.rng)
+                await asyncio.sleep(max(0.0, intended - time.perf_counter()))
+            excluded = budget.take(intended)
+            if budget.over.is_set():
+                return False
+            record = await self._one(http, block, intended, excluded, level, talk=talk)
+            budget.finished(excluded)
+            if not record.ok:
+                break
+        return True
+
+    def _body(self, target: str, replayed: Arrival | None) -> dict[str, Any]:
+        if replayed is None:
+            return self.workload.body(self.models[target])
+        assert self.book is not None, "a replay has a prompt book"
+        trace = replayed.record
+        model = trace.model if self.record_models and trace.model else self.models[target]
+        prompt = Prompt(text=self.book.text(trace), max_tokens=trace.output_tokens)
+        return self.workload.body(model, prompt)
 
     def _ramp(self, block: Block) -> float:
         """A later block's ramp-up: one mean E2E of its target so far, at most the warmup.
@@ -169,11 +221,15 @@ class Runner:
             intended = start + number * stagger
             await asyncio.sleep(max(0.0, intended - time.perf_counter()))
             while True:
-                excluded = budget.take(intended)
-                if budget.over.is_set():
-                    return
-                await self._one(http, block, intended, excluded, level)
-                budget.finished(excluded)
+                if self.workload.turns > 1:
+                    if not await self._session(http, block, intended, budget, level):
+                        return
+                else:
+                    excluded = budget.take(intended)
+                    if budget.over.is_set():
+                        return
+                    await self._one(http, block, intended, excluded, level)
+                    budget.finished(excluded)
                 intended = time.perf_counter()  # the worker is free again
 
         if concurrency > 0:
@@ -189,16 +245,18 @@ class Runner:
         http: aiohttp.ClientSession,
         level: float | None,
     ) -> _Budget:
-        assert load.rate is not None
         start = time.perf_counter()
         budget = self._budget = _Budget(block, start, ramp)
 
-        async def one(intended: float, excluded: str | None) -> None:
-            await self._one(http, block, intended, excluded, level)
+        async def one(intended: float, excluded: str | None, replayed: Arrival | None) -> None:
+            await self._one(http, block, intended, excluded, level, replayed)
             budget.finished(excluded)
 
+        async def conversation(intended: float) -> None:
+            await self._session(http, block, intended, budget, level)
+
         async def dispatch() -> None:
-            for offset in arrivals(load.rate, load.arrival, self.rng, load.gamma_shape):
+            for offset, replayed in _schedule(load, self.rng):
                 intended = start + offset
                 if budget.end is not None and intended > budget.end:
                     # a slow schedule must not keep the block open past its end
@@ -208,10 +266,17 @@ class Runner:
                 delay = intended - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                if self.workload.turns > 1:  # an arrival is a conversation's start
+                    if budget.over.is_set():
+                        return
+                    spawn(conversation(intended))
+                    continue
                 excluded = budget.take(intended)
                 if budget.over.is_set():
                     return
-                spawn(one(intended, excluded))
+                spawn(one(intended, excluded, replayed))
+            budget.check()  # a trace ends: its last measured requests still run
+            await budget.over.wait()
 
         tasks: set[asyncio.Task[None]] = set()
 
@@ -280,6 +345,22 @@ class Runner:
             after = time.perf_counter()
             lag = max(0.0, after - before - LOOP_LAG_INTERVAL_S)
             samples.append((self.clock.epoch(after), lag))
+
+
+def _schedule(load: Load, rng: np.random.Generator) -> Iterator[tuple[float, Arrival | None]]:
+    """Open-loop offsets from the block's start: a trace's, else the arrival process's."""
+    if load.replay is not None:
+        return ((a.offset_s, a) for a in load.replay)
+    assert load.rate is not None
+    return ((t, None) for t in arrivals(load.rate, load.arrival, rng, load.gamma_shape))
+
+
+@dataclass(slots=True)
+class _Talk:
+    """A conversation under way: its id and what was said (user and assistant, in turn)."""
+
+    session: str
+    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Budget:

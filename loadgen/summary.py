@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from latency_proxy.coalescing import stream_shape
-from loadgen import server_metrics, stats, steady
+from loadgen import server_metrics, slices, stats, steady
 from loadgen.records import FIRST_N, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.server_metrics import ServerWindow
 
@@ -193,6 +193,9 @@ def _target(
         "server": server_metrics.server_block([w for w in server if w.target == name]),
         "stream": asdict(stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok)),
     }
+    if settings.slice_s:
+        mine = [p for p in phases if p.target == name]
+        summary["slices"] = slices.slices(measured, mine, settings.slice_s)
     return summary
 
 
@@ -224,9 +227,7 @@ def _level(
     server: Sequence[ServerWindow],
 ) -> dict[str, Any]:
     names = list(dict.fromkeys([p.target for p in phases] + [r.target for r in records]))
-    return {
-        name: _target(name, records, phases, loop_lag, gpu, settings, server) for name in names
-    }
+    return {name: _target(name, records, phases, loop_lag, gpu, settings, server) for name in names}
 
 
 def _judge_steady(
@@ -274,7 +275,7 @@ def summarize(
     """
     levels = sorted({p.level for p in phases if p.level is not None})
     interrupted = any(p.interrupted for p in phases)
-    open_loop = sweep == "rate"
+    open_loop = sweep in ("rate", "replay")  # a trace's arrivals do not wait for answers
     if len(levels) <= 1:
         targets = _level(records, phases, loop_lag, gpu, settings, server)
         _judge_steady(targets, records, phases, open_loop)

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from latency_proxy.units import parse_duration
+
 # Candidates for one-token words: common English, so most tokenizers have each as one token.
 # fmt: off
 WORDS = (
@@ -108,6 +110,29 @@ class Lengths:
 
 
 @dataclass(frozen=True, slots=True)
+class Durations:
+    """A fixed duration (`2s`) or a uniform range (`1s-5s`), in seconds."""
+
+    low: float
+    high: float
+
+    @classmethod
+    def parse(cls, text: str) -> Durations:
+        low, sep, high = str(text).strip().partition("-")
+        lo = parse_duration(low)
+        hi = parse_duration(high) if sep else lo
+        if lo < 0 or hi < lo:
+            raise ValueError(f"not a duration or range: {text!r} (use e.g. 2s or 1s-5s)")
+        return cls(lo, hi)
+
+    def draw(self, rng: np.random.Generator) -> float:
+        return self.low if self.low == self.high else float(rng.uniform(self.low, self.high))
+
+
+NO_THINK = Durations(0.0, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
 class Prompt:
     """One prompt: plain text (completions) or chat messages; output length to ask for."""
 
@@ -158,6 +183,8 @@ class Workload:
     ignore_eos: bool = True
     prompt_rng: np.random.Generator | None = None  # draws prompt words (None: `rng` does)
     shared: tuple[str, ...] = ()  # the run's shared prefix (shared_prefix)
+    turns: int = 1  # requests per conversation (--turns)
+    think: Durations = NO_THINK  # a user's pause between turns (--think-time)
 
     @property
     def path(self) -> str:
@@ -170,8 +197,15 @@ class Workload:
         length = self.input_tokens.draw(self.rng)
         return Prompt(text=synthetic_text(length, self.sizing, words, self.shared))
 
-    def body(self, model: str) -> dict[str, Any]:
+    def turn(self, model: str, history: list[dict[str, Any]]) -> dict[str, Any]:
+        """A conversation's next request: everything said so far, then a new user message."""
         prompt = self._prompt()
+        text = prompt.text if prompt.text is not None else _flatten(prompt.messages)
+        return self.body(model, Prompt(messages=[*history, *user_messages(text)]))
+
+    def body(self, model: str, prompt: Prompt | None = None) -> dict[str, Any]:
+        """A request body: for `prompt` when given (a replayed record), else the next one."""
+        prompt = prompt or self._prompt()
         body: dict[str, Any] = {
             "model": model,
             "max_tokens": prompt.max_tokens or self.output_tokens.draw(self.rng),

@@ -6,16 +6,18 @@ import logging
 
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
+from latency_proxy.redact import ContentPolicy
 from latency_proxy.telemetry import semconv as sc
-from latency_proxy.telemetry.logs import escape
+from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip, escape
 from latency_proxy.telemetry.providers import ModelLabels
 
 log = logging.getLogger("latency_proxy.access")
 
 
 class LogWriter:
-    def __init__(self, model_label: ModelLabels) -> None:
+    def __init__(self, model_label: ModelLabels, policy: ContentPolicy | None = None) -> None:
         self._model_label = model_label
+        self._policy = policy
 
     def write(
         self,
@@ -27,8 +29,9 @@ class LogWriter:
         call, route = exchange.call, exchange.route
         model = self._model_label.recorded(exchange.model)
         fields: dict[str, object] = {
+            "arrived_at": round(exchange.wall0_ns / 1e9, 6),  # epoch s: a replay's clock
             "method": exchange.method,
-            "path": exchange.path,
+            "path": clip(exchange.path),
             "route": route.name if route else None,
             "model": escape(model, 128) if model else None,
             "operation": call.operation if call else None,
@@ -40,6 +43,8 @@ class LogWriter:
             "bytes_out": exchange.bytes_out,
             "e2e_s": round(t_end - exchange.t0, 6),
         }
+        if len(exchange.path) > MAX_RECORDED_CHARS:
+            fields["path_length"] = len(exchange.path)
         if exchange.not_measured is not None:
             fields["not_measured"] = exchange.not_measured
         if timing is not None:
@@ -54,6 +59,10 @@ class LogWriter:
                 invalid_events=timing.invalid_events,
                 finish_reasons=timing.finish_reasons or None,
             )
+        if self._policy is not None and exchange.input_texts:
+            hashes = self._policy.prefix_hashes(exchange.input_texts)
+            if hashes:
+                fields["prefix_hashes"] = hashes
         if content:
             fields.update(
                 input_messages=content.get(sc.GEN_AI_INPUT_MESSAGES),

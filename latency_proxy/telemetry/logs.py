@@ -27,6 +27,9 @@ trace_ids_var: contextvars.ContextVar[tuple[str, str] | None] = contextvars.Cont
 cut_var: contextvars.ContextVar[bool] = contextvars.ContextVar("cut", default=False)
 
 logger = logging.getLogger("latency_proxy")
+# the most of a client-supplied value (a path, a header's) a log line or span records
+MAX_RECORDED_CHARS = 2048
+CUT = "…"  # ends a value cut at that bound
 _CONTROL = {c: f"\\x{c:02x}" for c in range(32)}
 
 
@@ -51,9 +54,15 @@ class _RecordedCuts(logging.Filter):
         return not cut_var.get()
 
 
+def clip(text: str, limit: int = MAX_RECORDED_CHARS) -> str:
+    """A client-supplied value as recorded (log line, span attribute): at most `limit`
+    characters, then CUT, so a cut value says it was cut (its record carries the length)."""
+    return text if len(text) <= limit else text[:limit] + CUT
+
+
 def escape(text: str, limit: int = 256) -> str:
     """Make a client-supplied value safe for a single log line: no CR/LF or control chars."""
-    return text[:limit].translate(_CONTROL)
+    return clip(text, limit).translate(_CONTROL)
 
 
 def safe_traceback(exc: BaseException) -> str:

@@ -31,7 +31,7 @@ class Recording:
     def __init__(self, telemetry: Telemetry, policy: ContentPolicy) -> None:
         self.spans = SpanWriter(telemetry)
         self.metrics = MetricsWriter(telemetry)
-        self._access_log = LogWriter(telemetry.model_label)
+        self._access_log = LogWriter(telemetry.model_label, policy)
         self._model_label = telemetry.model_label
         self._policy = policy
 

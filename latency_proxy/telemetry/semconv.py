@@ -43,6 +43,7 @@ PHASE = "phase"
 SIGNAL = "signal"
 FIRST_N = "n"
 REQUEST_ID = "latency_proxy.request_id"
+URL_PATH_LENGTH = "latency_proxy.url.path_length"  # set when url.path was cut
 TTFT_S = "latency_proxy.ttft_s"
 TPOT_S = "latency_proxy.tpot_s"
 E2E_S = "latency_proxy.e2e_s"

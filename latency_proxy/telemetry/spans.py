@@ -13,6 +13,7 @@ from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
 from latency_proxy.outcome import Outcome
 from latency_proxy.telemetry import semconv as sc
+from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.types import Scope
 
@@ -30,17 +31,20 @@ class SpanWriter:
         name = f"{method} {path}" if measured or path == "/v1/models" else method
         attributes: dict[str, Any] = {
             sc.HTTP_REQUEST_METHOD: method,
-            sc.URL_PATH: path,
+            sc.URL_PATH: clip(path),
             sc.URL_SCHEME: scope.get("scheme", "http"),
             sc.NETWORK_PROTOCOL_VERSION: scope.get("http_version", "1.1"),
             sc.REQUEST_ID: request_id,
         }
+        if len(path) > MAX_RECORDED_CHARS:
+            attributes[sc.URL_PATH_LENGTH] = len(path)
         if measured:
             attributes[sc.HTTP_ROUTE] = path
         server = scope.get("server")
         if server:
             attributes[sc.SERVER_ADDRESS] = str(server[0])
-            attributes[sc.SERVER_PORT] = int(server[1])
+            if server[1] is not None:  # None: a socket without a port (ASGI spec)
+                attributes[sc.SERVER_PORT] = int(server[1])
         client = scope.get("client")
         if client:
             attributes[sc.CLIENT_ADDRESS] = str(client[0])

@@ -16,7 +16,6 @@ from opentelemetry.propagate import inject
 
 from latency_proxy.config import Route
 from latency_proxy.exchange import Exchange
-from latency_proxy.http_protocol import abort_connection, client_writer
 from latency_proxy.meter import StreamMeter
 from latency_proxy.outcome import Outcome, UpstreamErrorKind
 from latency_proxy.redact import ContentPolicy, request_texts
@@ -34,6 +33,7 @@ from latency_proxy.upstream.routes import (
     upstream_target,
 )
 from latency_proxy.write_watch import WriteWatch
+from latency_proxy.writers import abort_connection, client_writer
 
 perf_counter = time.perf_counter
 _EVENT_STREAM = b"text/event-stream"
@@ -103,7 +103,8 @@ class UpstreamCaller:
             client_left = await cancel_on_disconnect(work, receive, writes)
         finally:
             self.in_flight -= counted
-        if writes.stalled:  # the response stays incomplete: uvicorn closes the connection
+        if writes.stalled:  # a client that stopped reading: its socket goes at once
+            abort_connection(scope, flush=False)
             exchange.client_gone("write_timeout")
             cut_recorded()
         elif client_left:
@@ -164,7 +165,10 @@ class UpstreamCaller:
                 "type": "http.response.start",
                 "status": response.status,
                 "headers": response_headers(
-                    response.raw_headers, exchange.request_id, event_stream
+                    response.raw_headers,
+                    exchange.request_id,
+                    event_stream,
+                    head=scope["method"] == "HEAD",
                 ),
             }
         )
@@ -174,13 +178,14 @@ class UpstreamCaller:
                 exchange.not_measured = NOT_MEASURED_ENCODED  # passed on as it came
             else:
                 meter = StreamMeter(exchange.t0, self._first_n, self._captures)
-        flow = Backpressure(response, client_writer(scope), writes)
+        flow = Backpressure(response, client_writer(scope, writes.unwatched_send), writes)
         cut = True  # unless the body ends as the upstream framed it
         try:
             if event_stream and meter is not None:
                 await relay_events(exchange, response, flow, meter, self._max_event_bytes)
             else:
                 await relay_body(exchange, response, flow, meter)
+            await flow.drain()
             cut = False
         except TimeoutError:
             exchange.upstream_failed(UpstreamErrorKind.TIMEOUT, "timeout")

@@ -43,7 +43,8 @@ _REPLACED_UPSTREAM = frozenset(
         b"expect",
     }
 )
-_NOT_TO_CLIENT = frozenset({b"content-length", b"x-request-id"})
+_NOT_TO_CLIENT_HEAD = frozenset({b"x-request-id"})
+_NOT_TO_CLIENT = _NOT_TO_CLIENT_HEAD | {b"content-length"}
 PROBE_CONNECTIONS = 4  # per route: readiness probes and listings are few, short, and apart
 
 
@@ -131,11 +132,13 @@ def request_headers(
 
 
 def response_headers(
-    raw: Iterable[tuple[bytes, bytes]], request_id: str, event_stream: bool
+    raw: Iterable[tuple[bytes, bytes]], request_id: str, event_stream: bool, head: bool = False
 ) -> list[tuple[bytes, bytes]]:
-    """End-to-end headers of the upstream's response, plus ours; lowercase names (ASGI)."""
+    """End-to-end headers of the upstream's response, plus ours; lowercase names (ASGI).
+    The body is re-framed for the client, so its length goes, but for a HEAD answer's
+    (no body: the length a GET would get, RFC 9110 §9.3.2, kept as nginx keeps it)."""
     raw = list(raw)
-    drop = HOP_BY_HOP | _NOT_TO_CLIENT | _connection_tokens(raw)
+    drop = HOP_BY_HOP | (_NOT_TO_CLIENT_HEAD if head else _NOT_TO_CLIENT) | _connection_tokens(raw)
     headers = [(name.lower(), value) for name, value in raw if name.lower() not in drop]
     headers.append((b"x-request-id", request_id.encode()))
     if event_stream:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from loadgen import embedded, run, steady
+from loadgen import embedded, replay, run, steady
 from loadgen.capacity import report as capacity_report
 from loadgen.capacity.search import Search, probe_requests, verdict
 from loadgen.config import RunConfig
@@ -28,7 +28,7 @@ PROBE_METRICS = ("ttft_s", "tpot_s", "e2e_s")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapacityConfig:
-    by: str  # rate | concurrency
+    by: str  # rate | concurrency | speed (a --replay's)
     start: float  # the first level probed
     budget_s: float
     probe_requests: int | None  # --requests: per probe and target (None: what the SLOs need)
@@ -50,7 +50,10 @@ def main(config: RunConfig, capacity: CapacityConfig) -> int:
 
 def search(config: RunConfig, capacity: CapacityConfig) -> dict[str, Any]:
     """The whole search, the embedded stack started first (and stopped last) when asked for."""
-    n = probe_requests(config.summary.slos, capacity.probe_requests)
+    if capacity.by == "speed":
+        n = _window_requests(config)
+    else:
+        n = probe_requests(config.summary.slos, capacity.probe_requests)
     if not config.embedded:
         return _search(config, capacity, n)
     with embedded.stack(config.out / "embedded") as stack:
@@ -62,6 +65,14 @@ def _probe_config(
 ) -> RunConfig:
     """Probe `number`: one target at one level, `requests` measured, in its own directory."""
     slug = "".join(c if c.isalnum() or c in "-." else "_" for c in name)
+    if by == "speed":
+        return replace(
+            _speed_probe(base, level),
+            out=base.out / f"probe-{number:02d}-{slug}-{level:g}x",
+            command=f"{base.command}  # probe {number}: {name} at speed {level:g}",
+            targets=(spec,),
+            blocks=1,
+        )
     return replace(
         base,
         out=base.out / f"probe-{number:02d}-{slug}-{level:g}",
@@ -73,6 +84,19 @@ def _probe_config(
         duration_s=None,
         blocks=1,
     )
+
+
+def _speed_probe(base: RunConfig, speed: float) -> RunConfig:
+    """The trace's window replayed `speed` times as fast: the same requests, closer together."""
+    assert base.replay is not None, "--by speed replays a trace"
+    return replace(base, sweep="replay", levels=(speed,), replay=replace(base.replay, speed=speed))
+
+
+def _window_requests(config: RunConfig) -> int:
+    """--by speed: every probe replays the whole window, so its size is the probe's."""
+    assert config.replay is not None, "--by speed replays a trace"
+    window = replay.load(config.replay, config.duration_s, config.requests)
+    return probe_requests(config.summary.slos, len(window.arrivals))
 
 
 def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[str, Any]:
@@ -168,7 +192,7 @@ def _figures(block: dict[str, Any]) -> dict[str, Any]:
 
 
 def _announce(number: int, name: str, by: str, level: float, search: Search, requests: int) -> None:
-    unit = "req/s" if by == "rate" else "streams"
+    unit = {"rate": "req/s", "speed": "x"}.get(by, "streams")
     low = "—" if search.passing is None else f"{search.passing:g}"
     high = "—" if search.failing is None else f"{search.failing:g}"
     print(

@@ -29,7 +29,7 @@ PLOT = "capacity.png"
 
 
 def _unit(by: str) -> str:
-    return "req/s" if by == "rate" else "concurrent streams"
+    return {"rate": "req/s", "speed": "x the trace's speed"}.get(by, "concurrent streams")
 
 
 def _binding(probe: Mapping[str, Any] | None) -> str | None:

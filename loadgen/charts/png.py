@@ -19,16 +19,19 @@ def _chart(ax, chart: Chart) -> None:
     for band in chart.bands:
         ax.axvspan(band.start, band.end, color="red" if band.alarm else "grey",
                    alpha=0.12 if band.alarm else 0.05, lw=0)  # fmt: skip
+    named: set[str] = set()
     for s in chart.series:
         if not s.points:
             continue
         xs, ys = zip(*s.points, strict=True)
         style = "--" if s.dashed else "-"
+        label = "_nolegend_" if s.name in named else s.name  # a line broken by gaps: once
+        named.add(s.name)
         if s.kind == "scatter":
-            ax.scatter(xs, ys, s=4, color=color(s.group), label=s.name)
+            ax.scatter(xs, ys, s=4, color=color(s.group), label=label)
         else:
             marker = "o" if s.kind == "line" and s.tips else None
-            ax.plot(xs, ys, style, marker=marker, ms=4, color=color(s.group), label=s.name)
+            ax.plot(xs, ys, style, marker=marker, ms=4, color=color(s.group), label=label)
     for mark in chart.marks:
         shape, size = MARKERS[mark.kind]
         if mark.kind == "ring":

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen import timesplit
+from loadgen.charts import slices as slices_chart
 from loadgen.charts.model import (
     DOWNSAMPLING,
     Band,
@@ -346,6 +347,7 @@ def figures(data: RunData, summary: Mapping[str, Any]) -> list[Figure]:
     found: list[Figure | None] = [cdfs(data, summary), timeline(data, summary)]
     if summary.get("sweep"):
         found.append(sweep(summary, data.settings.slo))
+    found.append(slices_chart.figure(summary))
     found.append(run_pareto(summary, data.settings.gpus))
     found.append(time_split(summary))
     return [f for f in found if f is not None]

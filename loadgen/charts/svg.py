@@ -104,7 +104,7 @@ def chart(c: Chart) -> str:
         f'<text transform="translate(-50,{h / 2}) rotate(-90)" text-anchor="middle">'
         f"{escape(c.y_label)}</text></g>"
     )
-    legend = [(s.name, color(s.group), s.dashed) for s in c.series]
+    legend = list(dict.fromkeys((s.name, color(s.group), s.dashed) for s in c.series))
     return _frame(c.key, c.title, "".join(out), HEIGHT, legend, c.note)
 
 

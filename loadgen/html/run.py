@@ -10,7 +10,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from loadgen import steady, timesplit
+from loadgen import slices, steady, timesplit
 from loadgen.charts import svg
 from loadgen.charts.model import Figure
 from loadgen.formatting import ms, trace_link
@@ -41,6 +41,9 @@ def verdict_lines(
         if stream and stream["buffered"]:
             lines.append(f"{name}: stream: {stream['verdict']}")
             bad = True
+        worst = slices.sentence(name, t)
+        if worst:
+            lines.append(worst)
         lines += [f"{name}: {split.sentence()}" for split in timesplit.splits(t)]
     lines += comparison_verdicts(comparison)
     return lines, bad
@@ -104,10 +107,12 @@ def render(
     text: Mapping[str, str],
     slowest: Slowest,
 ) -> str:
-    """text: report.md's own sections ("figures", and "sweep" and "comparison" when there
-    are), so the page reads as report.md does."""
+    """text: report.md's own sections ("figures", and "replay", "sweep" and "comparison"
+    when there are), so the page reads as report.md does."""
     lines, bad = verdict_lines(summary, data.meta, text.get("comparison"))
     sections = [Section("verdict", "Verdict", verdict(lines, bad))]
+    if text.get("replay"):
+        sections.append(Section("replay", "Replay", markdown(text["replay"])))
     if text.get("comparison"):
         sections.append(Section("comparison", "Comparison", markdown(text["comparison"])))
     sections.append(Section("figures", "Figures (95% CI)", markdown(text["figures"])))

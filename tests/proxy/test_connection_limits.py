@@ -7,12 +7,12 @@ import json
 import re
 import select
 import socket
-import threading
 import time
 from pathlib import Path
 
 import httpx
 
+from tests.support.slow_client import trickling
 from tests.support.timing import on_time
 
 HEAD = b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nx-big: "
@@ -75,22 +75,8 @@ def test_a_slowloris_head_is_closed_at_the_header_timeout(start_proxy, upstream)
     with socket.create_connection(("127.0.0.1", _port(proxy.url))) as sock:
         t = time.perf_counter()
         sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nx-slow: ")
-        stop = threading.Event()
-
-        def trickle() -> None:  # a byte every 50 ms: never silent, never done
-            while not stop.wait(0.05):
-                try:
-                    sock.send(b"a")
-                except OSError:
-                    return
-
-        sender = threading.Thread(target=trickle)
-        sender.start()
-        try:
+        with trickling(sock, b"a"):
             _closed_after(sock)
-        finally:
-            stop.set()
-            sender.join()
     assert on_time(time.perf_counter() - t, 0.5)
 
 

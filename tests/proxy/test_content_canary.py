@@ -1,13 +1,15 @@
 """Capture off: prompt and completion text reach no log line, span, metric or error message.
 
 A canary string rides in prompts, completions, headers and bodies down every path — ok,
-non-streaming, malformed, upstream errors, upstream death, client abort, 413, 404 — and is
-then searched for in the proxy's whole log output, every OTLP payload and /metrics.
+non-streaming, malformed, upstream errors, upstream death, client abort, 413, 404, a body
+that never completes (408), a stream left with a request pipelined behind it, HTTP/1.0 —
+and is then searched for in the proxy's whole log output, every OTLP payload and /metrics.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 import httpx
@@ -22,7 +24,13 @@ def test_canary_never_leaves_the_proxy_with_capture_off(start_proxy, upstream) -
 
     with OTLPReceiver() as otlp:
         proxy = start_proxy(
-            "--upstream", upstream.url, "--max-body-size", "4KiB", env=proxy_env(otlp)
+            "--upstream",
+            upstream.url,
+            "--max-body-size",
+            "4KiB",
+            "--body-timeout",
+            "300ms",
+            env=proxy_env(otlp),
         )
         prompt = {"role": "user", "content": f"my secret is {CANARY}"}
         chat = {"model": "m", "messages": [prompt]}
@@ -81,16 +89,45 @@ def test_canary_never_leaves_the_proxy_with_capture_off(start_proxy, upstream) -
             {"x-script": script},
             CANARY.encode(),
         )
+        recorded = len(cases) + 1 + _raw_socket_cases(proxy.port, chat)
         for _ in range(100):  # every request recorded (its log line) before reading metrics
-            if proxy.output().count('"msg":"request"') == len(cases) + 1:
+            if proxy.output().count('"msg":"request"') == recorded:
                 break
             time.sleep(0.05)
         metrics = proxy.metrics() + proxy.metrics(openmetrics=True)
-        otlp.wait_for_spans(lambda spans: len(spans) >= len(cases) + 1, timeout=10)
+        otlp.wait_for_spans(lambda spans: len(spans) >= recorded, timeout=10)
         proxy.stop()
         logs = proxy.output()
-        assert logs.count('"msg":"request"') == len(cases) + 1
+        assert logs.count('"msg":"request"') == recorded
         assert CANARY not in logs
         assert CANARY not in metrics
         payloads = otlp.raw_payloads()
         assert payloads and not any(CANARY.encode() in p for p in payloads)
+
+
+def _raw_socket_cases(port: int, chat: dict) -> int:
+    """The client-side faults only a raw socket can play; returns how many are requests."""
+    stream = json.dumps({**chat, "stream": True}).encode()
+    script = json.dumps({"tokens": 50, "itl": 0.02, "text": CANARY})
+
+    def post(body: bytes, version: str = "1.1", length: int | None = None) -> bytes:
+        head = (
+            f"POST /v1/chat/completions HTTP/{version}\r\nhost: x\r\nx-script: {script}\r\n"
+            f"content-length: {len(body) if length is None else length}\r\n\r\n"
+        )
+        return head.encode() + body
+
+    def exchange(data: bytes, until: bytes | None = None) -> None:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(data)
+            sock.settimeout(10)
+            received = b""
+            while chunk := sock.recv(65536):
+                received += chunk
+                if until is not None and received.count(until) >= 2:
+                    return  # and the client leaves
+
+    exchange(post(stream[:-5], length=len(stream)))  # the body never completes: 408
+    exchange(post(stream) + post(stream), until=CANARY.encode())  # pipelined, then gone
+    exchange(post(stream, version="1.0"))
+    return 3

@@ -12,6 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from latency_proxy.redact import (
+    FULL,
+    HASH,
+    OFF,
+    REDACTED,
     ContentPolicy,
     load_audit_hook,
     prc_resident_id_ok,
@@ -145,3 +149,22 @@ def test_audit_hook_loading_errors_are_clear() -> None:
     for bad in ["nomodule", "no_such_module_x:f", "json:no_such_attr", "json:__doc__"]:
         with pytest.raises(ValueError, match="--audit-hook"):
             load_audit_hook(bad)
+
+
+def test_prefix_hashes_are_keyed_chained_and_only_in_hash_mode() -> None:
+    policy = ContentPolicy(HASH, hash_key=b"k1")
+    turn1 = policy.prefix_hashes([("system", "be brief"), ("user", "hi")])
+    turn2 = policy.prefix_hashes([("system", "be brief"), ("user", "hi"), ("assistant", "yo")])
+    other = policy.prefix_hashes([("system", "be brief"), ("user", "hello")])
+    assert turn2[:2] == turn1 and len(turn2) == 3  # a conversation extends its prefix
+    assert other[0] == turn1[0] and other[1] != turn1[1]
+    assert all(len(h) == 32 for h in turn2)
+    # boundaries and roles count: the same characters split or attributed differently differ
+    assert (
+        policy.prefix_hashes([("user", "ab"), ("user", "c")])[1]
+        != policy.prefix_hashes([("user", "a"), ("user", "bc")])[1]
+    )
+    assert policy.prefix_hashes([("user", "x")]) != policy.prefix_hashes([("system", "x")])
+    assert ContentPolicy(HASH, hash_key=b"k2").prefix_hashes([("system", "be brief")]) != turn1[:1]
+    for mode in (OFF, REDACTED, FULL):
+        assert ContentPolicy(mode).prefix_hashes([("user", "hi")]) is None

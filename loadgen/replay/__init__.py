@@ -1,0 +1,136 @@
+"""Replaying a trace: formats.py reads it, window.py picks and times the records,
+prompts.py gives them text. `load` is the one place a trace file is read."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadgen.replay.formats import BadRow, Parsed, parse
+from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS, PromptBook
+from loadgen.replay.window import Arrival, schedule, share, split, window
+
+__all__ = [
+    "Arrival",
+    "PromptBook",
+    "Replay",
+    "ReplaySettings",
+    "fit",
+    "load",
+    "share",
+    "split",
+]
+
+MAX_BAD_ROWS_SHOWN = 20  # run.json lists this many of the skipped rows
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplaySettings:
+    """--replay and its companions, as a RunConfig keeps them."""
+
+    file: str
+    format: str | None = None  # None: detected from the content
+    speed: float = 1.0
+    start_s: float = 0.0
+    block_tokens: int = DEFAULT_BLOCK_TOKENS
+    skip_bad_rows: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A trace's window, timed, and what run.json says about it."""
+
+    arrivals: list[Arrival]
+    meta: dict[str, Any]
+
+
+def load(settings: ReplaySettings, duration_s: float | None, requests: int | None) -> Replay:
+    """The window of the trace file; ValueError naming the file (and line) when it is bad."""
+    path = Path(settings.file)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"--replay {path}: {exc.strerror or exc}") from None
+    try:
+        parsed = parse(raw.decode("utf-8"), settings.format, settings.skip_bad_rows)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except BadRow as exc:
+        hint = "" if settings.skip_bad_rows else " (--skip-bad-rows skips such rows)"
+        raise ValueError(f"{path}:{exc.line}: {exc.reason}{hint}") from None
+    try:
+        chosen = window(parsed.records, settings.start_s, duration_s, requests)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    arrivals = schedule(chosen, settings.speed)
+    return Replay(arrivals, _meta(settings, path, raw, parsed, arrivals, duration_s, requests))
+
+
+def fit(trace: Replay, limit: int, settings: ReplaySettings) -> Replay:
+    """The window without records longer than the model's context (`limit` tokens, prompt
+    and output): an error naming the first, or, with --skip-bad-rows, counted as bad rows."""
+    over = [a for a in trace.arrivals if a.record.input_tokens + a.record.output_tokens > limit]
+    if not over:
+        return trace
+    first = over[0].record
+    reason = (
+        f"{first.input_tokens} + {first.output_tokens} tokens is more than the model's "
+        f"context ({limit})"
+    )
+    if not settings.skip_bad_rows:
+        raise ValueError(
+            f"{settings.file}:{first.line}: {reason} (--skip-bad-rows skips such rows)"
+        )
+    kept = [a for a in trace.arrivals if a not in over]
+    if not kept:
+        raise ValueError(f"{settings.file}: no record of the window fits the model's context")
+    bad = trace.meta["bad_rows"]
+    listed = [
+        {"line": a.record.line, "reason": f"over the model's context ({limit})"} for a in over
+    ]
+    meta = trace.meta | {
+        "bad_rows": {
+            "skipped": bad["skipped"] + len(over),
+            "first": sorted(bad["first"] + listed, key=lambda b: b["line"])[:MAX_BAD_ROWS_SHOWN],
+        }
+    }
+    meta["window"] = meta["window"] | {"records": len(kept)}
+    return Replay(kept, meta)
+
+
+def _meta(
+    settings: ReplaySettings,
+    path: Path,
+    raw: bytes,
+    parsed: Parsed,
+    arrivals: list[Arrival],
+    duration_s: float | None,
+    requests: int | None,
+) -> dict[str, Any]:
+    return {
+        "file": path.name,
+        "path": str(path),
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "format": parsed.format,
+        "speed": settings.speed,
+        "block_tokens": settings.block_tokens,
+        "window": {
+            "start_s": settings.start_s,
+            "duration_s": duration_s,
+            "requests": requests,
+            "records": len(arrivals),
+            "first_line": arrivals[0].record.line,
+            "last_line": arrivals[-1].record.line,
+            "span_s": arrivals[-1].offset_s,  # at the replay's speed
+        },
+        "records_in_file": len(parsed.records),
+        "bad_rows": {
+            "skipped": len(parsed.bad),
+            "first": [
+                {"line": b.line, "reason": b.reason} for b in parsed.bad[:MAX_BAD_ROWS_SHOWN]
+            ],
+        },
+        "unreplayable": parsed.unreplayable,
+    }

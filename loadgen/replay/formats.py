@@ -1,0 +1,307 @@
+"""Trace files in, `TraceRecord`s out: the formats `--replay` reads. Pure parsing, no I/O.
+
+Each format keeps what a replay needs of a request: when it arrived, how long its prompt was,
+how many tokens it generated, and where known its model and which parts of its prompt it
+shared with earlier requests. Sources (docs/loadgen/replay.md has the details):
+
+azure     Azure LLM inference traces (Azure/AzurePublicDataset, AzureLLMInferenceDataset2023
+          and 2024): CSV `TIMESTAMP,ContextTokens,GeneratedTokens`; TIMESTAMP is wall-clock,
+          `2023-11-16 18:15:46.6805900` (2023, 100 ns ticks, no zone: UTC) or
+          `2024-05-10 00:00:00.009930+00:00` (2024, microseconds, a zone).
+mooncake  Mooncake's traces (kvcache-ai/Mooncake, FAST '25): JSON lines `{"timestamp": ms
+          since the first request, "input_length", "output_length", "hash_ids": [...]}`, one
+          hash id per block of the prompt (512 tokens in the published traces).
+requests  loadgen's own requests.jsonl: the measured requests of the run's first target.
+proxy     latency_proxy's `request` log lines (JSON, as on stdout or exported from Loki):
+          `arrived_at`, `model`, `input_tokens`, `output_tokens` and, captured with
+          `--content-capture hash`, `prefix_hashes` (one per message, each covering the
+          conversation up to and including that message).
+
+Traces that are recordings (azure, mooncake) must be in time order; logs (requests, proxy)
+are written as requests finish, so they are put in arrival order.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import orjson
+
+from latency_proxy.telemetry.providers import OTHER_MODEL
+
+FORMATS = ("azure", "mooncake", "requests", "proxy")
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+ACCESS_LOGGER = "latency_proxy.access"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """One request of a trace. `at` is seconds on the trace's own clock (epoch or relative).
+
+    `prefix` names the parts of the prompt, in order: a part named before (by an earlier
+    record) is the same text again. `prefix_unit` says what a part is: "block" (a fixed
+    number of tokens, the last one the rest) or "message" (a chat message of any length).
+    """
+
+    line: int  # 1-based line in the file: replay_index in requests.jsonl
+    at: float
+    input_tokens: int
+    output_tokens: int
+    model: str | None = None
+    prefix: tuple[str, ...] = ()
+    prefix_unit: str = "block"
+
+
+class BadRow(ValueError):
+    """A line that does not make a record; `line` is 1-based."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(f"line {line}: {reason}")
+        self.line = line
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A file's records in arrival order, with what could not be replayed.
+
+    bad: rows that are wrong (kept only with --skip-bad-rows); unreplayable: requests the
+    file records but that carry no lengths to replay (failed requests of a log).
+    """
+
+    format: str
+    records: tuple[TraceRecord, ...]
+    bad: tuple[BadRow, ...] = ()
+    unreplayable: int = 0
+
+
+def detect(text: str) -> str:
+    """The format of a file's content, from its first non-empty line."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if not first:
+        raise BadRow(1, "the file is empty")
+    if first.lstrip().startswith("{"):
+        try:
+            item = orjson.loads(first)
+        except orjson.JSONDecodeError:
+            raise BadRow(1, "starts like JSON but is not JSON") from None
+        if isinstance(item, dict):
+            if "input_length" in item or "hash_ids" in item:
+                return "mooncake"
+            if "intended_at" in item and "request_id" in item:
+                return "requests"
+            if "logger" in item or "msg" in item:
+                return "proxy"
+        raise BadRow(1, "a JSON object of no known trace format (mooncake, requests, proxy)")
+    columns = [c.strip() for c in first.split(",")]
+    if all(c in columns for c in AZURE_COLUMNS):
+        return "azure"
+    raise BadRow(1, f"no known trace format (one of {', '.join(FORMATS)})")
+
+
+def parse(text: str, fmt: str | None = None, skip_bad: bool = False) -> Parsed:
+    """Every record of a file's text; raises BadRow for the first bad row unless skip_bad."""
+    fmt = fmt or detect(text)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown trace format {fmt!r}: use one of {', '.join(FORMATS)}")
+    records: list[TraceRecord] = []
+    bad: list[BadRow] = []
+    unreplayable = 0
+    previous: float | None = None
+    for row in _ROWS[fmt](text):
+        if row is None:
+            unreplayable += 1
+            continue
+        try:
+            if isinstance(row, BadRow):
+                raise row
+            if fmt in ("azure", "mooncake") and previous is not None and row.at < previous:
+                raise BadRow(
+                    row.line, f"timestamp goes back in time (before line {records[-1].line})"
+                )
+        except BadRow as exc:
+            if not skip_bad:
+                raise
+            bad.append(exc)
+            continue
+        records.append(row)
+        previous = row.at
+    if fmt in ("requests", "proxy"):
+        records.sort(key=lambda r: (r.at, r.line))
+    return Parsed(fmt, tuple(records), tuple(bad), unreplayable)
+
+
+Row = TraceRecord | BadRow | None  # None: a request with nothing to replay
+
+
+def _count(value: object, line: int, name: str) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise BadRow(line, f"{name} is not a whole number: {value[:40]!r}") from None
+    if type(value) is not int or value < 1:
+        raise BadRow(line, f"{name} must be a whole number ≥ 1, not {str(value)[:40]!r}")
+    return value
+
+
+def _azure(text: str) -> Iterator[Row]:
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
+    for number, cells in enumerate(reader, 1):
+        if not cells or not "".join(cells).strip():
+            continue
+        if header is None:
+            header = [c.strip() for c in cells]
+            missing = [c for c in AZURE_COLUMNS if c not in header]
+            if missing:
+                raise BadRow(number, f"the header lacks {', '.join(missing)}")
+            where = [header.index(c) for c in AZURE_COLUMNS]
+            continue
+        try:
+            if len(cells) != len(header):
+                raise BadRow(number, f"{len(cells)} columns, the header has {len(header)}")
+            stamp, context, generated = (cells[i].strip() for i in where)
+            yield TraceRecord(
+                line=number,
+                at=_azure_time(stamp, number),
+                input_tokens=_count(context, number, "ContextTokens"),
+                output_tokens=_count(generated, number, "GeneratedTokens"),
+            )
+        except BadRow as exc:
+            yield exc
+
+
+def _azure_time(stamp: str, line: int) -> float:
+    """Epoch seconds of an Azure TIMESTAMP; more than 6 fractional digits are truncated."""
+    head, dot, rest = stamp.partition(".")
+    if dot:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        rest = rest[: min(digits, 6)] + rest[digits:]
+    try:
+        when = datetime.fromisoformat(head + dot + rest if dot else head)
+    except ValueError:
+        raise BadRow(line, f"TIMESTAMP is not a date and time: {stamp[:40]!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def _json_lines(text: str) -> Iterator[tuple[int, dict | BadRow]]:
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            yield number, BadRow(number, "not JSON")
+            continue
+        yield number, item if isinstance(item, dict) else BadRow(number, "not a JSON object")
+
+
+def _time(value: object, line: int, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRow(line, f"{name} is not a number: {str(value)[:40]!r}")
+    if value < 0:
+        raise BadRow(line, f"{name} is negative: {value}")
+    return float(value)
+
+
+def _mooncake(text: str) -> Iterator[Row]:
+    for number, item in _json_lines(text):
+        if isinstance(item, BadRow):
+            yield item
+            continue
+        try:
+            ids = item.get("hash_ids") or []
+            if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+                raise BadRow(number, "hash_ids must be a list of integers")
+            yield TraceRecord(
+                line=number,
+                at=_time(item.get("timestamp"), number, "timestamp") / 1000.0,
+                input_tokens=_count(item.get("input_length"), number, "input_length"),
+                output_tokens=_count(item.get("output_length"), number, "output_length"),
+                prefix=tuple(str(i) for i in ids),
+            )
+        except BadRow as exc:
+            yield exc
+
+
+def _requests(text: str) -> Iterator[Row]:
+    first_target: str | None = None
+    for number, item in _json_lines(text):
+        if isinstance(item, BadRow):
+            yield item
+            continue
+        first_target = first_target or item.get("target")
+        if item.get("target") != first_target or item.get("excluded"):
+            continue  # another target's replay of the same load, or not measured
+        if not item.get("ok") or not item.get("output_tokens") or not item.get("input_tokens"):
+            yield None
+            continue
+        try:
+            yield TraceRecord(
+                line=number,
+                at=_time(item.get("intended_at"), number, "intended_at"),
+                input_tokens=_count(item["input_tokens"], number, "input_tokens"),
+                output_tokens=_count(item["output_tokens"], number, "output_tokens"),
+            )
+        except BadRow as exc:
+            yield exc
+
+
+def _proxy(text: str) -> Iterator[Row]:
+    for number, item in _json_lines(text):
+        if isinstance(item, BadRow):
+            yield item
+            continue
+        if item.get("logger") != ACCESS_LOGGER or item.get("msg") != "request":
+            continue  # the proxy's other lines, and anything else in the stream
+        if not item.get("operation"):
+            continue  # not a generation (a /v1/models call, a health check)
+        if not item.get("output_tokens") or not item.get("input_tokens"):
+            yield None
+            continue
+        try:
+            hashes = item.get("prefix_hashes") or []
+            if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
+                raise BadRow(number, "prefix_hashes must be a list of strings")
+            model = item.get("model")
+            yield TraceRecord(
+                line=number,
+                at=_proxy_arrival(item, number),
+                input_tokens=_count(item["input_tokens"], number, "input_tokens"),
+                output_tokens=_count(item["output_tokens"], number, "output_tokens"),
+                # "other": a name the upstreams did not list, withheld from the log
+                model=model if isinstance(model, str) and model != OTHER_MODEL else None,
+                prefix=tuple(hashes),
+                prefix_unit="message",
+            )
+        except BadRow as exc:
+            yield exc
+
+
+def _proxy_arrival(item: dict, line: int) -> float:
+    """`arrived_at` (epoch seconds); lines from before it existed: `ts` minus `e2e_s`."""
+    if "arrived_at" in item:
+        return _time(item["arrived_at"], line, "arrived_at")
+    stamp, e2e = item.get("ts"), item.get("e2e_s")
+    if not isinstance(stamp, str) or not isinstance(e2e, int | float):
+        raise BadRow(line, "no arrived_at, nor ts and e2e_s to place the request in time")
+    try:
+        logged = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise BadRow(line, f"ts is not a date and time: {stamp[:40]!r}") from None
+    return logged - float(e2e)
+
+
+_ROWS: dict[str, Callable[[str], Iterator[Row]]] = {
+    "azure": _azure,
+    "mooncake": _mooncake,
+    "requests": _requests,
+    "proxy": _proxy,
+}
