@@ -28,7 +28,7 @@ def _runs(found: Sequence[Mapping[str, Any]], value: Value) -> list[list[Mapping
 
 def _steps(
     name: str, found: Sequence[Mapping[str, Any]], value: Value, what: str, group: int,
-    dashed: bool = False, label: str | None = None,
+    dashed: bool = False, label: str | None = None, unit: str = "",
 ) -> list[Series]:  # fmt: skip
     series = []
     for run in _runs(found, value):
@@ -36,7 +36,9 @@ def _steps(
         for s in run:
             v = value(s)
             assert v is not None
-            tip = f"{name} {s['start_s']:g}–{s['end_s']:g} s: {what} {v:.1f} ({s['sent']} sent)"
+            tip = (
+                f"{name} {s['start_s']:g}–{s['end_s']:g} s: {what} {v:.1f}{unit} ({s['sent']} sent)"
+            )
             points += [(s["start_s"], v), (s["end_s"], v)]
             tips += [tip, tip]
         series.append(Series(label or name, tuple(points), "step", dashed, group, tuple(tips)))
@@ -61,8 +63,8 @@ def figure(summary: Mapping[str, Any]) -> Figure | None:
     for group, (name, found) in enumerate(targets):
         for pct, dashed in (("p50", False), ("p90", True)):
             what = f"TTFT {pct.upper()}"
-            ttft += _steps(name, found, _ms("ttft_s", pct), f"{what} ms", group, dashed,
-                           f"{name} {what}")  # fmt: skip
+            ttft += _steps(name, found, _ms("ttft_s", pct), what, group, dashed,
+                           f"{name} {what}", " ms")  # fmt: skip
         tokens += _steps(name, found, lambda s: s["output_tokens_per_s"], "output tok/s", group)
         backlog += _steps(name, found, lambda s: s["backlog"], "backlog", group)
     charts = (

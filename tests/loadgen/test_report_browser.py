@@ -48,6 +48,20 @@ def capacity(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def replayed(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A timed trace replayed in 1 s slices: a calm second, then a burst the server queues."""
+    out = tmp_path_factory.mktemp("replay")
+    calm = [(i * 200, 100) for i in range(5)]
+    burst = [(1000 + i * 50, 1200) for i in range(12)]
+    rows = [{"timestamp": t, "input_length": n, "output_length": 4} for t, n in calm + burst]
+    trace = out / "burst.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["--target", sim, "--replay", str(trace), "--slice", "1s", "--no-progress"]
+    assert main([*argv, "--out", str(out / "run")]) == 0
+    return out / "run"
+
+
 def opened(browser: Browser, path: Path, request: pytest.FixtureRequest, name: str) -> Page:
     keep = request.config.getoption("--screenshot")
     return open_offline(browser, path, Path(keep) / f"{name}.png" if keep else None)
@@ -127,3 +141,22 @@ def test_a_capacity_searchs_page(
     assert any(f"{probe['ttft_s']['p90'] * 1e3:.1f} ms" in tip for tip in tips)
     probe_page = capacity / probe["run_dir"] / "report.html"
     opened(browser, probe_page, request, "capacity-probe")
+
+
+def test_a_replays_page(browser: Browser, replayed: Path, request: pytest.FixtureRequest) -> None:
+    page = opened(browser, replayed / "report.html", request, "replay")
+    found = sections(page)
+    assert found[:3] == ["verdict", "replay", "figures"] and "figure-slices" in found
+    said = page.evaluate("document.querySelector('#verdict .verdict').innerText")
+    assert "worst slice " in said  # report.md's sentence
+    ((name, t),) = rundir.read_summary(replayed)["targets"].items()
+    worst = max(
+        (s for s in t["slices"] if s["ttft_s"]["p90"] is not None),
+        key=lambda s: s["ttft_s"]["p90"],
+    )
+    span = f"{worst['start_s']:g}–{worst['end_s']:g} s"
+    tip = page.hover(f'#chart-slices-ttft [data-tip^="{name} {span}: TTFT P90"]')
+    assert (
+        tip
+        == f"{name} {span}: TTFT P90 {worst['ttft_s']['p90'] * 1e3:.1f} ms ({worst['sent']} sent)"
+    )
