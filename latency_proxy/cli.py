@@ -19,8 +19,10 @@ from latency_proxy import __version__
 from latency_proxy.app import ProxyApp
 from latency_proxy.config import (
     CONTENT_CAPTURE_MODES,
+    FIELDS,
     LOG_FORMATS,
     LOG_LEVELS,
+    SIZE_SETTINGS,
     ConfigError,
     Settings,
     admin_token,
@@ -31,6 +33,7 @@ from latency_proxy.config import (
 from latency_proxy.http_protocol import REQUEST_LINE_ALLOWANCE, ConnectionLimits, protocol_class
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry.logs import configure
+from latency_proxy.units import format_duration, format_size
 
 log = logging.getLogger("latency_proxy")
 
@@ -50,50 +53,55 @@ def build_parser() -> argparse.ArgumentParser:
         help="upstream base URL without /v1; a bare URL is the default route, MODEL=URL routes "
         "requests whose body names MODEL (repeatable)",
     )
-    add("--host", help="main port bind address (default 127.0.0.1)")
-    add("--port", help="main port (default 8080)")
+    add("--host", help="main port bind address")
+    add("--port", help="main port")
     add(
         "--admin-host",
-        help="admin port bind address (default 127.0.0.1, whatever --host is: /metrics "
-        "lists models, routes and traffic; give 0.0.0.0 where the pod network may scrape it)",
+        help="admin port bind address, whatever --host is (/metrics lists models, routes and "
+        "traffic): give 0.0.0.0 where the pod network may scrape it",
     )
-    add("--admin-port", help="admin port: /metrics, /healthz, /readyz (default 9464)")
+    add("--admin-port", help="admin port: /metrics, /healthz, /readyz")
     add(
         "--content-capture",
         choices=CONTENT_CAPTURE_MODES,
-        help="what prompt/completion text is recorded (default off: none)",
+        help="what prompt/completion text is recorded; off: none",
     )
-    add("--log-level", choices=LOG_LEVELS, help="default info")
-    add("--log-format", choices=LOG_FORMATS, help="default json (one object per line)")
+    add("--log-level", choices=LOG_LEVELS, help="log level")
+    add("--log-format", choices=LOG_FORMATS, help="json: one object per line; text: for a terminal")
     add("--config", metavar="FILE.toml", help="settings file; keys are the flag names")
-    add("--connect-timeout", metavar="DURATION", help="upstream connect timeout (default 5s)")
+    add("--connect-timeout", metavar="DURATION", help="upstream connect timeout")
     add(
         "--read-timeout",
         metavar="DURATION",
-        help="longest silence from the upstream, before or during a response (default 300s)",
+        help="longest silence from the upstream, before or during a response",
     )
     add(
         "--write-timeout",
         metavar="DURATION",
         help="longest a send to the client may wait for it to read; then the stream ends, "
         "the connection is aborted, recorded client_abort; also how long a closing "
-        "connection may take to flush (default 30s; 0: never)",
+        "connection may take to flush; 0: never",
     )
-    add("--pool-max-connections", metavar="N", help="upstream connections per route (default 1024)")
+    add("--pool-max-connections", metavar="N", help="upstream connections per route")
     add(
         "--max-body-size",
         metavar="SIZE",
-        help="largest request body; larger gets 413 (default 16MiB)",
+        help="largest request body; larger gets 413",
     )
     add(
         "--drain-timeout",
         metavar="DURATION",
-        help="on SIGTERM, how long in-flight streams may take to finish (default 30s)",
+        help="on SIGTERM, how long in-flight streams may take to finish",
     )
     add(
         "--first-n-tokens",
         metavar="N[,N…]",
-        help="token counts for time-to-first-N-tokens (default 3)",
+        help="token counts for time-to-first-N-tokens",
+    )
+    add(
+        "--stall-threshold",
+        metavar="DURATION",
+        help="a gap between tokens longer than this counts as a stall (default 1s)",
     )
     add(
         "--continuous-usage",
@@ -103,24 +111,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="ask vLLM upstreams for usage on every chunk (tokens per chunk) and strip it "
         "for clients that did not ask",
     )
-    add("--provider-name", help="gen_ai.provider.name on spans (default vllm)")
+    add("--provider-name", help="gen_ai.provider.name on spans")
     add(
         "--max-concurrent-requests",
         metavar="N",
-        help="model calls in flight before new ones get 503 + Retry-After (default 0: no limit)",
+        help="model calls in flight before new ones get 503 + Retry-After; 0: no limit",
     )
-    add("--retry-after", metavar="DURATION", help="Retry-After sent with that 503 (default 1s)")
-    add("--max-headers", metavar="N", help="request header count limit, else 431 (default 100)")
+    add("--retry-after", metavar="DURATION", help="Retry-After sent with that 503")
+    add("--max-headers", metavar="N", help="request header count limit, else 431")
     add(
         "--max-header-bytes",
         metavar="SIZE",
-        help="request header size limit, else 431 (default 32KiB)",
+        help="request header size limit, else 431",
     )
     add(
         "--header-timeout",
         metavar="DURATION",
         help="longest time from a connection's accept, or a later request's first byte, to "
-        "the end of the request's headers; then the connection is closed (default 10s)",
+        "the end of the request's headers; then the connection is closed",
     )
     add(
         "--body-timeout",
@@ -131,13 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--idle-timeout",
         metavar="DURATION",
-        help="how long a kept-alive client connection may wait for its next request (default 75s)",
+        help="how long a kept-alive client connection may wait for its next request",
     )
     add(
         "--max-event-bytes",
         metavar="SIZE",
         help="an SSE event still incomplete past this size passes through unmetered and is "
-        "counted in latency_proxy_oversized_events_total (default 4MiB)",
+        "counted in latency_proxy_oversized_events_total",
     )
     add("--ca-bundle", metavar="FILE", help="CA certificates for https upstreams")
     add(
@@ -151,8 +159,51 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="require this bearer token for /metrics (or LATENCY_PROXY_ADMIN_TOKEN)",
     )
+    add(
+        "--content-hash-key-file",
+        metavar="FILE",
+        help="HMAC key for --content-capture hash (or LATENCY_PROXY_CONTENT_HASH_KEY)",
+    )
+    add(
+        "--redact-pattern",
+        action="append",
+        metavar="REGEX",
+        help="--content-capture redacted: also replace what this matches (repeatable)",
+    )
+    add(
+        "--audit-hook",
+        metavar="MODULE:FUNCTION",
+        help="--content-capture redacted: gets the scrubbed text, returns what to record "
+        "(None: nothing)",
+    )
+    add(
+        "--content-max-chars",
+        metavar="N",
+        help="longest text part recorded when --content-capture is not off",
+    )
     add("--version", action="version", version=f"%(prog)s {__version__}")
+    for action in p._actions:
+        shown = shown_default(action.dest)
+        if shown is not None:
+            action.help = f"{action.help} (default {shown})"
     return p
+
+
+def shown_default(name: str) -> str | None:
+    """A setting's default as a flag would spell it; None when there is nothing to show."""
+    spec = FIELDS.get(name)
+    if spec is None:
+        return None
+    value = spec.default
+    if value is None or value is False or value == () or value == "":
+        return None
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
+    if isinstance(value, float):
+        return format_duration(value)
+    if name in SIZE_SETTINGS:
+        return format_size(value)
+    return str(value)
 
 
 def bind(host: str, port: int) -> socket.socket:

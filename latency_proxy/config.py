@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from latency_proxy.meter import STALL_THRESHOLD_S
 from latency_proxy.redact import MODES, ContentPolicy, load_audit_hook
 from latency_proxy.sse import MAX_EVENT_BYTES
 from latency_proxy.units import parse_duration, parse_size
@@ -25,6 +26,7 @@ DEFAULT_ROUTE = "default"
 CONTENT_CAPTURE_MODES = MODES
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("json", "text")
+SIZE_SETTINGS = ("max_body_size", "max_header_bytes", "max_event_bytes")  # read as sizes
 
 
 class ConfigError(ValueError):
@@ -73,6 +75,7 @@ class Settings:
     drain_timeout: float = 30.0
     write_timeout: float = 30.0  # a client not reading for this long is let go; 0: never
     first_n_tokens: tuple[int, ...] = (3,)
+    stall_threshold: float = STALL_THRESHOLD_S  # a longer gap between tokens is a stall
     continuous_usage: bool = False
     provider_name: str = "vllm"
     max_concurrent_requests: int = 0  # 0: unlimited
@@ -192,9 +195,10 @@ def _coerce(name: str, value: Any) -> Any:
             "header_timeout",
             "body_timeout",
             "idle_timeout",
+            "stall_threshold",
         ):
             return parse_duration(value)
-        if name in ("max_body_size", "max_header_bytes", "max_event_bytes"):
+        if name in SIZE_SETTINGS:
             return parse_size(value)
         if name == "continuous_usage":
             if isinstance(value, bool):
@@ -250,6 +254,8 @@ def _validated(s: Settings) -> Settings:
         raise ConfigError("--pool-max-connections must be at least 1")
     if not s.first_n_tokens or min(s.first_n_tokens) < 1:
         raise ConfigError("--first-n-tokens: give positive token counts, e.g. 3 or 1,3,10")
+    if s.stall_threshold <= 0:
+        raise ConfigError("--stall-threshold: give a positive duration, e.g. 1s")
     if s.max_event_bytes < 1:
         raise ConfigError("--max-event-bytes: give a size, e.g. 4MiB")
     for name in (

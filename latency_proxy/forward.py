@@ -47,7 +47,7 @@ class Forwarder:
             state.upstreams,
             self.recording,
             state.policy,
-            state.settings.first_n_tokens,
+            (state.settings.first_n_tokens, state.settings.stall_threshold),
             state.settings.retry_after,
             state.settings.write_timeout,
             state.settings.max_event_bytes,

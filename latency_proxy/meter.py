@@ -13,12 +13,19 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from latency_proxy import event_shape
+from latency_proxy import event_shape, server_report
 from latency_proxy.coalescing import coalesced_fraction
 from latency_proxy.sse import Event
 
 DONE_DATA = b"[DONE]"  # the data of the stream's last event
-_CONTENT_DELTA_KEYS = ("content", "reasoning_content", "reasoning", "tool_calls")
+_ANSWER_DELTA_KEYS = ("content", "tool_calls")  # _reasoning_only reads them inline
+_REASONING_DELTA_KEYS = ("reasoning", "reasoning_content")  # vLLM 0.32, and before it
+_CONTENT_DELTA_KEYS = _ANSWER_DELTA_KEYS + _REASONING_DELTA_KEYS
+# A gap longer than this is a stall. Healthy decode steps take 10-100 ms and a long prefill
+# batched beside a stream (chunked prefill) adds a few hundred; a preemption, a recompute or a
+# stuck engine costs seconds. One second is ten times the slowest healthy token, and where a
+# reader sees a stream as frozen rather than slow.
+STALL_THRESHOLD_S = 1.0
 _LESSONS = 4  # shapes a stream may try to learn (a reasoning model changes shape once)
 _PROBE_USAGE = b'{"probe":0}'
 # the largest token count taken from a usage object: exact as a float, so every sink (a
@@ -32,6 +39,13 @@ class EventKind(Enum):
     OTHER = "other"  # role-only, empty delta, finish-only, error object, comment
     DONE = "done"  # data: [DONE]
     INVALID = "invalid"  # data that is not JSON
+
+
+class ReasoningSource(Enum):
+    """Where a reasoning token count came from."""
+
+    SERVER = "server"  # usage.completion_tokens_details.reasoning_tokens
+    COUNTED = "counted"  # the stream's reasoning events (their per-chunk usage, if any)
 
 
 class TokenSource(Enum):
@@ -65,6 +79,20 @@ class RequestTiming:
     response_model: str | None = None
     error_type: str | None = None  # type/code of an error object sent inside the stream
     output_text: str | None = None  # only when the meter was asked to collect it
+    # what a 2026 server says about the request (None: not on the wire, never a zero)
+    answer_ttft_s: float | None = None  # first answer token (content, text, tool call)
+    reasoning_s: float | None = None  # first reasoning token to the answer's first
+    reasoning_tokens: int | None = None
+    reasoning_source: ReasoningSource | None = None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
+    server_queue_s: float | None = None  # the server's own clock (per-request metrics)
+    server_ttft_s: float | None = None  # from being scheduled to the first token
+    server_decode_s: float | None = None  # first token to last
+    server_itl_s: float | None = None
+    spec_acceptance_rate: float | None = None  # speculative decoding's draft acceptance
+    spec_acceptance_length: float | None = None
+    max_itl_s: float | None = None
+    stalls: int | None = None  # gaps longer than the stall threshold
 
 
 def classify(payload: Any) -> EventKind:
@@ -99,6 +127,23 @@ class Reading(NamedTuple):
     response_model: str | None = None
     error_type: str | None = None  # type/code of an error object; never its message
     finish_reasons: tuple[str, ...] = ()
+    reasoning: bool = False  # a content event with reasoning and no answer in it
+
+
+def _reasoning_only(choices: list[Any]) -> bool:
+    """Whether content choices carry reasoning and nothing of the answer."""
+    reasoning = False
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        if choice.get("text"):
+            return False
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            if delta.get("content") or delta.get("tool_calls"):  # the answer's keys
+                return False
+            reasoning = reasoning or bool(delta.get("reasoning") or delta.get("reasoning_content"))
+    return reasoning
 
 
 def read(payload: Any) -> Reading:
@@ -127,6 +172,7 @@ def read(payload: Any) -> Reading:
         model if isinstance(model, str) else None,
         error_type,
         reasons,
+        kind is EventKind.CONTENT and _reasoning_only(choices),
     )
 
 
@@ -144,11 +190,17 @@ class StreamMeter:
         "_first_n",
         "_lessons",
         "_per_chunk_usage",
+        "_reasoning_events",
+        "_reasoning_usage",
         "_shape",
         "_shape_reading",
         "_shape_usage",
+        "_stall_threshold",
+        "_t_answer",
         "_t_content",
         "_t_first_event",
+        "_t_reasoning",
+        "_t_reasoning_last",
         "_text",
         "_usage_output",
         "result",
@@ -161,9 +213,16 @@ class StreamMeter:
         first_n: tuple[int, ...] = (3,),
         collect_text: bool = False,
         lazy: bool = True,
+        stall_threshold_s: float = STALL_THRESHOLD_S,
     ) -> None:
         """lazy=False parses every event in full: the reference the lazy path must equal."""
         self.t0 = t0
+        self._stall_threshold = stall_threshold_s
+        self._t_answer: float | None = None  # the first answer event
+        self._t_reasoning: float | None = None  # the first reasoning event
+        self._t_reasoning_last = 0.0
+        self._reasoning_events = 0
+        self._reasoning_usage: int | None = None  # cumulative tokens at the last one, if told
         self._first_n = first_n
         self._text: list[str] | None = [] if collect_text else None  # for content capture
         self._t_first_event: float | None = None
@@ -207,6 +266,8 @@ class StreamMeter:
                 self._text.extend(_texts(payload, "delta"))
             if self._lessons:
                 self._learn(data, payload, reading)
+        elif reading.kind is EventKind.USAGE_ONLY:
+            self._take_server_report(payload)
         return self._count(t, reading, payload.get("usage") if isinstance(payload, dict) else None)
 
     def on_body(self, body: bytes) -> None:
@@ -218,6 +279,7 @@ class StreamMeter:
         if isinstance(payload, dict):
             self._take_reading(read(payload))
             self._take_usage(payload.get("usage"))
+            self._take_server_report(payload)
             if self._text is not None:
                 self._text.extend(_texts(payload, "message"))
 
@@ -242,10 +304,15 @@ class StreamMeter:
         elif n:
             r.output_tokens = n
             r.token_source = TokenSource.EVENTS
+        self._finish_reasoning(r)
         if not n:
             return r
         r.ttft_s = times[0] - t0
         r.itl_s = [times[i] - times[i - 1] for i in range(1, n)]
+        r.max_itl_s = top = max(r.itl_s) if r.itl_s else None
+        threshold = self._stall_threshold
+        stalled = top is not None and top > threshold  # the usual stream: no loop
+        r.stalls = sum(1 for gap in r.itl_s if gap > threshold) if stalled else 0
         if r.output_tokens is not None and r.output_tokens >= 2:
             r.tpot_s = (times[-1] - times[0]) / (r.output_tokens - 1)
         r.coalesced_fraction = coalesced_fraction(r.itl_s, r.tpot_s)
@@ -261,6 +328,20 @@ class StreamMeter:
                     r.ttfnt_s[target] = t - t0
                     break
         return r
+
+    def _finish_reasoning(self, r: RequestTiming) -> None:
+        """Answer TTFT, the reasoning phase, and its token count when the server gave none."""
+        if self._t_answer is not None:
+            r.answer_ttft_s = self._t_answer - self.t0
+        if not self._reasoning_events:
+            return
+        assert self._t_reasoning is not None
+        end = self._t_answer if self._t_answer is not None else self._t_reasoning_last
+        r.reasoning_s = max(0.0, end - self._t_reasoning)
+        if r.reasoning_tokens is None:
+            counted = self._reasoning_usage if self._per_chunk_usage else None
+            r.reasoning_tokens = self._reasoning_events if counted is None else counted
+            r.reasoning_source = ReasoningSource.COUNTED
 
     def _cumulative_tokens(self, r: RequestTiming) -> list[float]:
         n = len(self._t_content)
@@ -288,7 +369,36 @@ class StreamMeter:
                 self._content_tokens.append(-1)
             else:
                 self._content_tokens.append(usage_tokens)
+            if reading.reasoning:
+                self._reasoned(t, usage_tokens)
+            elif self._t_answer is None:
+                self._t_answer = t
         return reading.kind
+
+    def _reasoned(self, t: float, usage_tokens: int | None) -> None:
+        """A reasoning event; those after the answer began are not the thinking phase."""
+        if self._t_answer is not None:
+            return
+        if self._t_reasoning is None:
+            self._t_reasoning = t
+        self._t_reasoning_last = t
+        self._reasoning_events += 1
+        self._reasoning_usage = usage_tokens
+
+    def _take_server_report(self, payload: dict[str, Any]) -> None:
+        """What the server reports about the request beside the counts (the final usage
+        chunk, a whole response): server_report.read; a value not valid is not taken."""
+        report = server_report.read(payload)
+        if report is server_report.NOTHING:
+            return
+        r = self.result
+        for name, value in report.values.items():
+            setattr(r, name, value)
+        if report.reasoning_tokens is not None:
+            r.reasoning_tokens = report.reasoning_tokens
+            r.reasoning_source = ReasoningSource.SERVER
+        if report.invalid:
+            r.invalid_events += 1
 
     def _take_usage(self, usage: Any) -> int | None:
         """The completion tokens of a usage object; a count that is not one (negative,

@@ -23,18 +23,6 @@ from typing import Any
 OFF, HASH, REDACTED, FULL = "off", "hash", "redacted", "full"
 MODES = (OFF, HASH, REDACTED, FULL)
 
-# Headers whose values are credentials: never logged or recorded, in any mode.
-CREDENTIAL_HEADERS = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "api-key",
-        "x-api-key",
-        "cookie",
-        "set-cookie",
-    }
-)
-
 AuditHook = Callable[[str], str | None]
 
 

@@ -38,3 +38,20 @@ def parse_size(text: str | int) -> int:
         raise ValueError(f"not a size: {text!r} (use e.g. 4096, 10MiB)")
     unit = match.group(2).lower() if match.group(2) else None
     return int(match.group(1)) * _SIZE_UNITS[unit]
+
+
+def format_duration(seconds: float) -> str:
+    """600.0 -> '10m', 0.025 -> '25ms': the shortest unit parse_duration reads back exactly."""
+    for unit, scale in (("h", 3600.0), ("m", 60.0), ("s", 1.0), ("ms", 1e-3)):
+        count = seconds / scale
+        if count >= 1 and abs(count - round(count)) < 1e-9:
+            return f"{round(count)}{unit}"
+    return f"{seconds:g}s"
+
+
+def format_size(size: int) -> str:
+    """16777216 -> '16MiB', 32768 -> '32KiB'; a bare number of bytes otherwise."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)

@@ -1,7 +1,12 @@
-"""`python -m loadgen`."""
+"""`python -m loadgen` and the `loadgen` script."""
 
 import sys
 
-from loadgen.cli import main
+from loadgen.extras import LOADGEN, require
 
-sys.exit(main())
+require("loadgen", LOADGEN, "loadgen")
+
+from loadgen.cli import main  # noqa: E402  (needs the extra checked above)
+
+if __name__ == "__main__":
+    sys.exit(main())

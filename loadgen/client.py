@@ -74,29 +74,27 @@ async def count_tokens(
 ) -> int | None:
     """The server's token count via vLLM's /tokenize, or None when it has none."""
     body = tokenize_body(model, prompt=prompt, messages=messages)
-    try:
-        async with asyncio.timeout(10):
-            async with http.post(
-                target.endpoint("/tokenize"), json=body, headers=target.headers
-            ) as resp:
-                if resp.status != 200:
-                    return None
-                data = await resp.json(content_type=None)
-    except (TimeoutError, aiohttp.ClientError, ValueError):
-        return None
-    return token_count(data)
+    return token_count(await _answer(http, "POST", target.endpoint("/tokenize"), target, body))
 
 
-async def _model_cards(http: aiohttp.ClientSession, target: Target) -> Any:
-    """The target's /v1/models answer, or None."""
+async def _answer(
+    http: aiohttp.ClientSession, method: str, url: str, target: Target, body: Any = None
+) -> Any:
+    """The JSON of a 200 answer within 10 s; None for anything else (a setup question a
+    server need not answer: the run then does without)."""
     try:
         async with asyncio.timeout(10):
-            async with http.get(target.endpoint("/v1/models"), headers=target.headers) as resp:
+            async with http.request(method, url, json=body, headers=target.headers) as resp:
                 if resp.status != 200:
                     return None
                 return await resp.json(content_type=None)
     except (TimeoutError, aiohttp.ClientError, ValueError):
         return None
+
+
+async def _model_cards(http: aiohttp.ClientSession, target: Target) -> Any:
+    """The target's /v1/models answer, or None."""
+    return await _answer(http, "GET", target.endpoint("/v1/models"), target)
 
 
 async def first_model(http: aiohttp.ClientSession, target: Target) -> str | None:

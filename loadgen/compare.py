@@ -23,7 +23,13 @@ from loadgen.report import ms
 from loadgen.slo import Slos, parse_slos, percentile_label
 from loadgen.summary import figures
 
-COMPARED_METRICS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
+COMPARED_METRICS = (
+    ("ttft_s", "TTFT"),
+    ("answer_ttft_s", "answer TTFT"),  # compared where every series has it (reasoning)
+    ("tpot_s", "TPOT"),
+    ("itl_s", "ITL"),
+    ("e2e_s", "E2E"),
+)
 COMPARED_PERCENTILES = ("p50", "p99", "p999")
 SLO_METRICS = {"ttft": ("ttft_s", "TTFT"), "tpot": ("tpot_s", "TPOT"), "e2e": ("e2e_s", "E2E")}
 
@@ -140,7 +146,13 @@ def render(
     title, sub = "#" * level, "#" * (level + 1)
     header = "| metric | " + " | ".join(s.label for s in series) + " |"
     lines = [f"{title} loadgen comparison", "", header, "|---" * (len(series) + 1) + "|"]
-    for metric, label in COMPARED_METRICS:
+    compared = [
+        (metric, label)
+        for metric, label in COMPARED_METRICS
+        if all((s.summary["metrics"].get(metric) or {}).get("count") for s in series)
+        or metric == "ttft_s"
+    ]
+    for metric, label in compared:
         for pct in COMPARED_PERCENTILES:
             cells = []
             for s in series:
@@ -163,15 +175,57 @@ def render(
     base = series[0]
     lines += ["", f"{sub} Differences against {base.label}", ""]
     for other in series[1:]:
-        for metric, label in COMPARED_METRICS:
+        for metric, label in compared:
             a, b = base.values(metric), other.values(metric)
             for pct in COMPARED_PERCENTILES:
                 diff = stats.relative_difference(a, b, stats.PERCENTILES[pct], rng)
                 text = sentence(base.label, other.label, label, pct, diff)
                 if text:
                     lines.append(f"- {text}")
+    signals = signal_verdicts(series)
+    if signals:
+        lines += ["", f"{sub} Server signals", ""] + [f"- {v}" for v in signals]
     lines += ["", f"{sub} SLOs", ""] + [f"- {v}" for v in slo_verdicts(series, slos, slo_pct)]
     return "\n".join(lines) + "\n"
+
+
+SIGNAL_FIGURES = (
+    ("reasoning", "share", "reasoning share of output tokens"),
+    ("cache", "hit_fraction", "cache-hit fraction of prompt tokens"),
+)
+
+
+def signal_verdicts(series: Sequence[Series]) -> list[str]:
+    """Reasoning share, cache-hit fraction and stalls against the first series, in words
+    (only figures both sides carry)."""
+    base, lines = series[0], []
+    figures_of = [s.summary.get("signals") for s in series]
+    if not all(figures_of):
+        return lines
+    for other, theirs in zip(series[1:], figures_of[1:], strict=True):
+        ours = figures_of[0]
+        for block, key, name in SIGNAL_FIGURES:
+            a, b = ours[block][key], theirs[block][key]
+            if a is None or b is None:
+                continue
+            word = "equal to" if abs(b - a) < 0.005 else ("higher than" if b > a else "lower than")
+            lines.append(
+                f"{other.label}'s {name} ({b * 100:.1f}%) is {word} {base.label}'s ({a * 100:.1f}%)"
+            )
+        a_stalls, b_stalls = ours["stalls"], theirs["stalls"]
+        if a_stalls["streams"] and b_stalls["streams"]:
+            rate_a = a_stalls["stalls"] / a_stalls["streams"] * 100
+            rate_b = b_stalls["stalls"] / b_stalls["streams"] * 100
+            word = (
+                "as often as"
+                if rate_a == rate_b
+                else ("more often than" if rate_b > rate_a else "less often than")
+            )
+            lines.append(
+                f"{other.label} stalls {rate_b:.1f} times per 100 streams, {word} "
+                f"{base.label} ({rate_a:.1f})"
+            )
+    return lines
 
 
 def main(argv: Sequence[str]) -> int:

@@ -13,7 +13,7 @@ import time
 
 import aiohttp
 
-from loadgen.client import Clock
+from loadgen.measurement import Clock
 from loadgen.records import GpuSample
 
 MEMORY = "DCGM_FI_DEV_FB_USED"

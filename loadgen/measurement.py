@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from latency_proxy.meter import EventKind, StreamMeter
 from latency_proxy.sse import SSEParser
-from loadgen.records import FIRST_N, Record
+from loadgen.records import FIRST_N, SIGNALS, Record
 from loadgen.targets import Target
 
 
@@ -113,4 +113,6 @@ class Measurement:
             finish_reason=timing.finish_reasons[-1] if timing.finish_reasons else None,
             response_id=timing.response_id,
             trace_id=self.trace_id,
+            **{name: getattr(timing, name) for name in SIGNALS},
+            reasoning_source=source.value if (source := timing.reasoning_source) else None,
         )

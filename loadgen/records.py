@@ -16,6 +16,21 @@ from loadgen.server_metrics import ServerWindow
 from loadgen.slo import DEFAULT_SLO, Slos
 
 FIRST_N = 3  # a record's ttfnt_s holds the time to this many tokens (summary's ttf3t_s)
+# the meter's server signals a Record keeps as they are (reasoning_source too, as text)
+SIGNALS = (
+    "answer_ttft_s",
+    "reasoning_s",
+    "reasoning_tokens",
+    "cached_tokens",
+    "server_queue_s",
+    "server_ttft_s",
+    "server_decode_s",
+    "server_itl_s",
+    "spec_acceptance_rate",
+    "spec_acceptance_length",
+    "max_itl_s",
+    "stalls",
+)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -53,6 +68,20 @@ class Record:
     finish_reason: str | None = None
     response_id: str | None = None
     trace_id: str | None = None  # of the traceparent sent: joins the proxy's and vLLM's spans
+    # what the server said about the request (latency_proxy/meter.py; None: not sent)
+    answer_ttft_s: float | None = None
+    reasoning_s: float | None = None
+    reasoning_tokens: int | None = None
+    reasoning_source: str | None = None  # server | counted
+    cached_tokens: int | None = None
+    server_queue_s: float | None = None
+    server_ttft_s: float | None = None
+    server_decode_s: float | None = None
+    server_itl_s: float | None = None
+    spec_acceptance_rate: float | None = None
+    spec_acceptance_length: float | None = None
+    max_itl_s: float | None = None
+    stalls: int | None = None
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))

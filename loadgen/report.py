@@ -27,6 +27,9 @@ SHOWN = (
     ("e2e_s", "E2E"),
     ("time_to_first_chunk_s", "first chunk"),
     ("ttf3t_s", "TTF3T"),
+    ("answer_ttft_s", "answer TTFT"),
+    ("server_queue_s", "server queue"),
+    ("server_ttft_s", "server TTFT"),
 )
 
 
@@ -43,7 +46,9 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for key, label in SHOWN:
-        m = t["metrics"][key]
+        m = t["metrics"].get(key)
+        if m is None or (key in SIGNAL_METRICS and not m["count"]):
+            continue  # a summary from before the figure, or no server that sent it
         row = [label] + [_pct(m, p) for p in stats.PERCENTILES] + [ms(m["mean"]), str(m["count"])]
         lines.append("| " + " | ".join(row) + " |")
     req, thr, good = t["requests"], t["throughput"], t["goodput"]
@@ -80,6 +85,7 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
             f"- GPU: peak memory {gpu['peak_memory_mib']} MiB, "
             f"mean power (all GPUs) {_rate(gpu['mean_power_w_total'], ' W')}"
         )
+    lines += signal_lines(t.get("signals"))
     vb = t["compat"]["vllm_bench"]
     lines.append(
         "- as vLLM bench serve defines them (from actual send): "
@@ -87,6 +93,35 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         f"ITL P50 {ms(vb['itl_s']['p50'])} ms"
     )
     return [*lines, "", *timesplit.markdown(name, t)]
+
+
+SIGNAL_METRICS = ("answer_ttft_s", "server_queue_s", "server_ttft_s")
+
+
+def signal_lines(signals: dict[str, Any] | None) -> list[str]:
+    """Reasoning share, cache-hit fraction and stalls, when the requests carried them."""
+    if not signals:
+        return []
+    lines = []
+    reasoning, cache, stalls = signals["reasoning"], signals["cache"], signals["stalls"]
+    if reasoning["requests"]:
+        lines.append(
+            f"- reasoning: {reasoning['share'] * 100:.1f}% of output tokens over "
+            f"{reasoning['requests']} requests; reasoning time P50 "
+            f"{ms(reasoning['reasoning_s']['p50'])} ms"
+        )
+    if cache["requests"]:
+        lines.append(
+            f"- prefix cache: {cache['hit_fraction'] * 100:.1f}% of prompt tokens cached; "
+            f"{cache['requests_with_hits']} of {cache['requests']} requests hit"
+        )
+    if stalls["streams"]:
+        lines.append(
+            f"- stalls: {stalls['stalls']} in {stalls['streams_with_stalls']} of "
+            f"{stalls['streams']} streams; largest gap P99 {ms(stalls['max_itl_s']['p99'])} ms, "
+            f"max {ms(stalls['max_itl_s']['p999'])} ms (P99.9)"
+        )
+    return lines
 
 
 def markdown(
@@ -240,17 +275,46 @@ def slowest_requests(data: RunData) -> list[str]:
         lines += [
             f"{name}, by {label}:",
             "",
-            "| TTFT (ms) | E2E (ms) | request id | trace id |",
-            "|---|---|---|---|",
+            "| " + " | ".join(SLOWEST_COLUMNS) + " |",
+            "|---" * len(SLOWEST_COLUMNS) + "|",
         ]
         for r in ranked:
             trace = r.trace_id or "—"
             link = r.trace_id and trace_link(data.meta.get("trace_url"), r.trace_id)
             if link:
                 trace = f"[{r.trace_id}]({link})"
-            lines.append(f"| {ms(r.ttft_s)} | {ms(r.e2e_s)} | `{r.request_id}` | {trace} |")
+            cells = [*slowest_cells(r), f"`{r.request_id}`", trace]
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines if len(lines) > 2 else []
+
+
+SLOWEST_COLUMNS = (
+    "TTFT (ms)",
+    "answer TTFT",
+    "E2E (ms)",
+    "queue",
+    "server TTFT",
+    "network and proxy",
+    "stalls",
+    "request id",
+    "trace id",
+)
+
+
+def slowest_cells(r: Record) -> list[str]:
+    """A slow request's figures (ms), as both reports show them, before its ids."""
+    queue, server, rest = ttft_split(r)
+    figures = (r.ttft_s, r.answer_ttft_s, r.e2e_s, queue, server, rest)
+    return [*(ms(v) for v in figures), "—" if r.stalls is None else str(r.stalls)]
+
+
+def ttft_split(r: Record) -> tuple[float | None, float | None, float | None]:
+    """A request's TTFT as (server queue, server TTFT, the rest: network, proxy, client),
+    from the server's own timings; all None when it sent none."""
+    if r.ttft_s is None or r.server_queue_s is None or r.server_ttft_s is None:
+        return None, None, None
+    return r.server_queue_s, r.server_ttft_s, r.ttft_s - r.server_queue_s - r.server_ttft_s
 
 
 def page(
@@ -265,7 +329,11 @@ def page(
         text["sweep"] = "\n".join(sweep_section(summary["sweep"]))
     if comparison:
         text["comparison"] = comparison
-    return html_run.render(data, summary, figures, text, slowest(data))
+    ranked = [
+        (name, label, [(r, slowest_cells(r)) for r in found])
+        for name, label, found in slowest(data)
+    ]
+    return html_run.render(data, summary, figures, text, (SLOWEST_COLUMNS, ranked))
 
 
 def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | None = None) -> Path:

@@ -5,7 +5,7 @@ next request's intended time is the moment the previous one ended. Workers start
 the block's ramp-up so they do not arrive as one synchronised herd. Open loop: a dispatcher
 sleeps until each scheduled arrival and starts the request as its own task, however many are
 in flight. A block ends when its last measured request has finished (load goes on meanwhile,
-see _Budget), so targets never load each other.
+see loadgen/window.py), so targets never load each other.
 
 The client watches itself: every request records its send lag (actual − intended), and a
 monitor samples event-loop lag, so a run where the client was the bottleneck can be told.
@@ -24,13 +24,14 @@ import aiohttp
 import numpy as np
 
 from loadgen import client, server_metrics
-from loadgen.client import Clock
+from loadgen.measurement import Clock
 from loadgen.records import Phase, Record
 from loadgen.replay.prompts import PromptBook
 from loadgen.replay.window import Arrival
 from loadgen.schedule import Block, arrivals
 from loadgen.server_metrics import ServerWindow, Snapshot
 from loadgen.targets import Target
+from loadgen.window import COOLDOWN, Window
 from loadgen.workload import Prompt, Workload
 
 LOOP_LAG_INTERVAL_S = 0.02
@@ -363,44 +364,38 @@ class _Talk:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
-class _Budget:
-    """Which part of a block a request belongs to, and when the block is over.
-
-    After the measured part, load goes on as excluded "cooldown" requests until every
-    measured request has finished, so the last measured ones see the same load as the others
-    rather than a draining server; then the block is over and cooldown requests are cancelled.
-    """
+class _Budget(Window):
+    """A block's window, and when the block is over: after its duration, or once its count
+    of measured requests was taken, and none of them is in flight (cooldown requests are
+    then cancelled)."""
 
     def __init__(self, block: Block, start: float, ramp: float) -> None:
-        self.warm_end = start + ramp
-        self.end = self.warm_end + block.duration_s if block.duration_s is not None else None
+        warm_end = start + ramp
+        self.end = warm_end + block.duration_s if block.duration_s is not None else None
+        super().__init__(warm_end, closed_at=self.end)
         self.remaining = block.requests or 0
-        self.closed_at = self.end  # when the last measured request was due
-        self.in_flight = 0  # measured requests not finished yet
-        self.done_at: float | None = None  # when the last one finished
         self.interrupted = False
         self.over = asyncio.Event()
         self.closing: list[Snapshot] = []  # the servers as the measured window closed
 
     def take(self, intended: float) -> str | None:
-        """Claim a request intended at this time: "warmup", None (measured) or "cooldown"."""
-        if intended < self.warm_end:
-            return "warmup"
-        if self.end is not None and intended < self.end:
-            self.in_flight += 1
-            return None
-        if self.end is None and self.remaining > 0:
-            self.remaining -= 1
-            self.in_flight += 1
+        if self.end is None and intended >= self.warm_end:  # a count of requests
             if not self.remaining:
-                self.closed_at = intended
+                self.check()
+                return COOLDOWN
+            self.remaining -= 1
+            if not self.remaining:
+                self.closed_at = intended  # when the last measured request was due
+            self.in_flight += 1
             return None
-        self.check()
-        return "cooldown"
+        excluded = super().take(intended)
+        if excluded == COOLDOWN:
+            self.check()
+        return excluded
 
-    def finished(self, excluded: str | None) -> None:
+    def finished(self, excluded: str | None, end: float | None = None) -> None:
+        super().finished(excluded, time.perf_counter() if end is None else end)
         if excluded is None:
-            self.in_flight -= 1
             self.check()
 
     def interrupt(self) -> None:

@@ -173,9 +173,7 @@ class ServerWindow:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ServerWindow:
         histograms = {
-            name: Histogram(
-                tuple((float(le), n) for le, n in h["buckets"]), h["sum"], h["count"]
-            )
+            name: Histogram(tuple((float(le), n) for le, n in h["buckets"]), h["sum"], h["count"])
             for name, h in data["histograms"].items()
         }
         gauges = {key: (start, end) for key, (start, end) in data["gauges"].items()}

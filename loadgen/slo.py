@@ -29,7 +29,7 @@ class Slos:
         return self.percentiles.get(metric, DEFAULT_PERCENTILE)
 
     def describe(self) -> str:
-        """"TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P90)": the limits, as a sentence says them."""
+        """ "TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P90)": the limits, as a sentence says them."""
         return describe(self.limits, {m: self.percentile(m) for m in self.limits})
 
 
@@ -64,9 +64,7 @@ def parse_slos(items: Sequence[str]) -> Slos:
         name, sep, value = item.partition("=")
         name = name.strip().lower()
         if not sep or name not in LABELS:
-            raise ValueError(
-                f"not an SLO: {item!r} (use ttft=800ms, tpot=50ms@p90 or e2e=10s@p99)"
-            )
+            raise ValueError(f"not an SLO: {item!r} (use ttft=800ms, tpot=50ms@p90 or e2e=10s@p99)")
         duration, at, pct = value.partition("@")
         limits[name] = parse_duration(duration)
         if at:

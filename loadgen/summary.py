@@ -19,7 +19,18 @@ from loadgen import server_metrics, slices, stats, steady
 from loadgen.records import FIRST_N, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.server_metrics import ServerWindow
 
-LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "time_to_first_chunk_s", "ttf3t_s")
+LATENCY_METRICS = (
+    "ttft_s",
+    "tpot_s",
+    "itl_s",
+    "e2e_s",
+    "time_to_first_chunk_s",
+    "ttf3t_s",
+    "answer_ttft_s",
+    "server_queue_s",
+    "server_ttft_s",
+    "server_decode_s",
+)
 
 
 def active_seconds(intervals: Iterable[tuple[float, float]]) -> float:
@@ -192,11 +203,51 @@ def _target(
         "mbu": _mbu(ok, active, metrics, settings),
         "server": server_metrics.server_block([w for w in server if w.target == name]),
         "stream": asdict(stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok)),
+        "signals": signals(ok),
     }
     if settings.slice_s:
         mine = [p for p in phases if p.target == name]
         summary["slices"] = slices.slices(measured, mine, settings.slice_s)
     return summary
+
+
+def signals(ok: Sequence[Record]) -> dict[str, Any]:
+    """What the servers said about the requests: reasoning, the prefix cache, stalls. A
+    figure over the requests that carried it; None when none did."""
+    reasoned = [r for r in ok if r.reasoning_tokens is not None and r.output_tokens]
+    cached = [r for r in ok if r.cached_tokens is not None and r.input_tokens]
+    streams = [r for r in ok if r.stalls is not None]
+    input_tokens = sum(r.input_tokens or 0 for r in cached)
+    return {
+        "reasoning": {
+            "requests": len(reasoned),
+            "share": (
+                sum(r.reasoning_tokens or 0 for r in reasoned)
+                / sum(r.output_tokens or 0 for r in reasoned)
+                if reasoned
+                else None
+            ),
+            "tokens": stats.describe([r.reasoning_tokens for r in reasoned], ci=False),
+            "reasoning_s": stats.describe(
+                [r.reasoning_s for r in ok if r.reasoning_s is not None], ci=False
+            ),
+        },
+        "cache": {
+            "requests": len(cached),
+            "hit_fraction": (
+                sum(r.cached_tokens or 0 for r in cached) / input_tokens if input_tokens else None
+            ),
+            "requests_with_hits": sum(1 for r in cached if r.cached_tokens),
+        },
+        "stalls": {
+            "streams": len(streams),
+            "stalls": sum(r.stalls or 0 for r in streams),
+            "streams_with_stalls": sum(1 for r in streams if r.stalls),
+            "max_itl_s": stats.describe(
+                [r.max_itl_s for r in streams if r.max_itl_s is not None], ci=False
+            ),
+        },
+    }
 
 
 def _mbu(

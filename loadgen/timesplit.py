@@ -1,8 +1,9 @@
 """Where the time went: a target's client-side TTFT and E2E split into the servers' parts.
 
 The parts are means — the proxy's own overhead, vLLM's queue, prefill and decode time, from
-the histograms sampled around each block (loadgen/server_metrics.py) — because means add
-up and percentiles do not. What the parts do not cover is the rest: the network, the HTTP
+the histograms sampled around each block (loadgen/server_metrics.py), or without those from
+the servers' own per-request timings every request carried — because means add up and
+percentiles do not. What the parts do not cover is the rest: the network, the HTTP
 layers, tokenization and the client itself (and any intermediary), derived as the client's
 mean minus the parts. Pure: a summary's target block in, rows and a sentence out.
 """
@@ -55,9 +56,31 @@ def _split(
     return Split(figure, client, (*found, (REST, rest)))
 
 
+PER_REQUEST = {
+    "queue_s": "server_queue_s",
+    "prefill_s": "server_ttft_s",
+    "decode_s": "server_decode_s",
+}
+
+
+def per_request_parts(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The parts from the servers' own per-request timings (vLLM's
+    --enable-per-request-metrics), when every measured request carried them."""
+    count = metrics["ttft_s"]["count"]
+    parts = {key: metrics.get(name) for key, name in PER_REQUEST.items()}
+    if not count or any(part is None or part["count"] != count for part in parts.values()):
+        return None
+    return {**parts, "sources": ["per-request metrics"], "notes": [], "per_request": True}
+
+
+def _server(target: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The sampled histograms' parts, else the per-request timings' ones."""
+    return target.get("server") or per_request_parts(target["metrics"])
+
+
 def splits(target: Mapping[str, Any]) -> list[Split]:
     """The TTFT and E2E splits of one target's summary block (those that can be made)."""
-    server = target.get("server")
+    server = _server(target)
     if not server:
         return []
     metrics = target["metrics"]
@@ -71,7 +94,7 @@ def splits(target: Mapping[str, Any]) -> list[Split]:
 def markdown(name: str, target: Mapping[str, Any]) -> list[str]:
     """report.md's "Where the time went" table for one target, and its sentences."""
     found = splits(target)
-    server = target.get("server")
+    server = _server(target)
     if not found:
         if server:
             return [
@@ -99,9 +122,15 @@ def markdown(name: str, target: Mapping[str, Any]) -> list[str]:
         lines.append(f"| {split.figure} {split.client_s * 1e3:.1f} | " + " | ".join(cells) + " |")
     lines += ["", *(f"- {split.sentence()}." for split in found)]
     lines += [f"- note: {note}" for note in server.get("notes", [])]
-    lines.append(
-        "- means of the servers' histograms over each block's measured window (vLLM's "
-        "`vllm:request_*_time_seconds`, the proxy's `latency_proxy_overhead_seconds`); "
-        "the rest is derived"
-    )
+    if server.get("per_request"):
+        lines.append(
+            "- means of the servers' own per-request timings (vLLM's `metrics` object: "
+            "queue, scheduled to first token, first to last token); the rest is derived"
+        )
+    else:
+        lines.append(
+            "- means of the servers' histograms over each block's measured window (vLLM's "
+            "`vllm:request_*_time_seconds`, the proxy's `latency_proxy_overhead_seconds`); "
+            "the rest is derived"
+        )
     return [*lines, ""]

@@ -58,6 +58,19 @@ class LogWriter:
                 coalesced_fraction=timing.coalesced_fraction,
                 invalid_events=timing.invalid_events,
                 finish_reasons=timing.finish_reasons or None,
+                answer_ttft_s=timing.answer_ttft_s,
+                reasoning_s=timing.reasoning_s,
+                reasoning_tokens=timing.reasoning_tokens,
+                reasoning_source=source.value if (source := timing.reasoning_source) else None,
+                cached_tokens=timing.cached_tokens,
+                server_queue_s=timing.server_queue_s,
+                server_ttft_s=timing.server_ttft_s,
+                server_decode_s=timing.server_decode_s,
+                server_itl_s=timing.server_itl_s,
+                spec_acceptance_rate=timing.spec_acceptance_rate,
+                spec_acceptance_length=timing.spec_acceptance_length,
+                max_itl_s=timing.max_itl_s,
+                stalls=timing.stalls,
             )
         if self._policy is not None and exchange.input_texts:
             hashes = self._policy.prefix_hashes(exchange.input_texts)

@@ -36,6 +36,8 @@ class Spec:
         base = self.name.replace(".", "_")
         if self.unit == "s":
             base += "_seconds"
+        elif self.unit == "1":
+            base += "_ratio"
         return base
 
     @property
@@ -154,6 +156,94 @@ TELEMETRY_DROPPED = Spec(
     (sc.SIGNAL,),
 )
 
+ANSWER_TTFT = Spec(
+    "latency_proxy.time_to_first_answer_token",
+    "s",
+    "Time to the first answer token (content, text or tool call), after any reasoning",
+    "histogram",
+    bounds=buckets.LATENCY_S,
+)
+REASONING_TOKENS = Spec(
+    "latency_proxy.reasoning_tokens",
+    "{token}",
+    "Reasoning tokens per request (the server's count, else counted from the stream)",
+    "histogram",
+    bounds=buckets.TOKENS,
+)
+CACHED_FRACTION = Spec(
+    "latency_proxy.cached_token_fraction",
+    "1",
+    "Share of the prompt's tokens the server took from its prefix cache",
+    "histogram",
+    bounds=buckets.FRACTION,
+)
+STALLS = Spec(
+    "latency_proxy.stalls",
+    "",
+    "Gaps between content events longer than --stall-threshold",
+    "counter",
+)
+
+# The current GenAI conventions (OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental):
+# these replace TOKEN_USAGE, TIME_TO_FIRST_CHUNK and TIME_PER_OUTPUT_CHUNK
+INFERENCE_TIME_TO_FIRST_CHUNK = Spec(
+    "gen_ai.client.inference.time_to_first_chunk",
+    "s",
+    TIME_TO_FIRST_CHUNK.description,
+    "histogram",
+    bounds=buckets.LATENCY_S,
+)
+INFERENCE_TIME_PER_OUTPUT_CHUNK = Spec(
+    "gen_ai.client.inference.time_per_output_chunk",
+    "s",
+    TIME_PER_OUTPUT_CHUNK.description,
+    "histogram",
+    bounds=buckets.TOKEN_LATENCY_S,
+)
+INFERENCE_INPUT_TOKENS = Spec(
+    "gen_ai.client.inference.operation.input_tokens",
+    "{token}",
+    "Input tokens per request",
+    "histogram",
+    bounds=buckets.TOKENS,
+)
+INFERENCE_OUTPUT_TOKENS = Spec(
+    "gen_ai.client.inference.operation.output_tokens",
+    "{token}",
+    "Output tokens per request",
+    "histogram",
+    bounds=buckets.TOKENS,
+)
+USAGE_INPUT_TOKENS = Spec(
+    "gen_ai.client.inference.usage.input_tokens", "{token}", "Input tokens", "counter"
+)
+USAGE_OUTPUT_TOKENS = Spec(
+    "gen_ai.client.inference.usage.output_tokens", "{token}", "Output tokens", "counter"
+)
+USAGE_CACHE_READ_TOKENS = Spec(
+    "gen_ai.client.inference.usage.cache_read.input_tokens",
+    "{token}",
+    "Input tokens served from the prefix cache",
+    "counter",
+)
+USAGE_REASONING_TOKENS = Spec(
+    "gen_ai.client.inference.usage.reasoning.output_tokens",
+    "{token}",
+    "Output tokens spent reasoning",
+    "counter",
+)
+LEGACY_ONLY = (TOKEN_USAGE, TIME_TO_FIRST_CHUNK, TIME_PER_OUTPUT_CHUNK)
+LATEST_ONLY = (
+    INFERENCE_TIME_TO_FIRST_CHUNK,
+    INFERENCE_TIME_PER_OUTPUT_CHUNK,
+    INFERENCE_INPUT_TOKENS,
+    INFERENCE_OUTPUT_TOKENS,
+    USAGE_INPUT_TOKENS,
+    USAGE_OUTPUT_TOKENS,
+    USAGE_CACHE_READ_TOKENS,
+    USAGE_REASONING_TOKENS,
+)
+
 ALL = (
     TTFT,
     TPOT,
@@ -171,7 +261,18 @@ ALL = (
     COALESCED_STREAMS,
     OVERSIZED_EVENTS,
     TELEMETRY_DROPPED,
+    ANSWER_TTFT,
+    REASONING_TOKENS,
+    CACHED_FRACTION,
+    STALLS,
+    *LATEST_ONLY,
 )
+
+
+def active(latest: bool) -> tuple[Spec, ...]:
+    """The instruments one process writes: the current GenAI names or the older ones."""
+    left_out = LEGACY_ONLY if latest else LATEST_ONLY
+    return tuple(spec for spec in ALL if spec not in left_out)
 
 
 class Instrument:
@@ -185,7 +286,7 @@ class Instrument:
         self.spec = spec
         self._children: dict[tuple[str, ...], Any] = {}
         labels = spec.label_names
-        unit = "seconds" if spec.unit == "s" else ""
+        unit = {"s": "seconds", "1": "ratio"}.get(spec.unit, "")
         if spec.kind == "histogram":
             self._prom = prometheus_client.Histogram(
                 spec.prometheus_name,

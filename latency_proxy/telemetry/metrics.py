@@ -62,21 +62,36 @@ class MetricsWriter:
             if value is not None:
                 tel.instrument(spec).record(value, (*labels, *extra), trace_id, context)
 
+        latest = tel.latest_gen_ai
         observe(ins.DURATION, timing.e2e_s)
-        observe(ins.TOKEN_USAGE, timing.input_tokens, "input")
-        observe(ins.TOKEN_USAGE, timing.output_tokens, "output")
+        if latest:
+            observe(ins.INFERENCE_INPUT_TOKENS, timing.input_tokens)
+            observe(ins.INFERENCE_OUTPUT_TOKENS, timing.output_tokens)
+            observe(ins.USAGE_INPUT_TOKENS, timing.input_tokens)
+            observe(ins.USAGE_OUTPUT_TOKENS, timing.output_tokens)
+            observe(ins.USAGE_CACHE_READ_TOKENS, timing.cached_tokens)
+            observe(ins.USAGE_REASONING_TOKENS, timing.reasoning_tokens)
+        else:
+            observe(ins.TOKEN_USAGE, timing.input_tokens, "input")
+            observe(ins.TOKEN_USAGE, timing.output_tokens, "output")
+        observe(ins.REASONING_TOKENS, timing.reasoning_tokens)
+        if timing.cached_tokens is not None and timing.input_tokens:
+            observe(ins.CACHED_FRACTION, min(1.0, timing.cached_tokens / timing.input_tokens))
         observe(ins.OVERHEAD, exchange.request_overhead_s, "request")
         observe(ins.OVERHEAD, exchange.event_overhead_s, "event")
         if not (exchange.call and exchange.call.stream):
             return
-        observe(ins.TIME_TO_FIRST_CHUNK, timing.time_to_first_chunk_s)
+        first_chunk = ins.INFERENCE_TIME_TO_FIRST_CHUNK if latest else ins.TIME_TO_FIRST_CHUNK
+        observe(first_chunk, timing.time_to_first_chunk_s)
         observe(ins.TTFT, timing.ttft_s)
+        observe(ins.ANSWER_TTFT, timing.answer_ttft_s)
         observe(ins.TPOT, timing.tpot_s)
         for n, seconds in timing.ttfnt_s.items():
             observe(ins.TIME_TO_FIRST_N_TOKENS, seconds, str(n))
-        tel.instrument(ins.TIME_PER_OUTPUT_CHUNK).record_all(
-            timing.itl_s, labels, trace_id, context
-        )
+        per_chunk = ins.INFERENCE_TIME_PER_OUTPUT_CHUNK if latest else ins.TIME_PER_OUTPUT_CHUNK
+        tel.instrument(per_chunk).record_all(timing.itl_s, labels, trace_id, context)
+        if timing.stalls:
+            tel.instrument(ins.STALLS).record(timing.stalls, labels)
         tel.instrument(ins.TOKENS_PER_CHUNK).record_all(
             timing.tokens_per_chunk, labels, None, context
         )

@@ -6,10 +6,12 @@ request; what cannot be exported is counted in latency_proxy_telemetry_dropped_t
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import prometheus_client
 from opentelemetry.sdk.metrics import MeterProvider
@@ -26,7 +28,9 @@ from opentelemetry.trace import Tracer
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics import exposition as openmetrics
 
+from latency_proxy.config import ConfigError
 from latency_proxy.telemetry import instruments
+from latency_proxy.telemetry import semconv as sc
 
 log = logging.getLogger("latency_proxy.telemetry")
 OPENMETRICS = "application/openmetrics-text"
@@ -157,20 +161,30 @@ def _exporting(signal: str, env: Mapping[str, str]) -> bool:
     )
 
 
+GRPC_MISSING = (
+    "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs the OTLP/gRPC exporter, which is not installed: "
+    "pip install 'latency-proxy[grpc]' (or use http/protobuf, the default)"
+)
+
+
+def _exporter(signal: str, module: str, name: str, env: Mapping[str, str]) -> Any:
+    """The OTLP exporter class for the signal's protocol (grpc or http/protobuf)."""
+    protocol = "grpc" if _protocol(signal, env) == "grpc" else "http"
+    try:
+        found = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{protocol}.{module}")
+    except ImportError:
+        if protocol != "grpc":
+            raise
+        raise ConfigError(GRPC_MISSING) from None
+    return getattr(found, name)
+
+
 def _span_exporter(env: Mapping[str, str]) -> SpanExporter:
-    if _protocol("TRACES", env) == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    return OTLPSpanExporter()
+    return _exporter("TRACES", "trace_exporter", "OTLPSpanExporter", env)()
 
 
 def _metric_exporter(env: Mapping[str, str]) -> MetricExporter:
-    if _protocol("METRICS", env) == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-    else:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-    return OTLPMetricExporter()
+    return _exporter("METRICS", "metric_exporter", "OTLPMetricExporter", env)()
 
 
 class Telemetry:
@@ -183,6 +197,7 @@ class Telemetry:
         env: Mapping[str, str] = os.environ,
     ) -> None:
         self.provider_name = provider_name
+        self.latest_gen_ai = sc.latest_gen_ai(env)  # the current GenAI names, not the older
         resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME", "latency-proxy")})
         self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
         self.model_label = ModelLabels(route_names)
@@ -197,7 +212,7 @@ class Telemetry:
             meter = self._meter_provider.get_meter("latency_proxy")
         self.instruments = {
             spec.name: instruments.Instrument(spec, self.registry, meter)
-            for spec in instruments.ALL
+            for spec in instruments.active(self.latest_gen_ai)
             if spec is not instruments.TELEMETRY_DROPPED
         }
         self.instruments[instruments.TELEMETRY_DROPPED.name] = dropped

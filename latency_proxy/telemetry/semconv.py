@@ -1,7 +1,22 @@
 """Attribute, span and instrument names: the OTel GenAI and HTTP semantic conventions, in one place.
 
 The GenAI names are still at Development stability; keeping them here makes a rename one edit.
+The conventions moved to open-telemetry/semantic-conventions-genai and renamed the client
+metrics; as they document, `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental` switches
+to the current names (instruments.LATEST_ONLY), and the default keeps the older ones.
 """
+
+from collections.abc import Mapping
+
+OPT_IN_VARIABLE = "OTEL_SEMCONV_STABILITY_OPT_IN"
+GEN_AI_LATEST = "gen_ai_latest_experimental"
+
+
+def latest_gen_ai(env: Mapping[str, str]) -> bool:
+    """Whether the environment opts in to the current GenAI conventions."""
+    values = env.get(OPT_IN_VARIABLE, "").split(",")
+    return GEN_AI_LATEST in (value.strip() for value in values)
+
 
 # GenAI (https://opentelemetry.io/docs/specs/semconv/gen-ai/)
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
@@ -15,6 +30,9 @@ GEN_AI_RESPONSE_ID = "gen_ai.response.id"
 GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"  # current only
 GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
 GEN_AI_FIRST_TOKEN_EVENT = "gen_ai.first_token"
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
@@ -56,3 +74,14 @@ OVERHEAD_REQUEST_S = "latency_proxy.overhead.request_s"
 OVERHEAD_EVENT_S = "latency_proxy.overhead.event_s"
 OUTCOME_ATTR = "latency_proxy.outcome"
 NOT_MEASURED = "latency_proxy.not_measured"
+ANSWER_TTFT_S = "latency_proxy.answer_ttft_s"
+REASONING_S = "latency_proxy.reasoning_s"
+REASONING_SOURCE = "latency_proxy.reasoning_source"
+SERVER_QUEUE_S = "latency_proxy.server.queue_s"
+SERVER_TTFT_S = "latency_proxy.server.ttft_s"
+SERVER_DECODE_S = "latency_proxy.server.decode_s"
+SERVER_ITL_S = "latency_proxy.server.itl_s"
+SPEC_ACCEPTANCE_RATE = "latency_proxy.spec.acceptance_rate"
+SPEC_ACCEPTANCE_LENGTH = "latency_proxy.spec.acceptance_length"
+MAX_ITL_S = "latency_proxy.max_itl_s"
+STALLS = "latency_proxy.stalls"

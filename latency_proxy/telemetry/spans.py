@@ -23,6 +23,7 @@ class SpanWriter:
         self._tracer = telemetry.tracer
         self._provider_name = telemetry.provider_name
         self._model_label = telemetry.model_label
+        self._latest_gen_ai = telemetry.latest_gen_ai
 
     def start_server(
         self, scope: Scope, request_id: str, measured: bool, parent: Context, wall0_ns: int
@@ -123,8 +124,7 @@ class SpanWriter:
             client.end(exchange.wall_ns(t_end))
         server.end(exchange.wall_ns(t_end))
 
-    @staticmethod
-    def _timing_attributes(exchange: Exchange, span: Span, timing: RequestTiming) -> None:
+    def _timing_attributes(self, exchange: Exchange, span: Span, timing: RequestTiming) -> None:
         values = {
             sc.GEN_AI_RESPONSE_MODEL: timing.response_model,
             sc.GEN_AI_RESPONSE_ID: timing.response_id,
@@ -134,7 +134,10 @@ class SpanWriter:
             sc.TTFT_S: timing.ttft_s,
             sc.TPOT_S: timing.tpot_s,
             sc.TIME_TO_FIRST_CHUNK_S: timing.time_to_first_chunk_s,
+            **signal_attributes(timing),
         }
+        if self._latest_gen_ai:
+            values[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = timing.time_to_first_chunk_s
         span.set_attributes({key: value for key, value in values.items() if value is not None})
         if timing.finish_reasons:
             span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, timing.finish_reasons)
@@ -150,3 +153,23 @@ class SpanWriter:
                     {sc.TTFT_S: timing.ttft_s},
                     exchange.wall0_ns + int(timing.ttft_s * 1e9),
                 )
+
+
+def signal_attributes(timing: RequestTiming) -> dict[str, Any]:
+    """The server's signals (reasoning, cache, its own timings) and stalls, as attributes."""
+    source = timing.reasoning_source
+    return {
+        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: timing.cached_tokens,
+        sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: timing.reasoning_tokens,
+        sc.REASONING_SOURCE: source.value if source is not None else None,
+        sc.ANSWER_TTFT_S: timing.answer_ttft_s,
+        sc.REASONING_S: timing.reasoning_s,
+        sc.SERVER_QUEUE_S: timing.server_queue_s,
+        sc.SERVER_TTFT_S: timing.server_ttft_s,
+        sc.SERVER_DECODE_S: timing.server_decode_s,
+        sc.SERVER_ITL_S: timing.server_itl_s,
+        sc.SPEC_ACCEPTANCE_RATE: timing.spec_acceptance_rate,
+        sc.SPEC_ACCEPTANCE_LENGTH: timing.spec_acceptance_length,
+        sc.MAX_ITL_S: timing.max_itl_s,
+        sc.STALLS: timing.stalls,
+    }

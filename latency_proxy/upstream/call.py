@@ -57,7 +57,7 @@ class UpstreamCaller:
         upstreams: Upstreams,
         recording: Recording,
         policy: ContentPolicy,
-        first_n: tuple[int, ...],
+        meter_settings: tuple[tuple[int, ...], float],  # first-N token counts, stall threshold
         retry_after: float,
         write_timeout: float,
         max_event_bytes: int,
@@ -68,7 +68,7 @@ class UpstreamCaller:
         self._spans = recording.spans
         self._metrics = recording.metrics
         self._captures = policy.captures
-        self._first_n = first_n
+        self._first_n, self._stall_threshold = meter_settings
         self._max_event_bytes = max_event_bytes
         self.in_flight = 0
 
@@ -177,7 +177,12 @@ class UpstreamCaller:
             if (response.header(b"content-encoding") or b"identity").lower() != b"identity":
                 exchange.not_measured = NOT_MEASURED_ENCODED  # passed on as it came
             else:
-                meter = StreamMeter(exchange.t0, self._first_n, self._captures)
+                meter = StreamMeter(
+                    exchange.t0,
+                    self._first_n,
+                    self._captures,
+                    stall_threshold_s=self._stall_threshold,
+                )
         flow = Backpressure(response, client_writer(scope, writes.unwatched_send), writes)
         cut = True  # unless the body ends as the upstream framed it
         try:

@@ -13,7 +13,7 @@ from typing import Any
 from loadgen import slices, steady, timesplit
 from loadgen.charts import svg
 from loadgen.charts.model import Figure
-from loadgen.formatting import ms, trace_link
+from loadgen.formatting import trace_link
 from loadgen.html.page import Section, markdown, page, pre, table, verdict
 from loadgen.records import Record, RunData
 
@@ -61,21 +61,23 @@ def comparison_verdicts(comparison: str | None) -> list[str]:
     ]
 
 
-Slowest = Sequence[tuple[str, str, Sequence[Record]]]
+# (target, "TTFT" or "E2E", [(request, its figures as report.md writes them)])
+Slowest = Sequence[tuple[str, str, Sequence[tuple[Record, Sequence[str]]]]]
 
 
-def _slowest(template: str | None, slowest: Slowest) -> str:
+def _slowest(template: str | None, slowest: Slowest, columns: Sequence[str]) -> str:
+    """report.md's columns and cells, so both tables hold the same figures."""
     parts = []
     for name, label, ranked in slowest:
         rows = []
-        for r in ranked:
+        for r, cells in ranked:
             trace = escape(r.trace_id) if r.trace_id else "—"
             link = r.trace_id and trace_link(template, r.trace_id)
             if link:
                 trace = f'<a href="{escape(link)}">{escape(r.trace_id)}</a>'
-            rows.append((ms(r.ttft_s), ms(r.e2e_s), f"<code>{escape(r.request_id)}</code>", trace))
+            rows.append((*map(escape, cells), f"<code>{escape(r.request_id)}</code>", trace))
         parts.append(f"<h3>{escape(name)}, by {label}</h3>")
-        parts.append(table(("TTFT (ms)", "E2E (ms)", "request id", "trace id"), rows))
+        parts.append(table(columns, rows))
     return "".join(parts)
 
 
@@ -105,7 +107,7 @@ def render(
     summary: Mapping[str, Any],
     figures: Sequence[Figure],
     text: Mapping[str, str],
-    slowest: Slowest,
+    slowest: tuple[Sequence[str], Slowest],
 ) -> str:
     """text: report.md's own sections ("figures", and "replay", "sweep" and "comparison"
     when there are), so the page reads as report.md does."""
@@ -119,8 +121,9 @@ def render(
     if text.get("sweep"):
         sections.append(Section("sweep", "Sweep", markdown(text["sweep"])))
     sections += chart_sections(figures)
-    if slowest:
-        body = _slowest(data.meta.get("trace_url"), slowest)
+    columns, ranked = slowest
+    if ranked:
+        body = _slowest(data.meta.get("trace_url"), ranked, columns)
         sections.append(Section("slowest", "Slowest requests", body))
     meta = {k: v for k, v in data.meta.items() if k != "command"}
     env = environment(data.meta.get("command"), asdict(data.settings), meta)

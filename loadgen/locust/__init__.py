@@ -11,7 +11,7 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:
     if name == "LoadgenUser":
-        from loadgen.locust.engine import LoadgenUser
+        from loadgen.locust.user import LoadgenUser
 
         return LoadgenUser
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,12 +1,12 @@
 """loadgen's workload and measurements as a Locust engine (`locust -f loadgen/locustfile.py`).
 
-For teams whose load testing runs on Locust: `LoadgenUser` sends loadgen's requests (the
-same `--endpoint`, `--input-tokens`, `--output-tokens`, `--dataset`, `--model`, `--slo`…,
-as Locust custom arguments with loadgen's names) and measures each with measurement.py, as
-loadgen's own client does. Locust's table gets three entries per request — TTFT (the
-request's response time, and its failures), TPOT and E2E — and the master (or the single
-process) writes one loadgen run directory at the end: requests.jsonl, summary.json,
-report.md, from the same code, so `loadgen compare` puts a Locust run beside a loadgen run.
+For teams whose load testing runs on Locust: `LoadgenUser` (user.py) sends loadgen's
+requests, as Locust custom arguments with loadgen's names ask (options.py), and each is
+measured with measurement.py, as loadgen's own client measures it. Here: the `Node` that runs
+users in a process (its workload, window, outbox and lag timer), the `Engine` of each Locust
+process, and the event wiring. The master (or the single process) writes one loadgen run
+directory at the end: requests.jsonl, summary.json, report.md, from the same code, so
+`loadgen compare` puts a Locust run beside a loadgen run.
 
 Timing is kept honest under gevent as loadgen keeps it under asyncio: t0 is the moment
 Locust meant the request to go (the end of the user's wait_time: for a closed-loop user the
@@ -15,12 +15,11 @@ samples the worker's scheduling lag; summary.py's rule marks the run invalid whe
 says the worker was the bottleneck. In distributed mode each worker streams its records to
 the master over Locust's messaging (`loadgen_records`); when the test stops the master
 closes every worker's measured window (`loadgen_close`) and waits for their last batches
-(locust/run.py says what counts).
+(locust/window.py says what counts).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
@@ -29,7 +28,6 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -37,104 +35,28 @@ import gevent
 import gevent.event
 import locust
 import numpy as np
-from locust import User, constant, events, task
+from locust import events
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
-from latency_proxy.units import parse_duration
 from loadgen.locust.client import StreamingClient
-from loadgen.locust.run import Collector, Final, Outbox, Window, write
+from loadgen.locust.options import Options, add_arguments
+from loadgen.locust.run import Collector, Final, Outbox, write
+from loadgen.locust.window import Window
 from loadgen.measurement import Clock, Measurement
-from loadgen.records import Record, SummarySettings
+from loadgen.records import Record
 from loadgen.runner import LOOP_LAG_INTERVAL_S
 from loadgen.sizing import calibrate
-from loadgen.slo import parse_slos
 from loadgen.targets import Target, resolve
-from loadgen.workload import Lengths, Sizing, Workload, load_dataset, shared_prefix, user_messages
+from loadgen.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
 
 RECORDS = "loadgen_records"  # node -> master: a batch of records, lag samples, a last word
 CLOSE = "loadgen_close"  # master -> nodes: the test is stopping, close the measured window
 SHIP_INTERVAL_S = 1.0  # how often a worker streams what it measured to the master
 LOCUSTFILE = Path(__file__).parent.parent / "locustfile.py"
 log = logging.getLogger("loadgen.locust")
-
-
-class StreamFailed(Exception):
-    """A failed request in Locust's failures table: loadgen's error (never the body)."""
-
-
-def add_arguments(parser: LocustArgumentParser) -> None:
-    """loadgen's workload and result flags, with loadgen's names (strings on the wire: Locust
-    hands a master's custom arguments to its workers through msgpack)."""
-    g = parser.add_argument_group("loadgen", "loadgen's workload and results (see README)")
-    g.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
-    g.add_argument("--model", help="model to ask for (default: the first at /v1/models)")
-    g.add_argument("--input-tokens", default="512", metavar="N|LO-HI", help="default 512")
-    g.add_argument("--output-tokens", default="64", metavar="N|LO-HI", help="default 64")
-    g.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=True)
-    g.add_argument("--temperature", type=float, default=0.0)
-    g.add_argument("--dataset", metavar="FILE", help="JSONL of {prompt} or {messages}, or ShareGPT")
-    g.add_argument("--tokenizer", metavar="tokenizer.json", help="size prompts with this")
-    g.add_argument("--prompt-seed", type=int, help="default: fresh for every run")
-    g.add_argument("--shared-prefix-tokens", type=int, default=0, metavar="N")
-    g.add_argument("--seed", type=int, default=0, help="seeds lengths (with the worker index)")
-    g.add_argument("--warmup", default="0s", help="excluded from results (default 0s)")
-    g.add_argument("--timeout", default="600s", help="per request (default 10m)")
-    g.add_argument("--slo", action="append", default=[], metavar="METRIC=DURATION")
-    g.add_argument("--max-send-lag", default="25ms", help="send lag P99 above: invalid")
-    g.add_argument("--max-loop-lag", default="25ms", help="scheduling lag P99 above: invalid")
-    g.add_argument("--out", metavar="DIR", help="the run directory (default loadgen-runs/<time>)")
-    g.add_argument("--trace-url", metavar="TEMPLATE", help="links with {trace_id} in report.md")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Options:
-    """The custom arguments, typed (loadgen's parsers), read once per test."""
-
-    endpoint: str
-    model: str | None
-    input_tokens: Lengths
-    output_tokens: Lengths
-    ignore_eos: bool
-    temperature: float
-    dataset: str | None
-    tokenizer: str | None
-    prompt_seed: int
-    shared_prefix_tokens: int
-    warmup_s: float
-    timeout_s: float
-    summary: SummarySettings
-    out: Path | None
-    trace_url: str | None
-
-    @classmethod
-    def of(cls, ns: Any) -> Options:
-        slos = parse_slos(ns.slo)
-        return cls(
-            endpoint=ns.endpoint,
-            model=ns.model or None,
-            input_tokens=Lengths.parse(ns.input_tokens),
-            output_tokens=Lengths.parse(ns.output_tokens),
-            ignore_eos=ns.ignore_eos,
-            temperature=ns.temperature,
-            dataset=ns.dataset or None,
-            tokenizer=ns.tokenizer or None,
-            prompt_seed=ns.prompt_seed,
-            shared_prefix_tokens=ns.shared_prefix_tokens,
-            warmup_s=parse_duration(ns.warmup),
-            timeout_s=parse_duration(ns.timeout),
-            summary=SummarySettings(
-                slo=slos.limits,
-                slo_percentiles=slos.percentiles,
-                max_send_lag_s=parse_duration(ns.max_send_lag),
-                max_loop_lag_s=parse_duration(ns.max_loop_lag),
-                seed=ns.seed,
-            ),
-            out=Path(ns.out) if ns.out else None,
-            trace_url=ns.trace_url or None,
-        )
 
 
 class Node:
@@ -380,81 +302,6 @@ class Engine:
         }
 
 
-def fire(environment: Environment, record: Record, name: str) -> None:
-    """Locust's request events for one measured request: TTFT (its response time, or its
-    failure), then TPOT and E2E where defined; response times in ms, as Locust counts."""
-    request = environment.events.request
-    context = {"request_id": record.request_id, "trace_id": record.trace_id}
-    if not record.ok:
-        elapsed_ms = (record.end_at - record.intended_at) * 1e3
-        failure = StreamFailed(record.error)
-        request.fire(
-            request_type="TTFT",
-            name=name,
-            response_time=elapsed_ms,
-            response_length=0,
-            exception=failure,
-            context=context,
-        )
-        return
-    for kind, value, length in (
-        ("TTFT", record.ttft_s, 0),
-        ("TPOT", record.tpot_s, 0),
-        ("E2E", record.e2e_s, record.output_tokens or 0),
-    ):
-        if value is not None:
-            request.fire(
-                request_type=kind,
-                name=name,
-                response_time=value * 1e3,
-                response_length=length,
-                exception=None,
-                context=context,
-            )
-
-
-class LoadgenUser(User):
-    """A Locust user sending loadgen's requests. Closed loop as it is (wait_time constant(0):
-    the next request goes when the last response ended; --users N is loadgen's
-    --concurrency N); subclass with `wait_time = constant_throughput(r)` for paced users (N
-    users at r/s each approach --rate N·r open loop while each response ends inside 1/r)."""
-
-    abstract = True
-    wait_time = constant(0)
-
-    def __init__(self, environment: Environment) -> None:
-        super().__init__(environment)
-        chosen = self.wait_time
-        self._intended = time.perf_counter()
-
-        def wait_time() -> float:
-            """Locust's wait, and where it ends: the next request's intended send time."""
-            delay = chosen()
-            self._intended = time.perf_counter() + delay
-            return delay
-
-        self.wait_time = wait_time  # type: ignore[method-assign]
-        self._http: StreamingClient | None = None
-
-    def on_start(self) -> None:
-        self._intended = time.perf_counter()
-
-    def on_stop(self) -> None:
-        if self._http is not None:
-            self._http.close()
-
-    @task
-    def stream(self) -> None:
-        node = ENGINES[self.environment].node
-        if node is None:
-            return
-        if self._http is None:
-            self._http = node.client()
-        record = node.measure(self._http, self._intended)
-        if record.excluded is None:
-            fire(self.environment, record, node.workload.path)
-
-
 ENGINES: dict[Environment, Engine] = {}
 
 
@@ -492,4 +339,3 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """`python -m loadgen.locust ARGS`: Locust itself, with the ready locustfile."""
     args = sys.argv[1:] if argv is None else argv
     os.execv(sys.executable, [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args])
-

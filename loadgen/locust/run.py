@@ -1,11 +1,8 @@
-"""The Locust engine's bookkeeping: which requests count, and one run directory at the end.
+"""The Locust engine's bookkeeping: what a node hands on, and one run directory at the end.
 
-Every node that runs users (a worker, or Locust's single process) keeps a `Window`: as in
-loadgen's blocks (runner._Budget), a request intended during the warmup is excluded
-("warmup"); when the test stops, the window closes, the users keep sending (excluded as
-"cooldown") until every measured request has finished, so the last ones see the same load
-as the others rather than a draining server. The node hands its records, its scheduling-lag
-samples and, once drained, its window as a `Phase` (one per node, as loadgen's shards) to the
+Every node that runs users (a worker, or Locust's single process) keeps a `Window`
+(locust/window.py: which requests count). It hands its records, its scheduling-lag samples
+and, once drained, its window as a `Phase` (one per node, as loadgen's shards) to the
 `Collector` — over Locust's messaging in distributed mode — which writes the run directory
 with loadgen's own code (rundir, summary, report), so `loadgen compare` and `merge` read it.
 Pure: no Locust, no I/O but `write`.
@@ -17,63 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.measurement import Clock
 from loadgen.records import Phase, Record, RunData, SummarySettings
-
-
-class Window:
-    """One node's measured window, in perf_counter seconds."""
-
-    def __init__(self, start: float, warmup_s: float) -> None:
-        self.start = start
-        self.warm_end = start + warmup_s
-        self.closed_at: float | None = None
-        self.sealed = False  # no request may start any more
-        self.in_flight = 0  # measured requests not finished yet
-        self.busy = 0  # requests of any kind not finished yet
-        self.done_at: float | None = None  # when the last measured one finished
-
-    def take(self, intended: float) -> str | None:
-        """Claim a request intended at this time: "warmup", None (measured) or "cooldown"."""
-        assert not self.sealed, "a sealed window takes no request"
-        self.busy += 1
-        if intended < self.warm_end:
-            return "warmup"
-        if self.closed_at is not None and intended >= self.closed_at:
-            return "cooldown"
-        self.in_flight += 1
-        return None
-
-    def finished(self, excluded: str | None, end: float) -> None:
-        self.busy -= 1
-        if excluded is None:
-            self.in_flight -= 1
-            self.done_at = max(end, self.done_at or end)
-
-    def close(self, at: float) -> None:
-        """The test is stopping: nothing intended from now on is measured."""
-        if self.closed_at is None:
-            self.closed_at = max(at, self.warm_end)
-
-    @property
-    def drained(self) -> bool:
-        """Closed, and no measured request is in flight: time to seal."""
-        return self.closed_at is not None and self.in_flight == 0
-
-    @property
-    def idle(self) -> bool:
-        """Sealed, and nothing is in flight: every request is a record."""
-        return self.sealed and self.busy == 0
-
-    def phase(self, target: str, clock: Clock) -> Phase:
-        assert self.closed_at is not None, "a window becomes a phase once closed"
-        return Phase(
-            target=target,
-            block=0,
-            start_at=clock.epoch(self.warm_end),
-            end_at=clock.epoch(self.closed_at),
-            done_at=clock.epoch(self.done_at or self.closed_at),
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,7 +8,9 @@
 Give either `preset` (a presets.Preset or a preset name: the continuous-batching engine
 and its performance model) or both `ttft` and `itl` in seconds (fixed timing, see fixed.py;
 `max_model_len` and `mean_output_tokens` apply to fixed mode only, a preset has its own).
-`script` (fixed mode only, for tests) turns on scripted mode, see script.py; `faults` (a
+`serving` (serving.Serving) holds vLLM's reasoning-parser, prompt-tokens-details and
+per-request-metrics flags. `script` (fixed mode only, for tests) turns on scripted mode,
+see script.py; `faults` (a
 list of faults.Rule, in either mode; empty: only the `x-fault` header) turns on failure
 injection, see faults.py.
 The served model name defaults to the preset's, or "sim" in fixed mode. Routes:
@@ -48,6 +50,7 @@ from loadgen.sim.requests import GenerationRequest
 from loadgen.sim.responses import ChunkWriter, DeferredJSON, EventStream, Headers
 from loadgen.sim.script import Script, Scripting
 from loadgen.sim.sequence import Seq
+from loadgen.sim.serving import Serving
 from loadgen.sim.tracing import RequestTracer, provider_from_env
 
 
@@ -68,7 +71,9 @@ class Simulator:
         mean_output_tokens: int,
         script: dict[str, Any] | None,
         faults: Sequence[Rule] | None,
+        serving: Serving,
     ) -> None:
+        self.serving = serving
         if isinstance(preset, str):
             preset = presets.load(preset)
         fixed = ttft is not None or itl is not None
@@ -184,7 +189,7 @@ class Simulator:
             body = await request.body()
             req = requests.parse_generation(body, chat, *([script.rules] if script else []))
             self._check_model(req.model, script)
-            plan = self._plan(req, requests.admit(req, self.max_model_len), script)
+            plan, reasoning = self._plan(req, requests.admit(req, self.max_model_len), script)
         except ApiError as exc:
             return _error(exc, request_id)
         interval = script.per_chunk if script else self.stream_interval
@@ -198,6 +203,7 @@ class Simulator:
             {k: v for k in _TRACE_HEADERS if (v := request.headers.get(k))} if self.tracer else {},
             script,
             faults_of(request.scope),
+            reasoning,
         )
         headers: Headers = [(b"x-request-id", request_id.encode())]
         if req.stream:
@@ -205,9 +211,14 @@ class Simulator:
         return DeferredJSON(partial(self._complete, job), headers)
 
     async def _events(self, job: _Job) -> AsyncIterator[bytes]:
-        plan = job.plan
+        plan, reasoning = job.plan, job.reasoning
         writer = ChunkWriter(
-            job.req, job.response_id, self._model(job), self.fingerprint, **self._scripted(job)
+            job.req,
+            job.response_id,
+            self._model(job),
+            self.fingerprint,
+            reasoning=self._reasoning_tokens(job),
+            **self._scripted(job),
         )
         faults = job.faults
         if job.req.chat:
@@ -217,24 +228,31 @@ class Simulator:
         sent = number = 0
         async with contextlib.aclosing(self._chunks(job)) as chunks:
             async for count in chunks:
-                text = "".join(plan.pieces[sent:count])
+                split = min(max(sent, reasoning), count)  # reasoning comes first
+                thought = "".join(plan.pieces[sent:split])
+                text = "".join(plan.pieces[split:count])
                 sent, number = count, number + 1
                 if count < plan.tokens:
-                    yield writer.content(text, count)
+                    yield writer.content(text, count, reasoning=thought)
                 else:
-                    yield writer.content(text, count, plan.finish_reason, plan.stop_reason)
+                    finish, stop = plan.finish_reason, plan.stop_reason
+                    yield writer.content(text, count, finish, stop, reasoning=thought)
                 if faults and (extra := await faults.after_chunk(number)):
                     yield extra
         self._finished(job)
-        yield writer.tail(plan.tokens)
+        serving = self.serving
+        yield writer.tail(
+            plan.tokens, serving.prompt_details(job.seq, job.req.chat), serving.metrics(job.seq)
+        )
 
     async def _complete(self, job: _Job) -> dict[str, Any]:
         async with contextlib.aclosing(self._chunks(job)) as chunks:
             async for _ in chunks:
                 pass
         self._finished(job)
-        plan = job.plan
-        text = "".join(plan.pieces)
+        plan, serving = job.plan, self.serving
+        text = "".join(plan.pieces[job.reasoning :])
+        reasoning = self._reasoning_tokens(job)
         return responses.full_response(
             job.req,
             job.response_id,
@@ -244,8 +262,18 @@ class Simulator:
             plan.tokens,
             plan.finish_reason,
             plan.stop_reason,
+            reasoning=None
+            if reasoning is None
+            else (reasoning, "".join(plan.pieces[: job.reasoning])),
+            prompt_details=serving.prompt_details(job.seq, job.req.chat),
+            metrics=serving.metrics(job.seq),
             **self._scripted(job),
         )
+
+    def _reasoning_tokens(self, job: _Job) -> int | None:
+        """The reasoning count chat usage reports: None without a parser (or completions)."""
+        details = self.serving.completion_details(job.req.chat, job.reasoning)
+        return None if details is None else details["reasoning_tokens"]
 
     def _chunks(self, job: _Job) -> AsyncIterator[int]:
         if job.script is None:
@@ -253,19 +281,35 @@ class Simulator:
         assert isinstance(self.backend, FixedTiming)  # a script needs fixed timing
         return self.backend.generate(job.seq, *job.script.pace())
 
-    def _plan(self, req: GenerationRequest, max_tokens: int, script: Script | None) -> OutputPlan:
+    def _plan(
+        self, req: GenerationRequest, max_tokens: int, script: Script | None
+    ) -> tuple[OutputPlan, int]:
+        """The answer's tokens and how many of the first are reasoning: a reasoning phase
+        comes before the answer and counts against max_tokens (a script's `tokens` is the
+        whole output, its `reasoning_tokens` the first of them)."""
         tokens = script.tokens if script is not None else None
-        plan = plan_output(
-            tokenizer.fingerprint(req.prompt),
-            max_tokens if tokens is None else tokens,
+        fingerprint = tokenizer.fingerprint(req.prompt)
+        scripted = script.reasoning_tokens if script is not None else None
+        reasoning = self.serving.reasoning_length(str(fingerprint), req.chat, scripted)
+        limit = max_tokens if tokens is None else tokens
+        reasoning = min(reasoning, limit)
+        answer = plan_output(
+            fingerprint,
+            max(1, limit - reasoning) if tokens is None else limit,
             ignore_eos=req.ignore_eos or tokens is not None,
             stop=req.stop,
             seed=self.seed,
             mean_output_tokens=self.mean_output_tokens,
         )
-        if script is None or script.text is None:
-            return plan
-        return OutputPlan([script.text] * plan.tokens, plan.finish_reason, plan.stop_reason)
+        if tokens is None and reasoning:
+            thinking = plan_output(fingerprint ^ 1, reasoning, ignore_eos=True, seed=self.seed)
+            pieces = thinking.pieces + answer.pieces
+            answer = OutputPlan(pieces[:limit], answer.finish_reason, answer.stop_reason)
+            if reasoning == limit:
+                answer = OutputPlan(answer.pieces, "length")
+        if script is not None and script.text is not None:
+            answer = OutputPlan([script.text] * answer.tokens, answer.finish_reason)
+        return answer, reasoning
 
     def _hashes(self, prompt: list[str]) -> tuple[bytes, ...]:
         """The prompt's block hashes for the prefix cache, over its token ids."""
@@ -325,6 +369,7 @@ class _Job:
     trace_context: dict[str, str]  # traceparent/tracestate, kept only when tracing
     script: Script | None  # a scripted request's (script.py)
     faults: Faults | None  # what goes wrong with it, when the server plays faults (faults.py)
+    reasoning: int  # the answer's first tokens that are reasoning (serving.py)
 
 
 def _request_id(request: Request) -> str:
@@ -350,6 +395,7 @@ def create_app(
     mean_output_tokens: int = 256,
     script: dict[str, Any] | None = None,
     faults: Sequence[Rule] | None = None,
+    serving: Serving | None = None,
     api_keys: Sequence[str] = (),
 ) -> Starlette:
     sim = Simulator(
@@ -364,6 +410,7 @@ def create_app(
         mean_output_tokens=mean_output_tokens,
         script=script,
         faults=faults,
+        serving=serving or Serving(),
     )
     routes = [
         Route("/health", sim.health, methods=["GET"]),

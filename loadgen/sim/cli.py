@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
             jitter=args.jitter,
             script=args.script,
             faults=args.fault,
+            serving=vllm_args.serving(args),
             api_keys=vllm_args.api_keys(args, os.environ),
         )
     except (ValueError, OSError) as exc:

@@ -35,7 +35,7 @@ class Engine:
         if not 0 <= jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
         self.perf = preset.perf
-        self.scheduler = Scheduler(preset.engine, preset.kv_capacity_tokens)
+        self.scheduler = Scheduler(preset.engine, preset.kv_capacity_tokens, seed)
         self._metrics = metrics
         self._rng = random.Random(seed)
         self._jitter = jitter
@@ -118,7 +118,7 @@ class Engine:
             now = await sleep_until(gpu_clock)
             self._metrics.schedule_lag.observe(max(0.0, now - gpu_clock))
             for seq, gap in self.scheduler.complete(batch, now):
-                self._metrics.on_token(seq, 1, gap)
+                self._metrics.on_token(seq, seq.stepped, gap)
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:

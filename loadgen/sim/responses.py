@@ -32,6 +32,7 @@ import orjson
 from starlette.types import Receive, Scope, Send
 
 from loadgen.sim.requests import GenerationRequest
+from loadgen.sim.serving import reasoning_delta
 
 DONE = b"data: [DONE]\n\n"
 
@@ -133,9 +134,11 @@ class ChunkWriter:
         *,
         prompt_tokens: int | None = None,
         created: int | None = None,
+        reasoning: int | None = None,
     ) -> None:
         """`prompt_tokens` (default: the prompt's count) and `created` (default: now) are
-        for a scripted answer (script.py)."""
+        for a scripted answer (script.py); `reasoning` is the answer's reasoning tokens
+        under a reasoning parser (None: no parser)."""
         self._chat = req.chat
         self._prompt = len(req.prompt) if prompt_tokens is None else prompt_tokens
         self._continuous = req.continuous_usage
@@ -144,7 +147,7 @@ class ChunkWriter:
         # the fingerprint goes on the last message: the usage chunk when there is one
         self._finishing = {} if req.include_usage else {"system_fingerprint": fingerprint}
         # chat sets completion_tokens_details (no reasoning parser: null) on running usage
-        self._usage_details = {"completion_tokens_details": None} if req.chat else {}
+        self._reasoning = reasoning if req.chat else None
         self._head = {
             "id": response_id,
             "object": "chat.completion.chunk" if req.chat else "text_completion",
@@ -171,11 +174,13 @@ class ChunkWriter:
         completion_tokens: int,
         finish_reason: str | None = None,
         stop_reason: str | None = None,
+        reasoning: str = "",
     ) -> bytes:
+        """A chunk of `text` (and, under a reasoning parser, `reasoning` before it)."""
         if self._chat:
             choice: dict[str, Any] = {
                 "index": 0,
-                "delta": {"content": text},
+                "delta": reasoning_delta(reasoning, text) if reasoning else {"content": text},
                 "logprobs": None,
                 "finish_reason": finish_reason,
             }
@@ -195,16 +200,28 @@ class ChunkWriter:
         finishing = self._finishing if finish_reason is not None else None
         return self._event(choice, completion_tokens, finishing)
 
-    def tail(self, completion_tokens: int) -> bytes:
-        """The final usage chunk (if asked for) and [DONE]."""
+    def tail(
+        self,
+        completion_tokens: int,
+        prompt_details: dict[str, Any] | None = None,
+        metrics: dict[str, Any] | None = None,
+    ) -> bytes:
+        """The final usage chunk (if asked for) and [DONE]; vLLM drops its nulls."""
         if not self._include_usage:
             return DONE
+        final_usage = usage(self._prompt, completion_tokens)
+        if prompt_details is not None:
+            final_usage["prompt_tokens_details"] = prompt_details
+        if self._reasoning is not None:
+            final_usage["completion_tokens_details"] = {"reasoning_tokens": self._reasoning}
         final = {
             **self._head,
             "choices": [],
-            "usage": usage(self._prompt, completion_tokens),
+            "usage": final_usage,
             "system_fingerprint": self._fingerprint,
         }
+        if metrics is not None:
+            final["metrics"] = {k: v for k, v in metrics.items() if v is not None}
         return sse(final) + DONE
 
     def _event(
@@ -212,7 +229,14 @@ class ChunkWriter:
     ) -> bytes:
         payload = {**self._head, "choices": [choice]}
         if self._continuous:
-            payload["usage"] = {**usage(self._prompt, completion_tokens), **self._usage_details}
+            payload["usage"] = usage(self._prompt, completion_tokens)
+            if self._chat:
+                running = self._reasoning
+                payload["usage"]["completion_tokens_details"] = (
+                    None
+                    if running is None
+                    else {"reasoning_tokens": min(running, completion_tokens)}
+                )
         if extra:
             payload.update(extra)
         return sse(payload)
@@ -230,10 +254,19 @@ def full_response(
     *,
     prompt_tokens: int | None = None,
     created: int | None = None,
+    reasoning: tuple[int, str] | None = None,
+    prompt_details: dict[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The body of a non-streamed response: every field of vLLM's response model, those of
-    features the simulator lacks (logprobs, token ids, reasoning, tools, KV transfer,
-    per-request metrics, ...) null. `prompt_tokens` and `created` as for ChunkWriter."""
+    features the simulator lacks (logprobs, token ids, tools, KV transfer, ...) null.
+    `prompt_tokens` and `created` as for ChunkWriter; `reasoning` (tokens, text) under a
+    reasoning parser, `prompt_details` and `metrics` as serving.Serving makes them."""
+    reasoning_text = None
+    completion_details = None
+    if reasoning is not None and req.chat:
+        completion_details = {"reasoning_tokens": reasoning[0]}
+        reasoning_text = reasoning[1] or None
     if req.chat:
         choice: dict[str, Any] = {
             "index": 0,
@@ -244,7 +277,7 @@ def full_response(
                 "annotations": None,
                 "audio": None,
                 "function_call": None,
-                "reasoning": None,
+                "reasoning": reasoning_text,
             },
             "logprobs": None,
             "finish_reason": finish_reason,
@@ -276,11 +309,19 @@ def full_response(
         "system_fingerprint": fingerprint,
         "usage": {
             **usage(len(req.prompt) if prompt_tokens is None else prompt_tokens, completion_tokens),
-            "prompt_tokens_details": None,
-            "completion_tokens_details": None,
+            "prompt_tokens_details": None
+            if prompt_details is None
+            else {
+                "cached_tokens": prompt_details["cached_tokens"],
+                "created_cache_tokens": prompt_details.get("created_cache_tokens"),
+                "multimodal_tokens": None,
+            },
+            "completion_tokens_details": completion_details,
         },
         **prompt_fields,
         "kv_transfer_params": None,
         "ec_transfer_params": None,
-        "metrics": None,
+        "metrics": None
+        if metrics is None
+        else {**metrics, "speculative_decoding": metrics.get("speculative_decoding")},
     }

@@ -13,16 +13,21 @@ cached blocks its prompt starts with (prefix_cache.py) and computes only the res
 tokens skip prefill. Each first admission counts its tokens as queried and the cached ones
 as hits (vLLM's prefix_cache_queries and _hits). Without chunked prefill a sequence is
 admitted only when its whole uncached prompt fits in one step's budget.
+
+With speculative decoding (speculation.py) a decoding sequence's step also verifies its
+draft tokens (they take budget and compute) and samples 1 + the drafts accepted.
 """
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from dataclasses import dataclass
 
 from loadgen.sim.model import PerfModel
 from loadgen.sim.prefix_cache import BlockPool
 from loadgen.sim.sequence import Seq
+from loadgen.sim.speculation import SpecStats, Speculation
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +38,7 @@ class EngineConfig:
     block_size: int = 16
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
+    speculation: Speculation | None = None  # --speculative-config (speculation.py)
 
 
 @dataclass(slots=True)
@@ -48,8 +54,9 @@ class Batch:
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, kv_capacity_tokens: int) -> None:
+    def __init__(self, config: EngineConfig, kv_capacity_tokens: int, seed: int = 0) -> None:
         self.config = config
+        self._spec_rng = random.Random(f"speculation:{seed}")
         self.blocks = BlockPool(
             kv_capacity_tokens // config.block_size, config.enable_prefix_caching
         )
@@ -105,7 +112,8 @@ class Scheduler:
                 lost = victim is seq
             if lost:
                 break
-            budget -= self._take(batch, seq, n, need)
+            drafts = min(self._drafts(seq, n), budget - n)
+            budget -= self._take(batch, seq, n, need, drafts)
             i += 1
         while (
             self.waiting
@@ -129,6 +137,8 @@ class Scheduler:
             if seq.preemptions == 0:
                 self.prefix_cache_queries += seq.known
                 self.prefix_cache_hits += cached
+                seq.cached_tokens = cached
+                seq.created_tokens = max(0, len(seq.block_hashes) * size - cached)
             self.blocks.take(hits)
             seq.blocks = hits
             seq.computed = cached
@@ -145,21 +155,43 @@ class Scheduler:
                 continue
             seq.computed += n
             if seq.computed == seq.known:
-                sampled.append((seq, seq.advance(1, now)))
+                tokens = self._verified(seq, n)
+                sampled.append((seq, seq.advance(tokens, now)))
+                seq.computed += tokens - 1  # the accepted drafts' KV came with the step
                 if seq.finished:
                     self.running.remove(seq)
                     self._free(seq)
         return sampled
 
-    def _take(self, batch: Batch, seq: Seq, n: int, blocks: int) -> int:
+    def _take(self, batch: Batch, seq: Seq, n: int, blocks: int, drafts: int = 0) -> int:
+        """Schedule n tokens of seq (and `drafts` draft tokens to verify with them)."""
         seq.blocks += self.blocks.allocate(blocks)
         full = (seq.computed + n) // self.config.block_size
         self.blocks.cache(seq.blocks, seq.block_hashes, full)
         batch.work.append((seq, n))
-        batch.tokens += n
-        batch.kv_tokens += seq.computed + n
-        batch.attention += n * seq.computed + n * (n + 1) // 2
-        return n
+        m = n + drafts
+        batch.tokens += m
+        batch.kv_tokens += seq.computed + m
+        batch.attention += m * seq.computed + m * (m + 1) // 2
+        return m
+
+    def _drafts(self, seq: Seq, n: int) -> int:
+        """Draft tokens a decode step verifies for seq: none without speculation."""
+        spec = self.config.speculation
+        if spec is None or n != 1 or not seq.generated:
+            return 0
+        return spec.num_speculative_tokens
+
+    def _verified(self, seq: Seq, n: int) -> int:
+        """Tokens the step samples for seq: 1, or 1 + the drafts it accepted."""
+        spec = self.config.speculation
+        if spec is None or self._drafts(seq, n) == 0:
+            return 1
+        accepted = spec.accepted(self._spec_rng)
+        if seq.spec is None:
+            seq.spec = SpecStats(spec.num_speculative_tokens)
+        seq.spec.record(accepted)
+        return min(1 + accepted, seq.output_tokens - seq.generated)
 
     def _preempt(self, seq: Seq) -> None:
         self._free(seq)

@@ -18,6 +18,8 @@ per request). Its fields (`Script`):
     per_chunk         tokens in every chunk, the first included (vLLM's first is one token)
     text              the text of every output token (default: the simulator's words)
     prompt_tokens     the prompt_tokens usage reports (default: as counted)
+    reasoning_tokens  how many of the first tokens are reasoning (a server with a
+                      --reasoning-parser; default: its own distribution)
     tokenizer         "words" (the simulator's rule) or "subwords" (tokenizer.SUBWORDS)
     and every field of faults.Faults, what can go wrong with a request:
     headers           extra response headers
@@ -70,6 +72,7 @@ class Script(Faults):
     text: str | None = None
     prompt_tokens: int | None = None
     tokenizer: str = "words"
+    reasoning_tokens: int | None = None  # of `tokens`, the first; with a reasoning parser
 
     def __post_init__(self) -> None:
         if self.tokenizer not in TOKENIZERS:

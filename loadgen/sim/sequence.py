@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Iterator
 from itertools import chain
 
+from loadgen.sim.speculation import SpecStats
+
 
 class Seq:
     __slots__ = (
@@ -21,7 +23,9 @@ class Seq:
         "arrival",
         "block_hashes",
         "blocks",
+        "cached_tokens",
         "computed",
+        "created_tokens",
         "finished_at",
         "first_chunk",
         "first_token_at",
@@ -31,6 +35,8 @@ class Seq:
         "preemptions",
         "prompt_tokens",
         "scheduled_at",
+        "spec",
+        "stepped",
         "stream_interval",
     )
 
@@ -53,11 +59,15 @@ class Seq:
         self.computed = 0  # tokens whose KV is in the cache (scheduler's view)
         self.blocks: list[int] = []  # the KV-cache blocks it holds, in order
         self.preemptions = 0
+        self.cached_tokens = 0  # prompt tokens its first admission found in the prefix cache
+        self.created_tokens = 0  # prompt tokens of full blocks it added to the cache
         self.scheduled_at: float | None = None
         self.first_token_at: float | None = None
         self.last_token_at: float | None = None
         self.finished_at: float | None = None
         self.aborted = False
+        self.spec: SpecStats | None = None  # its verify steps, when the engine speculates
+        self.stepped = 0  # tokens sampled in its last step (more than 1 when speculating)
         self._next = first_chunk
         self._waiter: asyncio.Future[None] | None = None
 
@@ -76,6 +86,7 @@ class Seq:
         gap = None if self.last_token_at is None else (now - self.last_token_at) / tokens
         if self.first_token_at is None:
             self.first_token_at = now
+        self.stepped = tokens
         self.generated += tokens
         self.last_token_at = now
         if self.finished:

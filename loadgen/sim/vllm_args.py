@@ -16,7 +16,9 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 
+from loadgen.sim import speculation
 from loadgen.sim.presets import Preset
+from loadgen.sim.serving import DEFAULT_REASONING_TOKENS, Serving
 
 GIB = 2**30
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)  # vLLM's CacheConfig.block_size choices
@@ -39,6 +41,7 @@ ENGINE_FLAGS = (
     "kv_cache_dtype",
     "dtype",
     "quantization",
+    "speculative_config",
     "hf_overrides",
 )
 
@@ -97,6 +100,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--dtype", choices=DTYPES, help="16-bit only: what the presets' peaks are for")
     g.add_argument(
+        "--speculative-config",
+        type=_speculation,
+        metavar="JSON",
+        help='speculative decoding, e.g. \'{"method": "ngram", "num_speculative_tokens": 3, '
+        "\"acceptance_rate\": 0.7}' (acceptance_rate: the simulator's own, default 0.7)",
+    )
+    g.add_argument(
+        "--per-request-spec-decode-metrics",
+        choices=("none", "summary"),
+        default="none",
+        help="summary: the speculative_decoding object in each request's metrics",
+    )
+    g.add_argument(
+        "--reasoning-parser",
+        metavar="NAME",
+        help="a reasoning phase before each chat answer, streamed as delta.reasoning and "
+        "counted in usage.completion_tokens_details.reasoning_tokens (any of vLLM's names)",
+    )
+    g.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=DEFAULT_REASONING_TOKENS,
+        metavar="N",
+        help="the simulator's own: mean reasoning length, each prompt's within ±50%% "
+        f"(default {DEFAULT_REASONING_TOKENS})",
+    )
+    g.add_argument(
+        "--enable-prompt-tokens-details",
+        action="store_true",
+        help="usage.prompt_tokens_details.cached_tokens from the prefix cache",
+    )
+    g.add_argument(
+        "--enable-per-request-metrics",
+        action="store_true",
+        help="the per-request `metrics` object (queue, TTFT from scheduling, generation) "
+        "on the final usage chunk and whole responses",
+    )
+    g.add_argument(
         "--quantization",
         "-q",
         metavar="METHOD",
@@ -118,13 +159,25 @@ def api_keys(args: argparse.Namespace, environ: Mapping[str, str]) -> list[str]:
     return [key for key in (args.api_key or [environ.get("VLLM_API_KEY", "")]) if key]
 
 
+def serving(args: argparse.Namespace) -> Serving:
+    """The serving flags (serving.py); ValueError for a parser vLLM does not have."""
+    return Serving(
+        reasoning_parser=args.reasoning_parser,
+        reasoning_tokens=args.reasoning_tokens,
+        prompt_tokens_details=args.enable_prompt_tokens_details,
+        per_request_metrics=args.enable_per_request_metrics,
+        spec_metrics=args.per_request_spec_decode_metrics == "summary",
+    )
+
+
 def refuse(unknown: Sequence[str]) -> str:
     """The message for flags the parser did not know: vLLM's, presumably, not modelled."""
     known = ", ".join("--" + f.replace("_", "-") for f in ENGINE_FLAGS)
     return (
         f"cannot honour {' '.join(unknown)}: not a flag the simulator models (refused rather "
         f"than ignored). The vLLM flags it honours: --host, --port, --served-model-name, "
-        f"--stream-interval, {known}"
+        f"--stream-interval, --reasoning-parser, --enable-prompt-tokens-details, "
+        f"--enable-per-request-metrics, {known}"
     )
 
 
@@ -231,6 +284,7 @@ def apply(
         block_size=args.block_size or engine.block_size,
         enable_chunked_prefill=chunked,
         enable_prefix_caching=caching,
+        speculation=args.speculative_config or engine.speculation,
     )
     perf = dataclasses.replace(preset.perf, model=model, hardware=hardware)
     out = dataclasses.replace(preset, perf=perf, engine=engine)
@@ -322,6 +376,13 @@ def startup_lines(preset: Preset) -> list[str]:
         f"prefix caching {'on' if engine.enable_prefix_caching else 'off'}",
     ]
     return lines
+
+
+def _speculation(text: str) -> speculation.Speculation:
+    try:
+        return speculation.parse(text)
+    except (ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _json_object(text: str) -> dict[str, object]:

@@ -36,7 +36,7 @@ from tests.support.dashboards import (
     variable_queries,
 )
 
-pytestmark = pytest.mark.prometheus
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
 PROMETHEUS = shutil.which("prometheus")
 MODEL = "llama-70b"

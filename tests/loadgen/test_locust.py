@@ -40,6 +40,8 @@ from tests.support.browser import CHROMIUM, Browser, open_offline, sections
 from tests.support.scripted_upstream import MODEL, arrivals
 from tests.support.timing import EARLY, LATE
 
+pytestmark = pytest.mark.slow  # a long system test: -m "not slow" leaves it out
+
 # not importorskip: importing locust monkey-patches this process for gevent (threads, sockets,
 # signals), which breaks every test after it; finding the package is enough
 if importlib.util.find_spec("locust") is None:
@@ -201,7 +203,7 @@ import time
 
 from locust import User, constant, task
 
-from loadgen.locust.engine import LoadgenUser
+from loadgen.locust import LoadgenUser
 
 
 class Streams(LoadgenUser):

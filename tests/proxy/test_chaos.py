@@ -108,6 +108,7 @@ def requests_logged(proxy) -> list[dict]:
     ]
 
 
+@pytest.mark.slow
 def test_every_request_recorded_once_alike_on_both_sides(tmp_path: Path, start_proxy) -> None:
     records, lines, summary, report = run_chaos(tmp_path, start_proxy, FAULTS)
     by_id = Counter(line["request_id"] for line in lines)

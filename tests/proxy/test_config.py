@@ -17,6 +17,11 @@ def test_defaults_and_routes() -> None:
     assert s.routes == (Route("default", "http://a:8000"), Route("qwen-72b", "http://b:8001"))
     assert (s.port, s.admin_port, s.content_capture, s.first_n_tokens) == (8080, 9464, "off", (3,))
     assert s.default_route == Route("default", "http://a:8000")
+    assert s.stall_threshold == 1.0
+    assert (
+        load_settings({"upstream": ["http://a"], "stall_threshold": "250ms"}).stall_threshold
+        == 0.25
+    )
 
 
 def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
@@ -53,6 +58,7 @@ def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
         ({"upstream": ["http://x"], "first_n_tokens": "0"}, "--first-n-tokens"),
         ({"upstream": ["http://x"], "read_timeout": "0s"}, "--read-timeout: give a positive"),
         ({"upstream": ["http://x"], "connect_timeout": "0"}, "--connect-timeout: give a positive"),
+        ({"upstream": ["http://x"], "stall_threshold": "0s"}, "--stall-threshold: give a positive"),
     ],
 )
 def test_bad_settings_say_what_and_how(flags: dict, message: str) -> None:
@@ -109,6 +115,41 @@ def test_main_port_elsewhere_leaves_the_admin_port_on_loopback(start_proxy, upst
     assert listening["main"].startswith("127.0.0.2:")
     assert listening["admin"] == f"127.0.0.1:{proxy.admin_port}"
     assert "without a token" not in proxy.output()
+
+
+def test_help_shows_each_setting_default_read_back_from_settings() -> None:
+    """--help states the defaults Settings holds (their one source), in a form the flag reads."""
+    from latency_proxy.cli import build_parser, shown_default
+
+    defaults = load_settings({"upstream": ["http://127.0.0.1:1"]})
+    shown = {a.dest: shown_default(a.dest) for a in build_parser()._actions}
+    assert shown["read_timeout"] == "5m" and shown["max_body_size"] == "16MiB"
+    assert shown["max_concurrent_requests"] == "0" and shown["upstream"] is None
+    for name, text in shown.items():
+        if text is not None and name != "first_n_tokens":
+            flags = {"upstream": ["http://127.0.0.1:1"], name: text}
+            assert getattr(load_settings(flags), name) == getattr(defaults, name), name
+
+
+def test_content_settings_are_flags_too() -> None:
+    from latency_proxy.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["--redact-pattern", "a+", "--redact-pattern", "b+", "--content-max-chars", "10"]
+    )
+    flags = {k: v for k, v in vars(args).items() if v is not None}
+    settings = load_settings({**flags, "upstream": ["http://127.0.0.1:1"]})
+    assert settings.redact_pattern == ("a+", "b+") and settings.content_max_chars == 10
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(600.0, "10m"), (0.025, "25ms"), (1.5, "1500ms"), (300.0, "5m")]
+)
+def test_durations_format_as_they_parse(seconds: float, text: str) -> None:
+    from latency_proxy.units import format_duration, format_size, parse_duration, parse_size
+
+    assert format_duration(seconds) == text and parse_duration(text) == seconds
+    assert parse_size(format_size(16 * 2**20)) == 16 * 2**20 and format_size(1000) == "1000"
 
 
 @pytest.mark.parametrize("bad", ["\r\n", "\n", "\r", "\x00", "\x01", "\x1b", "\x7f"])

@@ -16,7 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import ROOT
+
+pytestmark = pytest.mark.slow  # a long system test: -m "not slow" leaves it out
 
 STREAMS = 16
 FAULTS = [

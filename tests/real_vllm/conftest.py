@@ -34,7 +34,14 @@ START_TIMEOUT = float(os.environ.get("REAL_VLLM_START_TIMEOUT", "240"))
 class VLLMServer:
     """`vllm serve` on a loopback port, in its own process group (it forks an engine core)."""
 
-    def __init__(self, python: str, model_dir: Path, otlp_endpoint: str, log_path: Path) -> None:
+    def __init__(
+        self,
+        python: str,
+        model_dir: Path,
+        otlp_endpoint: str,
+        log_path: Path,
+        *flags: str,  # further `vllm serve` flags
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -68,6 +75,7 @@ class VLLMServer:
             "--enable-request-id-headers",
             "--otlp-traces-endpoint",
             otlp_endpoint,
+            *flags,
         ]
         with open(log_path, "wb") as log:
             self.process = subprocess.Popen(

@@ -1,0 +1,185 @@
+"""MkDocs hook: the tables that restate the code are generated from it at build time.
+
+A page asks for a table with a marker, replaced by the table when the site is built:
+
+    <!-- generated: flags latency_proxy.cli:build_parser -->   every flag of that parser
+    <!-- generated: flags loadgen.cli:build_parser search=True -->   keyword arguments
+    <!-- generated: metrics latency_proxy.telemetry.instruments:ALL -->   every instrument
+    <!-- fields: loadgen.records.Record -->   the page must name every field (checked)
+
+so a flag's default, a metric's name and a record's keys each have one source, the code.
+A marker that cannot be honoured fails the build (`mkdocs build --strict` runs in CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import importlib
+import inspect
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = str(Path(__file__).resolve().parent.parent)
+
+GENERATED = re.compile(r"<!-- generated: (\w+) ([\w.]+):(\w+)((?: \w+=\w+)*) -->")
+FIELDS = re.compile(r"<!-- fields: ([\w.]+)\.(\w+) -->")
+TRAILING_DEFAULT = re.compile(r"\s*\(default:? ([^()]*(?:\([^()]*\)[^()]*)*)\)$")
+
+
+def on_config(config: Any) -> Any:
+    """Import the code of this checkout (MkDocs restores sys.path after loading a hook)."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    return config
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    for match in FIELDS.finditer(markdown):
+        _check_fields(markdown, _load(match.group(1), match.group(2)), page.file.src_path)
+    return GENERATED.sub(
+        lambda m: _generate(m.group(1), _load(m.group(2), m.group(3)), _kwargs(m.group(4))),
+        markdown,
+    )
+
+
+def _load(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)
+
+
+def _kwargs(text: str) -> dict[str, Any]:
+    pairs = (item.split("=", 1) for item in text.split())
+    return {key: ast.literal_eval(value) for key, value in pairs}
+
+
+def _generate(kind: str, source: Any, kwargs: dict[str, Any]) -> str:
+    if kind == "flags":
+        return flag_tables(_parser(source, kwargs))
+    if kind == "metrics":
+        return metric_table(source)
+    raise ValueError(f"docs/hooks.py: unknown table kind {kind!r}")
+
+
+def _check_fields(markdown: str, cls: type, page: str) -> None:
+    missing = [f.name for f in dataclasses.fields(cls) if f"`{f.name}`" not in markdown]
+    if missing:
+        raise ValueError(f"{page}: {cls.__name__}'s fields {missing} are not documented")
+
+
+def _parser(source: Any, kwargs: dict[str, Any]) -> argparse.ArgumentParser:
+    """A parser from a function that builds one, or from one that adds to a given parser."""
+    params = [p for p in inspect.signature(source).parameters.values() if p.default is p.empty]
+    if not params:
+        return source(**kwargs)
+    parser = argparse.ArgumentParser(add_help=False)
+    source(parser)
+    return parser
+
+
+def flag_tables(parser: argparse.ArgumentParser) -> str:
+    """One table per argument group that has flags: flag, default, meaning."""
+    out = []
+    groups = [g for g in parser._action_groups if _documented(g._group_actions)]
+    for group in groups:
+        if len(groups) > 1 and group.title not in ("options", "optional arguments"):
+            out.append(
+                f"**{group.title}**" + (f": {group.description}" if group.description else "")
+            )
+            out.append("")
+        out.append("| flag | default | meaning |")
+        out.append("|---|---|---|")
+        out.extend(_row(action, parser) for action in _documented(group._group_actions))
+        out.append("")
+    return "\n".join(out)
+
+
+def _documented(actions: list[argparse.Action]) -> list[argparse.Action]:
+    skip = (argparse._HelpAction, argparse._VersionAction)
+    return [
+        a
+        for a in actions
+        if a.option_strings and a.help != argparse.SUPPRESS and not isinstance(a, skip)
+    ]
+
+
+def _row(action: argparse.Action, parser: argparse.ArgumentParser) -> str:
+    help_text = (action.help or "") % {**vars(action), "prog": parser.prog}
+    default = ""
+    found = TRAILING_DEFAULT.search(help_text)
+    if found:
+        default, help_text = found.group(1), help_text[: found.start()]
+    elif action.default not in (None, argparse.SUPPRESS) and action.default != []:
+        default = _shown(action)
+    if action.choices and not isinstance(action.choices, range):
+        help_text = (
+            (help_text + "; " if help_text else "")
+            + "one of "
+            + ", ".join(f"`{c}`" for c in action.choices)
+        )
+    return f"| {_flag(action)} | {_cell(default)} | {_cell(help_text)} |"
+
+
+def _flag(action: argparse.Action) -> str:
+    names = [s for s in action.option_strings if not s.startswith("--no-")]
+    if isinstance(action, argparse.BooleanOptionalAction):
+        names = [n.replace("--", "--[no-]", 1) for n in names]
+    metavar = ""
+    if action.nargs != 0 and not isinstance(action, argparse.BooleanOptionalAction):
+        metavar = " " + (action.metavar or action.dest.upper())
+        if action.choices and action.metavar is None:
+            metavar = ""
+    return ", ".join(f"`{n}{metavar}`" for n in names).replace("|", "\\|")
+
+
+def _shown(action: argparse.Action) -> str:
+    from latency_proxy.units import format_duration, format_size, parse_duration, parse_size
+
+    value = action.default
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if action.type is parse_duration and isinstance(value, int | float):
+        return format_duration(value)
+    if action.type is parse_size and isinstance(value, int):
+        return format_size(value)
+    return str(value)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def metric_table(specs: Any) -> str:
+    """Every instrument: its Prometheus and OTel names, kind, unit, labels and meaning."""
+    from latency_proxy.telemetry.instruments import PER_REQUEST
+
+    common = {a.replace(".", "_") for a in PER_REQUEST}
+    out = [
+        "| Prometheus | OTel | kind | labels beyond the per-request ones | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for spec in specs:
+        name = spec.prometheus_name + ("_total" if spec.kind == "counter" else "")
+        labels = [f"`{label}`" for label in spec.label_names if label not in common]
+        if not common <= set(spec.label_names):
+            labels = ["only " + ", ".join(labels)]
+        kind = {"updown": "gauge"}.get(spec.kind, spec.kind)
+        unit = {"s": "seconds", "{token}": "tokens"}.get(spec.unit, spec.unit)
+        if unit:
+            kind += f", {unit}"
+        if spec.bounds:
+            kind += f", {len(spec.bounds)} buckets {_bound(spec.bounds[0], spec.unit)}–"
+            kind += _bound(spec.bounds[-1], spec.unit)
+        out.append(
+            f"| `{name}` | `{spec.name}` | {kind} | {', '.join(labels)} | "
+            f"{_cell(spec.description)} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def _bound(value: float, unit: str) -> str:
+    if unit != "s":
+        return f"{value:g}"
+    return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"

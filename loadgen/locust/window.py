@@ -1,0 +1,41 @@
+"""One Locust node's measured window: loadgen's rule (loadgen/window.py), closed when the
+test stops, then sealed once its measured requests have finished (pure)."""
+
+from __future__ import annotations
+
+from loadgen import window
+from loadgen.measurement import Clock
+from loadgen.records import Phase
+
+
+class Window(window.Window):
+    """A node's window in perf_counter seconds; `busy` counts requests of every kind."""
+
+    def __init__(self, start: float, warmup_s: float) -> None:
+        super().__init__(start + warmup_s)
+        self.sealed = False  # no request may start any more
+        self.busy = 0  # requests of any kind not finished yet
+
+    def take(self, intended: float) -> str | None:
+        assert not self.sealed, "a sealed window takes no request"
+        self.busy += 1
+        return super().take(intended)
+
+    def finished(self, excluded: str | None, end: float) -> None:
+        self.busy -= 1
+        super().finished(excluded, end)
+
+    @property
+    def idle(self) -> bool:
+        """Sealed, and nothing is in flight: every request is a record."""
+        return self.sealed and self.busy == 0
+
+    def phase(self, target: str, clock: Clock) -> Phase:
+        assert self.closed_at is not None, "a window becomes a phase once closed"
+        return Phase(
+            target=target,
+            block=0,
+            start_at=clock.epoch(self.warm_end),
+            end_at=clock.epoch(self.closed_at),
+            done_at=clock.epoch(self.done_at or self.closed_at),
+        )
