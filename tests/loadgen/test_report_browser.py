@@ -6,6 +6,7 @@ chart's hover shows the figure the summary holds. `--screenshot DIR` keeps what 
 from __future__ import annotations
 
 import json
+import platform
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,6 +104,9 @@ def test_a_sweeps_page(browser: Browser, sweep: Path, request: pytest.FixtureReq
     traces = {r.trace_id for r in rundir.read(sweep).records if r.trace_id}
     assert links and all(link.split("trace=")[1] in traces for link in links)
     assert page.hover("#verdict") is None  # no tooltip where there is no value
+    env = page.evaluate("document.getElementById('environment').innerText")
+    assert "python -m loadgen --embedded" in env and "settings.gpus\t4" in env
+    assert f"environment.python\t{platform.python_version()}" in env
 
 
 def test_a_comparisons_page(
