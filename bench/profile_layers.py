@@ -61,6 +61,29 @@ LAYERS: tuple[tuple[str, str], ...] = (
 )
 OTHER = "other (standard library, orjson, …)"
 
+# the per-request work, counted inclusively (a sample counts for every part on its stack):
+# (part, function as py-spy names it, file) — file matched as a path suffix
+PARTS: tuple[tuple[str, str, str], ...] = (
+    (
+        "the request's task (forward.Forwarder.__call__)",
+        "Forwarder.__call__",
+        "latency_proxy/forward.py",
+    ),
+    ("starting the SERVER span", "SpanWriter.start_server", "latency_proxy/telemetry/spans.py"),
+    ("starting the CLIENT span", "SpanWriter.start_client", "latency_proxy/telemetry/spans.py"),
+    (
+        "writing the record (recording.finish)",
+        "Recording.finish",
+        "latency_proxy/telemetry/recording.py",
+    ),
+    ("— the meter's figures (StreamMeter.finish)", "StreamMeter.finish", "latency_proxy/meter.py"),
+    ("— metric observations", "MetricsWriter.record", "latency_proxy/telemetry/metrics.py"),
+    ("— ending the spans", "SpanWriter.end", "latency_proxy/telemetry/spans.py"),
+    ("— the log line", "LogWriter.write", "latency_proxy/telemetry/access_log.py"),
+    ("uvicorn's request cycle (innermost frame in uvicorn)", "", "uvicorn/"),
+)
+_FRAME = re.compile(r"^(\S+) \(([^()]+):\d+\)$")
+
 
 def layer_of(frame: str) -> str:
     """The layer of one py-spy frame, `function (path/to/file.py:line)`."""
@@ -80,6 +103,29 @@ def by_layer(raw_lines: Iterable[str]) -> Counter[str]:
         if stack and count.isdigit():
             samples[layer_of(stack.rsplit(";", 1)[-1])] += int(count)
     return samples
+
+
+def parts(raw_lines: Iterable[str]) -> dict[str, int]:
+    """Samples per PARTS entry (inclusive), plus `total`: all samples of the profile."""
+    counts = dict.fromkeys((name for name, _, _ in PARTS), 0)
+    total = 0
+    for line in raw_lines:
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        if not (stack and count.isdigit()):
+            continue
+        n = int(count)
+        total += n
+        frames = [_FRAME.match(frame) for frame in stack.split(";")]
+        found = [(m.group(1), m.group(2)) for m in frames if m]
+        for name, function, file in PARTS:
+            if function == "":  # by the innermost frame only
+                hit = bool(found) and (file in found[-1][1])
+            else:
+                hit = any(f == function and path.endswith(file) for f, path in found)
+            if hit:
+                counts[name] += n
+    counts["total"] = total
+    return counts
 
 
 def markdown(samples: Counter[str], cpu_us_per_event: float | None = None) -> str:

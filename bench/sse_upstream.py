@@ -3,7 +3,9 @@
 Every POST streams: a role chunk at once, the first content chunk `--ttft` after the request,
 then one content chunk every `--itl`, a finish chunk, a usage chunk when the request asks for
 `stream_options.include_usage`, and `[DONE]`. Each chunk is sent at its scheduled time measured
-from the request's arrival, so timer jitter never accumulates. GET answers a one-model list.
+from the request's arrival, so timer jitter never accumulates. A POST with `"stream": false`
+gets one chat.completion JSON body (its tokens' worth of text, usage) `--ttft` after it
+arrived: the classifier/embedding shape. GET answers a one-model list.
 
 It is a raw asyncio protocol (httptools + uvloop, pre-built chunk bytes, one timer callback per
 event) so that the upstream is not what a proxy benchmark measures: 13-17 µs of CPU per event,
@@ -63,8 +65,34 @@ FINISH = _chunk({}, "length")
 DONE_FRAMES = _frame(b"[DONE]") + b"0\r\n\r\n"
 
 
+def _usage_object(tokens: int) -> dict:
+    return {"prompt_tokens": 8, "completion_tokens": tokens, "total_tokens": 8 + tokens}
+
+
+def _completion(tokens: int) -> bytes:
+    """A whole non-streaming answer, head and body."""
+    body = orjson.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 0,
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": " tok" * tokens},
+                    "finish_reason": "length",
+                }
+            ],
+            "usage": _usage_object(tokens),
+        }
+    )
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    return head % len(body) + body
+
+
 def _usage(tokens: int) -> bytes:
-    usage = {"prompt_tokens": 8, "completion_tokens": tokens, "total_tokens": 8 + tokens}
+    usage = _usage_object(tokens)
     return _frame(
         {
             "id": "chatcmpl-bench",
@@ -119,6 +147,10 @@ class StreamProtocol(asyncio.Protocol):
         except orjson.JSONDecodeError:
             request = {}
         tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or 0)
+        if request.get("stream") is False:
+            answer = _completion(tokens or DEFAULT_TOKENS)
+            self.timer = self.loop.call_later(self.ttft, self._answer, answer)
+            return
         options = request.get("stream_options") or {}
         self.transport.write(_HEAD + ROLE)
         self._schedule(
@@ -127,6 +159,13 @@ class StreamProtocol(asyncio.Protocol):
             tokens or DEFAULT_TOKENS,
             bool(options.get("include_usage")),
         )
+
+    def _answer(self, answer: bytes) -> None:
+        self.timer = None
+        if not self.transport.is_closing():
+            self.transport.write(answer)
+            if not self.parser.should_keep_alive():
+                self.transport.close()
 
     # the stream
 

@@ -1,17 +1,48 @@
-"""The one log line per request (logger latency_proxy.access; keys in DESIGN.md)."""
+"""The one log line per request (logger latency_proxy.access; keys in DESIGN.md).
+
+The line is one dict, built in key order from the two tables below (a new key is one row)
+and written as one orjson dump (logs.write_fields).
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
 from latency_proxy.redact import ContentPolicy
 from latency_proxy.telemetry import semconv as sc
-from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip, escape
+from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip, escape, write_fields
 from latency_proxy.telemetry.providers import ModelLabels
 
 log = logging.getLogger("latency_proxy.access")
+
+# after method, path, route, model, operation, stream, status, outcome, error type, bytes, e2e
+TIMING_FIELDS: tuple[tuple[str, Callable[[RequestTiming], object]], ...] = (
+    ("ttft_s", lambda t: t.ttft_s),
+    ("tpot_s", lambda t: t.tpot_s),
+    ("time_to_first_chunk_s", lambda t: t.time_to_first_chunk_s),
+    ("input_tokens", lambda t: t.input_tokens),
+    ("output_tokens", lambda t: t.output_tokens),
+    ("chunks", lambda t: t.content_events),
+    ("coalesced_fraction", lambda t: t.coalesced_fraction),
+    ("invalid_events", lambda t: t.invalid_events),
+    ("finish_reasons", lambda t: t.finish_reasons or None),
+    ("answer_ttft_s", lambda t: t.answer_ttft_s),
+    ("reasoning_s", lambda t: t.reasoning_s),
+    ("reasoning_tokens", lambda t: t.reasoning_tokens),
+    ("reasoning_source", lambda t: t.reasoning_source and t.reasoning_source.value),
+    ("cached_tokens", lambda t: t.cached_tokens),
+    ("server_queue_s", lambda t: t.server_queue_s),
+    ("server_ttft_s", lambda t: t.server_ttft_s),
+    ("server_decode_s", lambda t: t.server_decode_s),
+    ("server_itl_s", lambda t: t.server_itl_s),
+    ("spec_acceptance_rate", lambda t: t.spec_acceptance_rate),
+    ("spec_acceptance_length", lambda t: t.spec_acceptance_length),
+    ("max_itl_s", lambda t: t.max_itl_s),
+    ("stalls", lambda t: t.stalls),
+)
 
 
 class LogWriter:
@@ -48,38 +79,14 @@ class LogWriter:
         if exchange.not_measured is not None:
             fields["not_measured"] = exchange.not_measured
         if timing is not None:
-            fields.update(
-                ttft_s=timing.ttft_s,
-                tpot_s=timing.tpot_s,
-                time_to_first_chunk_s=timing.time_to_first_chunk_s,
-                input_tokens=timing.input_tokens,
-                output_tokens=timing.output_tokens,
-                chunks=timing.content_events,
-                coalesced_fraction=timing.coalesced_fraction,
-                invalid_events=timing.invalid_events,
-                finish_reasons=timing.finish_reasons or None,
-                answer_ttft_s=timing.answer_ttft_s,
-                reasoning_s=timing.reasoning_s,
-                reasoning_tokens=timing.reasoning_tokens,
-                reasoning_source=source.value if (source := timing.reasoning_source) else None,
-                cached_tokens=timing.cached_tokens,
-                server_queue_s=timing.server_queue_s,
-                server_ttft_s=timing.server_ttft_s,
-                server_decode_s=timing.server_decode_s,
-                server_itl_s=timing.server_itl_s,
-                spec_acceptance_rate=timing.spec_acceptance_rate,
-                spec_acceptance_length=timing.spec_acceptance_length,
-                max_itl_s=timing.max_itl_s,
-                stalls=timing.stalls,
-            )
+            for key, value in TIMING_FIELDS:
+                fields[key] = value(timing)
         if self._policy is not None and exchange.input_texts:
             hashes = self._policy.prefix_hashes(exchange.input_texts)
             if hashes:
                 fields["prefix_hashes"] = hashes
         if content:
-            fields.update(
-                input_messages=content.get(sc.GEN_AI_INPUT_MESSAGES),
-                output_messages=content.get(sc.GEN_AI_OUTPUT_MESSAGES),
-            )
+            fields["input_messages"] = content.get(sc.GEN_AI_INPUT_MESSAGES)
+            fields["output_messages"] = content.get(sc.GEN_AI_OUTPUT_MESSAGES)
         level = logging.INFO if exchange.outcome.routine else logging.WARNING
-        log.log(level, "request", extra={"fields": fields})
+        write_fields(log, level, "request", fields)

@@ -18,6 +18,7 @@ from opentelemetry.metrics import Meter
 
 from latency_proxy.telemetry import buckets
 from latency_proxy.telemetry import semconv as sc
+from latency_proxy.telemetry.histogram import Histogram
 
 PER_REQUEST = (sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_REQUEST_MODEL, sc.ROUTE)
 
@@ -287,14 +288,10 @@ class Instrument:
         self._children: dict[tuple[str, ...], Any] = {}
         labels = spec.label_names
         unit = {"s": "seconds", "1": "ratio"}.get(spec.unit, "")
+        self._prom: Any
         if spec.kind == "histogram":
-            self._prom = prometheus_client.Histogram(
-                spec.prometheus_name,
-                spec.description,
-                labels,
-                registry=registry,
-                buckets=spec.bounds,
-                unit=unit,
+            self._prom = Histogram(
+                spec.prometheus_name, spec.description, labels, spec.bounds, registry, unit
             )
         elif spec.kind == "counter":
             self._prom = prometheus_client.Counter(
@@ -336,17 +333,15 @@ class Instrument:
         context: Context | None = None,
     ) -> None:
         """Record several values under one label set (e.g. every inter-token gap of a
-        request); in a histogram the largest carries the trace-id exemplar, so the slowest
-        observation of a request is the one that links to its trace."""
+        request) in one step; in a histogram the largest carries the trace-id exemplar, so
+        the slowest observation of a request is the one that links to its trace."""
         if not values:
             return
         child = self._children.get(labels)
         if child is None:  # resolved once per label set: labels() validates on every call
             child = self._children[labels] = self._prom.labels(*labels)
         if self.spec.kind == "histogram":
-            top = max(range(len(values)), key=values.__getitem__) if trace_id else -1
-            for i, value in enumerate(values):
-                child.observe(value, {"trace_id": trace_id} if i == top else None)
+            child.observe(values, trace_id)
         else:
             for value in values:
                 child.inc(value)

@@ -76,25 +76,58 @@ def safe_traceback(exc: BaseException) -> str:
     return " | ".join(lines)
 
 
+def _timestamp(created: float) -> str:
+    """time.time() as the lines' `ts`: UTC, milliseconds (as LogRecord computes them)."""
+    msecs = int((created - int(created)) * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{msecs:03d}Z"
+
+
+def _line(created: float, level: str, name: str, msg: str) -> dict[str, Any]:
+    """The keys every line starts with, in order."""
+    trace_ids = trace_ids_var.get()
+    return {
+        "ts": _timestamp(created),
+        "level": level,
+        "logger": name,
+        "msg": msg,
+        "request_id": request_id_var.get(),
+        "trace_id": trace_ids[0] if trace_ids else None,
+        "span_id": trace_ids[1] if trace_ids else None,
+    }
+
+
 class JSONFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        trace_ids = trace_ids_var.get()
-        line: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-            "request_id": request_id_var.get(),
-            "trace_id": trace_ids[0] if trace_ids else None,
-            "span_id": trace_ids[1] if trace_ids else None,
-        }
+        line = _line(record.created, record.levelname.lower(), record.name, record.getMessage())
         fields = getattr(record, "fields", None)
         if fields:
             line.update(fields)
         if record.exc_info and record.exc_info[1] is not None:
             line["exception"] = safe_traceback(record.exc_info[1])
         return orjson.dumps(line, default=str).decode()
+
+
+class _JSONLines(logging.StreamHandler):
+    """The JSON handler configure() installs; `write_fields` may bypass logging for it."""
+
+
+def write_fields(logger: logging.Logger, level: int, msg: str, fields: dict[str, Any]) -> None:
+    """One line of `fields` (no exception) at `level`, exactly as logger.log(level, msg,
+    extra={"fields": fields}) would write it through the JSON handler — but when that
+    handler is the only one on the path, as one orjson dump written to its stream, without
+    the LogRecord, the caller lookup and the formatter call a line costs in logging."""
+    if not logger.isEnabledFor(level):
+        return
+    handler = _direct
+    if handler is None or not _only_through(logger, handler) or level < handler.level:
+        logger.log(level, msg, extra={"fields": fields})
+        return
+    line = _line(time.time(), logging.getLevelName(level).lower(), logger.name, msg)
+    line.update(fields)
+    text = orjson.dumps(line, default=str).decode() + handler.terminator
+    with handler.lock:
+        handler.stream.write(text)
+        handler.flush()
 
 
 class TextFormatter(JSONFormatter):
@@ -111,10 +144,26 @@ class TextFormatter(JSONFormatter):
         return f"{head} {rest}"
 
 
+def _only_through(logger: logging.Logger, handler: logging.Handler) -> bool:
+    """Whether a line from logger reaches `handler` alone, unfiltered, unchanged."""
+    node: logging.Logger | None = logger
+    while node is not None and node is not logging.root:
+        if node.handlers or node.filters or node.disabled or not node.propagate:
+            return False
+        node = node.parent
+    root = logging.root
+    return root.handlers == [handler] and not root.filters and not handler.filters
+
+
+_direct: _JSONLines | None = None  # the handler write_fields may write to itself
+
+
 def configure(level: str, fmt: str) -> None:
     """Route our logs and uvicorn's through one formatter on stdout."""
-    handler = logging.StreamHandler(sys.stdout)
+    global _direct
+    handler = _JSONLines(sys.stdout) if fmt == "json" else logging.StreamHandler(sys.stdout)
     handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
+    _direct = handler if fmt == "json" else None
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

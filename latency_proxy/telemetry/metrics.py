@@ -3,6 +3,9 @@ count and its figures (telemetry/instruments.py defines the instruments, DESIGN.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
 from opentelemetry import trace
 
 from latency_proxy.coalescing import buffered
@@ -57,43 +60,89 @@ class MetricsWriter:
         if timing is None:
             return
         context = trace.set_span_in_context(exchange.client_span or exchange.server_span)
-
-        def observe(spec: ins.Spec, value: float | None, *extra: str) -> None:
-            if value is not None:
-                tel.instrument(spec).record(value, (*labels, *extra), trace_id, context)
-
-        latest = tel.latest_gen_ai
-        observe(ins.DURATION, timing.e2e_s)
-        if latest:
-            observe(ins.INFERENCE_INPUT_TOKENS, timing.input_tokens)
-            observe(ins.INFERENCE_OUTPUT_TOKENS, timing.output_tokens)
-            observe(ins.USAGE_INPUT_TOKENS, timing.input_tokens)
-            observe(ins.USAGE_OUTPUT_TOKENS, timing.output_tokens)
-            observe(ins.USAGE_CACHE_READ_TOKENS, timing.cached_tokens)
-            observe(ins.USAGE_REASONING_TOKENS, timing.reasoning_tokens)
-        else:
-            observe(ins.TOKEN_USAGE, timing.input_tokens, "input")
-            observe(ins.TOKEN_USAGE, timing.output_tokens, "output")
-        observe(ins.REASONING_TOKENS, timing.reasoning_tokens)
-        if timing.cached_tokens is not None and timing.input_tokens:
-            observe(ins.CACHED_FRACTION, min(1.0, timing.cached_tokens / timing.input_tokens))
-        observe(ins.OVERHEAD, exchange.request_overhead_s, "request")
-        observe(ins.OVERHEAD, exchange.event_overhead_s, "event")
-        if not (exchange.call and exchange.call.stream):
-            return
-        first_chunk = ins.INFERENCE_TIME_TO_FIRST_CHUNK if latest else ins.TIME_TO_FIRST_CHUNK
-        observe(first_chunk, timing.time_to_first_chunk_s)
-        observe(ins.TTFT, timing.ttft_s)
-        observe(ins.ANSWER_TTFT, timing.answer_ttft_s)
-        observe(ins.TPOT, timing.tpot_s)
-        for n, seconds in timing.ttfnt_s.items():
-            observe(ins.TIME_TO_FIRST_N_TOKENS, seconds, str(n))
-        per_chunk = ins.INFERENCE_TIME_PER_OUTPUT_CHUNK if latest else ins.TIME_PER_OUTPUT_CHUNK
-        tel.instrument(per_chunk).record_all(timing.itl_s, labels, trace_id, context)
-        if timing.stalls:
-            tel.instrument(ins.STALLS).record(timing.stalls, labels)
-        tel.instrument(ins.TOKENS_PER_CHUNK).record_all(
-            timing.tokens_per_chunk, labels, None, context
-        )
-        if buffered(timing.coalesced_fraction):
+        stream = bool(exchange.call and exchange.call.stream)
+        names = LATEST if tel.latest_gen_ai else OLD
+        for row in OBSERVED:
+            if (row.stream and not stream) or row.names not in (BOTH, names):
+                continue
+            exemplar = trace_id if row.exemplar else None
+            for extra, values in row.series(exchange, timing):
+                tel.instrument(row.spec).record_all(values, (*labels, *extra), exemplar, context)
+        if stream and buffered(timing.coalesced_fraction):
             tel.instrument(ins.COALESCED_STREAMS).record(1, labels)
+
+
+BOTH, OLD, LATEST = "both", "old", "latest"  # OTEL_SEMCONV_STABILITY_OPT_IN picks OLD or LATEST
+
+Series = Iterable[tuple[tuple[str, ...], Sequence[float]]]  # (extra labels, values) per series
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """One row of a request's observations: an instrument and where its values come from.
+
+    `value` gives one number (or None: nothing observed), `values` all of a request's at
+    once (observed in one step), `keyed` a mapping whose keys are the last label's values.
+    """
+
+    spec: ins.Spec
+    value: Callable[[Exchange, RequestTiming], float | None] | None = None
+    extra: tuple[str, ...] = ()
+    values: Callable[[RequestTiming], Sequence[float]] | None = None
+    keyed: Callable[[RequestTiming], Mapping[int, float]] | None = None
+    stream: bool = False  # streamed answers only
+    exemplar: bool = True  # the request's trace id rides on the largest value
+    names: str = "both"  # a GenAI name set's own row: OLD or LATEST (semconv.py)
+
+    def series(self, exchange: Exchange, timing: RequestTiming) -> Series:
+        if self.value is not None:
+            value = self.value(exchange, timing)
+            return () if value is None else ((self.extra, (value,)),)
+        if self.values is not None:
+            return ((self.extra, self.values(timing)),)
+        assert self.keyed is not None
+        return (((str(key),), (value,)) for key, value in self.keyed(timing).items())
+
+
+# in the order they are recorded; a new per-request histogram is one row
+OBSERVED: tuple[Observed, ...] = (
+    Observed(ins.DURATION, lambda x, t: t.e2e_s),
+    Observed(ins.INFERENCE_INPUT_TOKENS, lambda x, t: t.input_tokens, names=LATEST),
+    Observed(ins.INFERENCE_OUTPUT_TOKENS, lambda x, t: t.output_tokens, names=LATEST),
+    Observed(ins.USAGE_INPUT_TOKENS, lambda x, t: t.input_tokens, names=LATEST),
+    Observed(ins.USAGE_OUTPUT_TOKENS, lambda x, t: t.output_tokens, names=LATEST),
+    Observed(ins.USAGE_CACHE_READ_TOKENS, lambda x, t: t.cached_tokens, names=LATEST),
+    Observed(ins.USAGE_REASONING_TOKENS, lambda x, t: t.reasoning_tokens, names=LATEST),
+    Observed(ins.TOKEN_USAGE, lambda x, t: t.input_tokens, ("input",), names=OLD),
+    Observed(ins.TOKEN_USAGE, lambda x, t: t.output_tokens, ("output",), names=OLD),
+    Observed(ins.REASONING_TOKENS, lambda x, t: t.reasoning_tokens),
+    Observed(ins.CACHED_FRACTION, lambda x, t: cached_fraction(t)),
+    Observed(ins.OVERHEAD, lambda x, t: x.request_overhead_s, ("request",)),
+    Observed(ins.OVERHEAD, lambda x, t: x.event_overhead_s, ("event",)),
+    Observed(ins.TIME_TO_FIRST_CHUNK, lambda x, t: t.time_to_first_chunk_s, stream=True, names=OLD),
+    Observed(
+        ins.INFERENCE_TIME_TO_FIRST_CHUNK,
+        lambda x, t: t.time_to_first_chunk_s,
+        stream=True,
+        names=LATEST,
+    ),
+    Observed(ins.TTFT, lambda x, t: t.ttft_s, stream=True),
+    Observed(ins.ANSWER_TTFT, lambda x, t: t.answer_ttft_s, stream=True),
+    Observed(ins.TPOT, lambda x, t: t.tpot_s, stream=True),
+    Observed(ins.TIME_TO_FIRST_N_TOKENS, keyed=lambda t: t.ttfnt_s, stream=True),
+    Observed(ins.TIME_PER_OUTPUT_CHUNK, values=lambda t: t.itl_s, stream=True, names=OLD),
+    Observed(
+        ins.INFERENCE_TIME_PER_OUTPUT_CHUNK, values=lambda t: t.itl_s, stream=True, names=LATEST
+    ),
+    Observed(ins.STALLS, lambda x, t: t.stalls or None, stream=True, exemplar=False),
+    Observed(
+        ins.TOKENS_PER_CHUNK, values=lambda t: t.tokens_per_chunk, stream=True, exemplar=False
+    ),
+)
+
+
+def cached_fraction(timing: RequestTiming) -> float | None:
+    """The share of the prompt served from the prefix cache, when the server said."""
+    if timing.cached_tokens is None or not timing.input_tokens:
+        return None
+    return min(1.0, timing.cached_tokens / timing.input_tokens)

@@ -1,7 +1,7 @@
 """Writes finished requests' telemetry off the request path.
 
 Streams served by one engine end together (a batch finishes in the same decode step), and
-recording a request (spans, ~70 histogram observations, a log line) costs a few hundred
+recording a request (two spans, its histogram observations, a log line) costs a few hundred
 microseconds. Done inline, 64 such records form one burst that every newly arrived request
 waits behind; queued here and written one per event-loop turn, a new request waits for one
 record at most. Nothing is lost: shutdown drains the queue before telemetry is flushed.

@@ -3,6 +3,7 @@ call upstream (GenAI semantic conventions), both ended with the exchange's figur
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -93,83 +94,94 @@ class SpanWriter:
         t_end: float,
         content: dict[str, str],
     ) -> None:
+        """Each span's closing attributes set in one call (the SDK validates and locks per
+        call), then its status and its end at the exchange's last byte."""
         server, client = exchange.server_span, exchange.client_span
         status, kind = exchange.status, exchange.upstream_error_kind
         error_type = exchange.error_type or str(status)
-        server.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
-        server.set_attribute(sc.OUTCOME_ATTR, exchange.outcome.value)
-        overheads = {
-            sc.OVERHEAD_REQUEST_S: exchange.request_overhead_s,
-            sc.OVERHEAD_EVENT_S: exchange.event_overhead_s,
+        closing: dict[str, Any] = {
+            sc.HTTP_RESPONSE_STATUS_CODE: status,
+            sc.OUTCOME_ATTR: exchange.outcome.value,
         }
-        server.set_attributes({k: v for k, v in overheads.items() if v is not None})
+        if exchange.request_overhead_s is not None:
+            closing[sc.OVERHEAD_REQUEST_S] = exchange.request_overhead_s
+        if exchange.event_overhead_s is not None:
+            closing[sc.OVERHEAD_EVENT_S] = exchange.event_overhead_s
         transport_failed = kind is not None and kind.transport
-        if status >= 500 or transport_failed or exchange.outcome is Outcome.PROXY_ERROR:
-            server.set_attribute(sc.ERROR_TYPE, error_type)
+        failed = status >= 500 or transport_failed or exchange.outcome is Outcome.PROXY_ERROR
+        if failed:
+            closing[sc.ERROR_TYPE] = error_type
+        server.set_attributes(closing)
+        if failed:
             server.set_status(Status(StatusCode.ERROR))
         if client is not None:
+            closing = {}
             model = self._model_label.recorded(exchange.model)
             if model is not None:
-                client.set_attribute(sc.GEN_AI_REQUEST_MODEL, model)
+                closing[sc.GEN_AI_REQUEST_MODEL] = model
                 client.update_name(self._client_name(exchange))
             if timing is not None:
-                self._timing_attributes(exchange, client, timing)
+                self._timing_attributes(exchange, client, timing, closing)
             if exchange.not_measured is not None:
-                client.set_attribute(sc.NOT_MEASURED, exchange.not_measured)
-            client.set_attributes(content)
-            client.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
+                closing[sc.NOT_MEASURED] = exchange.not_measured
+            closing.update(content)
+            closing[sc.HTTP_RESPONSE_STATUS_CODE] = status
             if status >= 400 or kind is not None:
-                client.set_attribute(sc.ERROR_TYPE, error_type)
+                closing[sc.ERROR_TYPE] = error_type
+            client.set_attributes(closing)
+            if status >= 400 or kind is not None:
                 client.set_status(Status(StatusCode.ERROR))
             client.end(exchange.wall_ns(t_end))
         server.end(exchange.wall_ns(t_end))
 
-    def _timing_attributes(self, exchange: Exchange, span: Span, timing: RequestTiming) -> None:
-        values = {
-            sc.GEN_AI_RESPONSE_MODEL: timing.response_model,
-            sc.GEN_AI_RESPONSE_ID: timing.response_id,
-            sc.GEN_AI_USAGE_INPUT_TOKENS: timing.input_tokens,
-            sc.GEN_AI_USAGE_OUTPUT_TOKENS: timing.output_tokens,
-            sc.E2E_S: timing.e2e_s,
-            sc.TTFT_S: timing.ttft_s,
-            sc.TPOT_S: timing.tpot_s,
-            sc.TIME_TO_FIRST_CHUNK_S: timing.time_to_first_chunk_s,
-            **signal_attributes(timing),
-        }
-        if self._latest_gen_ai:
-            values[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = timing.time_to_first_chunk_s
-        span.set_attributes({key: value for key, value in values.items() if value is not None})
-        if timing.finish_reasons:
-            span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, timing.finish_reasons)
-        if exchange.call and exchange.call.stream:
-            span.set_attribute(sc.CHUNKS, timing.content_events)
-            span.set_attribute(sc.TOKEN_SOURCE, timing.token_source.value)
-            if timing.ttfnt_s:
-                span.set_attribute(sc.TTFNT_N, list(timing.ttfnt_s))
-                span.set_attribute(sc.TTFNT_S, list(timing.ttfnt_s.values()))
-            if timing.ttft_s is not None:
-                span.add_event(
-                    sc.GEN_AI_FIRST_TOKEN_EVENT,
-                    {sc.TTFT_S: timing.ttft_s},
-                    exchange.wall0_ns + int(timing.ttft_s * 1e9),
-                )
+    def _timing_attributes(
+        self, exchange: Exchange, span: Span, timing: RequestTiming, into: dict[str, Any]
+    ) -> None:
+        """The meter's figures as CLIENT span attributes (TIMING_ATTRIBUTES), and the
+        first-token event."""
+        stream = bool(exchange.call and exchange.call.stream)
+        for key, value, streamed_only in TIMING_ATTRIBUTES:
+            if stream or not streamed_only:
+                found = value(timing)
+                if found is not None:
+                    into[key] = found
+        if self._latest_gen_ai and timing.time_to_first_chunk_s is not None:
+            into[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = timing.time_to_first_chunk_s
+        if stream and timing.ttft_s is not None:
+            span.add_event(
+                sc.GEN_AI_FIRST_TOKEN_EVENT,
+                {sc.TTFT_S: timing.ttft_s},
+                exchange.wall0_ns + int(timing.ttft_s * 1e9),
+            )
 
 
-def signal_attributes(timing: RequestTiming) -> dict[str, Any]:
-    """The server's signals (reasoning, cache, its own timings) and stalls, as attributes."""
-    source = timing.reasoning_source
-    return {
-        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: timing.cached_tokens,
-        sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: timing.reasoning_tokens,
-        sc.REASONING_SOURCE: source.value if source is not None else None,
-        sc.ANSWER_TTFT_S: timing.answer_ttft_s,
-        sc.REASONING_S: timing.reasoning_s,
-        sc.SERVER_QUEUE_S: timing.server_queue_s,
-        sc.SERVER_TTFT_S: timing.server_ttft_s,
-        sc.SERVER_DECODE_S: timing.server_decode_s,
-        sc.SERVER_ITL_S: timing.server_itl_s,
-        sc.SPEC_ACCEPTANCE_RATE: timing.spec_acceptance_rate,
-        sc.SPEC_ACCEPTANCE_LENGTH: timing.spec_acceptance_length,
-        sc.MAX_ITL_S: timing.max_itl_s,
-        sc.STALLS: timing.stalls,
-    }
+# (attribute, its value from the meter's figures or None for none, streamed answers only)
+TIMING_ATTRIBUTES: tuple[tuple[str, Callable[[RequestTiming], Any], bool], ...] = (
+    (sc.GEN_AI_RESPONSE_MODEL, lambda t: t.response_model, False),
+    (sc.GEN_AI_RESPONSE_ID, lambda t: t.response_id, False),
+    (sc.GEN_AI_USAGE_INPUT_TOKENS, lambda t: t.input_tokens, False),
+    (sc.GEN_AI_USAGE_OUTPUT_TOKENS, lambda t: t.output_tokens, False),
+    (sc.E2E_S, lambda t: t.e2e_s, False),
+    (sc.TTFT_S, lambda t: t.ttft_s, False),
+    (sc.TPOT_S, lambda t: t.tpot_s, False),
+    (sc.TIME_TO_FIRST_CHUNK_S, lambda t: t.time_to_first_chunk_s, False),
+    (sc.GEN_AI_RESPONSE_FINISH_REASONS, lambda t: t.finish_reasons or None, False),
+    # the server's signals (reasoning, cache, its own timings) and stalls
+    (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, lambda t: t.cached_tokens, False),
+    (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, lambda t: t.reasoning_tokens, False),
+    (sc.REASONING_SOURCE, lambda t: t.reasoning_source and t.reasoning_source.value, False),
+    (sc.ANSWER_TTFT_S, lambda t: t.answer_ttft_s, False),
+    (sc.REASONING_S, lambda t: t.reasoning_s, False),
+    (sc.SERVER_QUEUE_S, lambda t: t.server_queue_s, False),
+    (sc.SERVER_TTFT_S, lambda t: t.server_ttft_s, False),
+    (sc.SERVER_DECODE_S, lambda t: t.server_decode_s, False),
+    (sc.SERVER_ITL_S, lambda t: t.server_itl_s, False),
+    (sc.SPEC_ACCEPTANCE_RATE, lambda t: t.spec_acceptance_rate, False),
+    (sc.SPEC_ACCEPTANCE_LENGTH, lambda t: t.spec_acceptance_length, False),
+    (sc.MAX_ITL_S, lambda t: t.max_itl_s, False),
+    (sc.STALLS, lambda t: t.stalls, False),
+    (sc.CHUNKS, lambda t: t.content_events, True),
+    (sc.TOKEN_SOURCE, lambda t: t.token_source.value, True),
+    (sc.TTFNT_N, lambda t: list(t.ttfnt_s) or None, True),
+    (sc.TTFNT_S, lambda t: list(t.ttfnt_s.values()) or None, True),
+)
