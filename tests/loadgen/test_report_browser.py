@@ -15,6 +15,7 @@ import pytest
 from loadgen import rundir
 from loadgen.cli import main
 from tests.support.browser import CHROMIUM, Browser, Page, open_offline, sections
+from tests.support.pages import external
 
 pytestmark = [
     pytest.mark.slow,
@@ -64,6 +65,8 @@ def replayed(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def opened(browser: Browser, path: Path, request: pytest.FixtureRequest, name: str) -> Page:
+    if name != "run":  # the run's page links its slowest requests' traces (--trace-url)
+        assert external(path.read_text()) == []
     keep = request.config.getoption("--screenshot")
     return open_offline(browser, path, Path(keep) / f"{name}.png" if keep else None)
 

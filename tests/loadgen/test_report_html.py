@@ -7,11 +7,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import re
 import shutil
 from dataclasses import replace
 from html import unescape
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -23,34 +21,10 @@ from loadgen.cli import main
 from loadgen.formatting import pct
 from loadgen.records import RunData
 from loadgen.summary import summarize_run
+from tests.support.pages import external
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run-v1"
 TRACE = "http://127.0.0.1:3000/explore?trace={trace_id}"  # the fixture's --trace-url
-
-
-class References(HTMLParser):
-    """Every URL-bearing attribute and every url(...) or @import in styles."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-        self.tags: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
-        for name, value in attrs:
-            if name in ("href", "src", "xlink:href", "action", "srcset", "poster", "data"):
-                self.urls.append(value or "")
-
-
-def external(page: str) -> list[str]:
-    """What the page would fetch or link to outside itself."""
-    parser = References()
-    parser.feed(page)
-    found = [u for u in parser.urls if not u.startswith("#")]
-    found += re.findall(r"url\(|@import|//[a-z0-9.-]+\.[a-z]{2,}/", page.split("<body>")[0])
-    found += [t for t in parser.tags if t in ("link", "img", "iframe", "object", "embed")]
-    return found
 
 
 def page_of(data: RunData) -> str:
@@ -134,6 +108,7 @@ def test_external_catches_what_a_page_could_fetch() -> None:
         "img",
     ]
     assert external("<style>@import 'x.css'</style><body>") == ["@import"]
+    assert external('<a href="#verdict">v</a><a href="probe-01/report.html">p</a>') == []
 
 
 def test_a_cdf_hover_holds_the_summarys_percentile(rebuilt: tuple[Path, str]) -> None:
