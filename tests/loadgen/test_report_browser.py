@@ -110,6 +110,14 @@ def test_a_sweeps_page(browser: Browser, sweep: Path, request: pytest.FixtureReq
     env = page.evaluate("document.getElementById('environment').innerText")
     assert "python -m loadgen --embedded" in env and "settings.gpus\t4" in env
     assert f"environment.python\t{platform.python_version()}" in env
+    page.send("Emulation.setEmulatedMedia", media="print")  # printable: no navigation,
+    hidden = "getComputedStyle(document.querySelector('nav')).display"  # charts whole
+    assert page.evaluate(hidden) == "none"
+    assert (
+        page.evaluate("getComputedStyle(document.querySelector('figure')).breakInside") == "avoid"
+    )
+    assert len(page.send("Page.printToPDF")["data"]) > 10_000
+    page.send("Emulation.setEmulatedMedia", media="")
 
 
 def test_a_comparisons_page(
