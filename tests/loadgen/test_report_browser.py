@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import platform
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 
 import pytest
 
 from loadgen import rundir
+from loadgen.capacity.report import sentence
 from loadgen.cli import main
 from tests.support.browser import CHROMIUM, Browser, Page, open_offline, sections
 from tests.support.pages import external
@@ -175,3 +177,15 @@ def test_a_replays_page(browser: Browser, replayed: Path, request: pytest.Fixtur
         tip
         == f"{name} {span}: TTFT P90 {worst['ttft_s']['p90'] * 1e3:.1f} ms ({worst['sent']} sent)"
     )
+
+
+def test_report_rebuilds_a_capacity_directory_and_its_probes(capacity: Path, capsys) -> None:
+    pages = [capacity / "report.html", *capacity.glob("probe-*/report.html")]
+    assert len(pages) >= 2
+    for page in pages:
+        page.unlink()
+    assert main(["report", str(capacity)]) == 0
+    assert all(page.exists() for page in pages)
+    result = json.loads((capacity / "capacity.json").read_text())
+    assert sentence(result) in unescape(pages[0].read_text())
+    assert len(capsys.readouterr().out.splitlines()) == len(pages)
