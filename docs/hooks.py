@@ -5,7 +5,9 @@ A page asks for a table with a marker, replaced by the table when the site is bu
     <!-- generated: flags latency_proxy.cli:build_parser -->   every flag of that parser
     <!-- generated: flags loadgen.cli:build_parser search=True -->   keyword arguments
     <!-- generated: metrics latency_proxy.telemetry.instruments:ALL -->   every instrument
+    <!-- generated: presets loadgen.sim.presets:load -->   every bundled preset's figures
     <!-- fields: loadgen.records.Record -->   the page must name every field (checked)
+    <!-- fields: latency_proxy.telemetry.access_log.TIMING_FIELDS -->   every key of a table
 
 so a flag's default, a metric's name and a record's keys each have one source, the code.
 A marker that cannot be honoured fails the build (`mkdocs build --strict` runs in CI).
@@ -60,13 +62,20 @@ def _generate(kind: str, source: Any, kwargs: dict[str, Any]) -> str:
         return flag_tables(_parser(source, kwargs))
     if kind == "metrics":
         return metric_table(source)
+    if kind == "presets":
+        return preset_table(source)
     raise ValueError(f"docs/hooks.py: unknown table kind {kind!r}")
 
 
-def _check_fields(markdown: str, cls: type, page: str) -> None:
-    missing = [f.name for f in dataclasses.fields(cls) if f"`{f.name}`" not in markdown]
+def _check_fields(markdown: str, source: Any, page: str) -> None:
+    """A dataclass's fields, or the first items of a table of (key, …) rows."""
+    if dataclasses.is_dataclass(source):
+        names, what = [f.name for f in dataclasses.fields(source)], source.__name__
+    else:
+        names, what = [row[0] for row in source], "the table"
+    missing = [name for name in names if f"`{name}`" not in markdown]
     if missing:
-        raise ValueError(f"{page}: {cls.__name__}'s fields {missing} are not documented")
+        raise ValueError(f"{page}: {what}'s fields {missing} are not documented")
 
 
 def _parser(source: Any, kwargs: dict[str, Any]) -> argparse.ArgumentParser:
@@ -183,3 +192,32 @@ def _bound(value: float, unit: str) -> str:
     if unit != "s":
         return f"{value:g}"
     return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def preset_table(load: Any) -> str:
+    """Each bundled preset's sizes and step times, from the performance model itself."""
+    from loadgen.sim.presets import names
+
+    ctx, prompt = 1024, 2048
+    out = [
+        "| preset | serves | weights/GPU | KV cache | `max_num_seqs` | TPOT batch 1 "
+        f"({ctx // 1024}k ctx) | step at batch 64 ({ctx // 1024}k ctx each) | "
+        f"prefill {prompt:,} tokens |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names():
+        preset = load(name)
+        perf, spec = preset.perf, preset.perf.model
+        attention = "MHA" if spec.kv_heads == spec.heads else "GQA"
+        decode = perf.step_time(1, ctx + 1, ctx + 1).total
+        batch = 64
+        batched = perf.step_time(batch, batch * (ctx + 1), batch * (ctx + 1), batch).total
+        prefill = perf.step_time(prompt, prompt, prompt * (prompt + 1) // 2).total
+        out.append(
+            f"| `{name}` | {preset.served_model_name} | "
+            f"{perf.weight_bytes_per_gpu / 1e9:.1f} GB | "
+            f"{preset.kv_capacity_tokens / 1000:,.0f}k tokens ({attention}) | "
+            f"{preset.engine.max_num_seqs:,} | {decode * 1e3:.1f} ms | {batched * 1e3:.1f} ms | "
+            f"{prefill * 1e3:,.0f} ms |"
+        )
+    return "\n".join(out) + "\n"

@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--stall-threshold",
         metavar="DURATION",
-        help="a gap between tokens longer than this counts as a stall (default 1s)",
+        help="a gap between tokens longer than this counts as a stall",
     )
     add(
         "--continuous-usage",
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--body-timeout",
         metavar="DURATION",
         help="longest time from the end of a request's headers to the end of its body; "
-        "then 408 and the connection is closed (default 60s)",
+        "then 408 and the connection is closed",
     )
     add(
         "--idle-timeout",

@@ -45,10 +45,14 @@ subcommands:
 """
 CAPACITY = "Find, per target, the most load at which every SLO holds and the server keeps up."
 CAPACITY_EPILOG = """\
-each probe is a run of one target at one level, in DIR/probe-NN-<target>-<level>/; targets
-take turns probe by probe. --requests sizes every probe (default: the fewest requests that
-bound each SLO's percentile from both sides at 95%: P90 36, P99 368); --duration makes
-rate probes last at least that long.
+each probe is a run of one target at one level, in DIR/probe-NN-<target>-<level>/, with its
+own arrival seed; targets take turns level by level. A probe warms up for at least --warmup
+and then until the in-flight count stops growing (at most 30 s), then measures at least 10
+request durations and --requests (default: the fewest requests that bound each SLO's
+percentile from both sides at 95%: P90 36, P99 368; --duration: at least that long). It
+meets when every SLO's 95% interval lies under its limit and it is steady, fails when one
+lies above or it saturated, and is otherwise undecided and run again twice as long (twice
+at most); the bracket uses decided probes only and is bisected to within 5%.
 """
 
 
@@ -381,6 +385,14 @@ def _add_search_flags(group: argparse._ArgumentGroup) -> None:
         default=900.0,
         help="stop searching when the next probe would end past this (default 15m)",
     )
+    group.add_argument(
+        "--repeat",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then re-run each final bracket's ends N times with new seeds and report the "
+        "spread of the capacity figure (outside --budget; default 0)",
+    )
     group.set_defaults(concurrency=None, rate=None)
 
 
@@ -493,8 +505,6 @@ def _capacity(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv[1:])
     if (args.by == "speed") != bool(args.replay):
         parser.error("--by speed searches a --replay's speed; a --replay is searched by speed")
-    if args.by == "concurrency" and args.duration is not None:
-        parser.error("--by concurrency sizes probes in requests: use --requests")
     if args.by == "concurrency" and args.start != int(args.start):
         parser.error("--by concurrency starts at a whole number of streams")
     config = _configured(parser, args, argv)
@@ -506,6 +516,7 @@ def _capacity(argv: Sequence[str]) -> int:
         budget_s=args.budget,
         probe_requests=args.requests,
         min_probe_s=args.duration,
+        repeat=args.repeat,
     )
     if args.by != "speed":
         config = replace(config, sweep=args.by, levels=(args.start,))

@@ -16,6 +16,7 @@ from typing import Any
 
 from loadgen.records import SummarySettings
 from loadgen.replay import ReplaySettings
+from loadgen.settle import Settle
 from loadgen.workload import NO_THINK, Durations, Lengths
 
 DEFAULT_CONCURRENCY = 8
@@ -56,6 +57,7 @@ class RunConfig:
     duration_s: float | None  # measured time per target and level, or
     requests: int | None  # measured requests per target and level
     warmup_s: float
+    settle: Settle | None = None  # the warm-up lasts warmup_s, then until steady (capacity's)
     blocks: int | None  # per target; None: 1, or 2 with several targets
     timeout_s: float  # per request
     replay: ReplaySettings | None = None  # a trace's records instead of invented load
@@ -92,6 +94,7 @@ class RunConfig:
                 "shard": tuple(data["shard"]),
                 "sync_dir": Path(data["sync_dir"]) if data["sync_dir"] else None,
                 "summary": SummarySettings(**data["summary"]),
+                "settle": Settle(**data["settle"]) if data.get("settle") else None,
                 "replay": ReplaySettings(**data["replay"]) if data.get("replay") else None,
                 "gpu_metrics": tuple(data["gpu_metrics"]),
                 "server_metrics": tuple(data["server_metrics"]),

@@ -100,6 +100,7 @@ class Phase:
     done_at is when its last measured request finished; the client's loop lag and GPU samples
     count for the block up to then. An interrupted block (Ctrl-C, SIGTERM) ends at the
     interruption; the requests then in flight were cancelled and are not records.
+    A warm-up asked to settle (settle.py) says how long it took and whether it did.
     """
 
     target: str
@@ -109,6 +110,10 @@ class Phase:
     level: float | None = None
     done_at: float | None = None
     interrupted: bool = False
+    warmup_s: float | None = None  # a settling warm-up's length
+    settled: bool | None = None  # None: the warm-up was a fixed time
+    # an unsettled warm-up's client in-flight count: mean over its second and last quarter
+    warmup_in_flight: tuple[float, float] | None = None
 
     @property
     def busy(self) -> tuple[float, float]:

@@ -169,7 +169,12 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
                 )
             requests = shard_count(config.requests, shard, shards) if config.requests else None
             blocks = plan(
-                list(targets), blocks_per_target, config.warmup_s, config.duration_s, requests
+                list(targets),
+                blocks_per_target,
+                config.warmup_s,
+                config.duration_s,
+                requests,
+                config.settle,
             )
             await runner.run(blocks, load, sweep_level=level)
     finally:

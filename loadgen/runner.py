@@ -14,6 +14,7 @@ monitor samples event-loop lag, so a run where the client was the bottleneck can
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
@@ -23,7 +24,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from loadgen import client, server_metrics
+from loadgen import client, server_metrics, settle
 from loadgen.measurement import Clock
 from loadgen.records import Phase, Record
 from loadgen.replay.prompts import PromptBook
@@ -31,10 +32,12 @@ from loadgen.replay.window import Arrival
 from loadgen.schedule import Block, arrivals
 from loadgen.server_metrics import ServerWindow, Snapshot
 from loadgen.targets import Target
-from loadgen.window import COOLDOWN, Window
+from loadgen.window import COOLDOWN, WARMUP, Window
 from loadgen.workload import Prompt, Workload
 
 LOOP_LAG_INTERVAL_S = 0.02
+SETTLE_SAMPLE_S = 0.25  # a settling warm-up counts the client's requests in flight this often
+SERVER_SAMPLE_S = 1.0  # ... and the server's (running + waiting) this often
 RAMP_SAMPLE = 1000  # recent records a later block's ramp-up is sized from
 
 
@@ -74,6 +77,8 @@ class Runner:
     result: RunResult = field(default_factory=RunResult)
     stopped: bool = False
     _budget: _Budget | None = None
+    _sending: int = 0  # requests sent and not finished, of every kind
+    _sent: int = 0  # requests sent so far
 
     def stop(self) -> None:
         """End the run now, keeping what was measured (Ctrl-C, SIGTERM).
@@ -103,11 +108,18 @@ class Runner:
                 if load.replay is not None:
                     ramp = block.warmup_s  # a trace's head is its own ramp-up
                 http = sessions[block.target]
-                opening = self._scrape_after(ramp) if self.server_metrics else None
-                if load.concurrency is not None:
-                    budget = await self._closed(block, ramp, load.concurrency, http, sweep_level)
-                else:
-                    budget = await self._open(block, ramp, load, http, sweep_level)
+                cap = ramp if block.settle is None else max(ramp, block.settle.max_s)
+                budget = self._budget = _Budget(block, time.perf_counter(), cap)
+                warming = asyncio.create_task(self._warm_up(block, budget, ramp))
+                opening = self._scrape_when_open(budget) if self.server_metrics else None
+                try:
+                    if load.concurrency is not None:
+                        await self._closed(block, budget, ramp, load.concurrency, http, sweep_level)
+                    else:
+                        await self._open(block, budget, load, http, sweep_level)
+                finally:
+                    warming.cancel()
+                    await asyncio.gather(warming, return_exceptions=True)
                 epoch = self.clock.epoch
                 self.result.phases.append(
                     Phase(
@@ -118,6 +130,9 @@ class Runner:
                         level=sweep_level,
                         done_at=epoch(budget.done_at or time.perf_counter()),
                         interrupted=budget.interrupted,
+                        warmup_s=None if block.settle is None else budget.warm_end - budget.start,
+                        settled=budget.settled,
+                        warmup_in_flight=budget.warmup_in_flight,
                     )
                 )
                 if opening is not None:
@@ -126,6 +141,49 @@ class Runner:
             monitor.cancel()
             for http in sessions.values():
                 await http.close()
+
+    async def _warm_up(self, block: Block, budget: _Budget, ramp: float) -> None:
+        """Open the block's measured window: after `ramp`, or, for a block that settles, once
+        the in-flight counts stopped growing (settle.py), at the latest after its cap."""
+        if block.settle is None:
+            await asyncio.sleep(ramp)
+            budget.opened.set()
+            return
+        deadline = budget.start + block.settle.max_s
+        counts: list[tuple[float, float]] = []
+        server: list[tuple[float, float]] = []
+        sent = self._sent
+        scraped_at = -math.inf
+        while True:
+            now = time.perf_counter()
+            counts.append((now, self._sending))
+            rate = (self._sent - sent) / max(now - budget.start, SETTLE_SAMPLE_S)
+            if self.server_metrics and now - scraped_at >= SERVER_SAMPLE_S:
+                scraped_at = now
+                found = _server_in_flight(await self._scrape())
+                if found is not None:
+                    server.append((now, found))
+            e2e = self._typical_e2e(block)
+            series = [counts, server] if server else [counts]
+            if now >= budget.start + ramp and settle.settled(series, e2e, rate):
+                budget.open(now, True, e2e)
+                return
+            warm = now >= budget.start + ramp  # never before the warm-up asked for
+            runaway = warm and any(settle.ran_away(s, e2e) for s in series)
+            if now >= deadline or runaway:
+                budget.warmup_in_flight = settle.quarters(counts)
+                budget.open(now, False, None)  # a window of its own length: no E2E to go by
+                return
+            await asyncio.sleep(SETTLE_SAMPLE_S)
+
+    def _typical_e2e(self, block: Block) -> float | None:
+        """The median E2E of the block's requests finished so far."""
+        e2e = [
+            r.e2e_s
+            for r in self.result.records[-RAMP_SAMPLE:]
+            if r.target == block.target and r.block == block.index and r.ok and r.e2e_s
+        ]
+        return float(np.median(e2e)) if e2e else None
 
     async def _one(
         self,
@@ -142,9 +200,14 @@ class Runner:
             body, answer = self._body(block.target, replayed), None
         else:
             body, answer = self.workload.turn(self.models[block.target], talk.history), []
-        record = await client.send(
-            http, target, self.workload.path, body, intended, self.clock, self.timeout_s, answer
-        )
+        self._sending += 1
+        self._sent += 1
+        try:
+            record = await client.send(
+                http, target, self.workload.path, body, intended, self.clock, self.timeout_s, answer
+            )
+        finally:
+            self._sending -= 1
         record.excluded = excluded
         record.block = block.index
         record.shard = self.shard
@@ -208,13 +271,13 @@ class Runner:
     async def _closed(
         self,
         block: Block,
+        budget: _Budget,
         ramp: float,
         concurrency: int,
         http: aiohttp.ClientSession,
         level: float | None,
-    ) -> _Budget:
-        start = time.perf_counter()
-        budget = self._budget = _Budget(block, start, ramp)
+    ) -> None:
+        start = budget.start
         # workers start spread over the ramp, so they do not hit the server as one herd
         stagger = ramp / max(1, concurrency)
 
@@ -236,18 +299,16 @@ class Runner:
         if concurrency > 0:
             workers = [worker(i) for i in range(concurrency)]
             await _run_until(budget.over, workers, self._scrape_closing(budget))
-        return budget
 
     async def _open(
         self,
         block: Block,
-        ramp: float,
+        budget: _Budget,
         load: Load,
         http: aiohttp.ClientSession,
         level: float | None,
-    ) -> _Budget:
-        start = time.perf_counter()
-        budget = self._budget = _Budget(block, start, ramp)
+    ) -> None:
+        start = budget.start
 
         async def one(intended: float, excluded: str | None, replayed: Arrival | None) -> None:
             await self._one(http, block, intended, excluded, level, replayed)
@@ -290,13 +351,12 @@ class Runner:
             await _run_until(budget.over, [dispatch()], self._scrape_closing(budget))
         finally:
             await _cancel(tasks)
-        return budget
 
-    def _scrape_after(self, delay: float) -> asyncio.Task[list[Snapshot]]:
+    def _scrape_when_open(self, budget: _Budget) -> asyncio.Task[list[Snapshot]]:
         """Scrape the servers when the block's measured window opens (after its warmup)."""
 
         async def later() -> list[Snapshot]:
-            await asyncio.sleep(delay)
+            await budget.opened.wait()
             return await self._scrape()
 
         return asyncio.create_task(later())
@@ -370,28 +430,50 @@ class _Budget(Window):
     then cancelled)."""
 
     def __init__(self, block: Block, start: float, ramp: float) -> None:
-        warm_end = start + ramp
-        self.end = warm_end + block.duration_s if block.duration_s is not None else None
-        super().__init__(warm_end, closed_at=self.end)
+        super().__init__(start + ramp)
+        self.block = block
+        self.start = start
         self.remaining = block.requests or 0
+        self._window(start + ramp, block.duration_s)
         self.interrupted = False
+        self.settled: bool | None = None  # a settling warm-up's outcome
+        self.warmup_in_flight: tuple[float, float] | None = None  # ... its quarters, unsettled
+        self.opened = asyncio.Event()  # the measured window is open
         self.over = asyncio.Event()
         self.closing: list[Snapshot] = []  # the servers as the measured window closed
 
+    def _window(self, opens_at: float, duration_s: float | None) -> None:
+        self.warm_end = opens_at
+        self.end = opens_at + duration_s if duration_s is not None else None
+        self.closed_at = self.end  # when the last measured request was due
+
+    def open(self, at: float, settled: bool, e2e_s: float | None) -> None:
+        """A settling warm-up ends now: the window lasts its own time, and at least its
+        settle's share of typical E2Es (at most its cap), whichever is longer."""
+        settle_ = self.block.settle
+        assert settle_ is not None
+        floor = settle_.window_e2es * e2e_s if e2e_s else 0.0
+        duration = min(settle_.max_window_s, max(self.block.duration_s or 0.0, floor))
+        self._window(at, duration or None)
+        self.settled = settled
+        self.opened.set()
+
     def take(self, intended: float) -> str | None:
-        if self.end is None and intended >= self.warm_end:  # a count of requests
-            if not self.remaining:
-                self.check()
-                return COOLDOWN
-            self.remaining -= 1
-            if not self.remaining:
-                self.closed_at = intended  # when the last measured request was due
+        """Claim a request intended at this time: "warmup", None (measured) or "cooldown".
+
+        The measured part lasts its time and its count of requests, whichever ends later."""
+        if intended < self.warm_end:
+            return WARMUP
+        timed = self.end is not None and intended < self.end
+        if timed or self.remaining > 0:
             self.in_flight += 1
+            if self.remaining > 0:
+                self.remaining -= 1
+                if not self.remaining and not timed:
+                    self.closed_at = intended
             return None
-        excluded = super().take(intended)
-        if excluded == COOLDOWN:
-            self.check()
-        return excluded
+        self.check()
+        return COOLDOWN
 
     def finished(self, excluded: str | None, end: float | None = None) -> None:
         super().finished(excluded, time.perf_counter() if end is None else end)
@@ -411,7 +493,8 @@ class _Budget(Window):
 
     def check(self) -> None:
         """End the block once the measured part is over and none of it is in flight."""
-        exhausted = time.perf_counter() >= self.end if self.end is not None else not self.remaining
+        timed_out = self.end is None or time.perf_counter() >= self.end
+        exhausted = timed_out and not self.remaining
         if exhausted and self.in_flight == 0 and not self.over.is_set():
             self.done_at = time.perf_counter()  # before cancelling cooldown requests
             self.over.set()
@@ -443,3 +526,13 @@ async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
     for result in results:
         if isinstance(result, Exception):
             raise result
+
+
+def _server_in_flight(snapshots: list[Snapshot]) -> float | None:
+    """vLLM's running + waiting requests, over the endpoints that export them."""
+    counts = [
+        sum(s.scalars[name] for name in server_metrics.GAUGES.values() if name in s.scalars)
+        for s in snapshots
+        if any(name in s.scalars for name in server_metrics.GAUGES.values())
+    ]
+    return sum(counts) if counts else None

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loadgen.settle import Settle
+
 ARRIVALS = ("poisson", "constant", "gamma")
 
 
@@ -62,6 +64,7 @@ class Block:
     warmup_s: float
     duration_s: float | None  # measured time, None when limited by requests
     requests: int | None  # measured requests, None when limited by time
+    settle: Settle | None = None  # warm up for at least warmup_s, then until steady
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -76,9 +79,13 @@ def plan(
     warmup_s: float,
     duration_s: float | None,
     requests: int | None,
+    settle: Settle | None = None,
 ) -> list[Block]:
-    """Interleave targets block by block: A0 B0 A1 B1 …, each target's budget split evenly."""
-    if (duration_s is None) == (requests is None):
+    """Interleave targets block by block: A0 B0 A1 B1 …, each target's budget split evenly.
+
+    Without `settle`, exactly one of duration and requests limits the measured part; a
+    settling block may have both (the window lasts as long as both need) or neither."""
+    if settle is None and (duration_s is None) == (requests is None):
         raise ValueError("give exactly one of duration and requests")
     shares = split(requests, blocks) if requests is not None else [None] * blocks
     plan_: list[Block] = []
@@ -91,6 +98,7 @@ def plan(
                     warmup_s=warmup_s,
                     duration_s=duration_s / blocks if duration_s is not None else None,
                     requests=shares[index],
+                    settle=settle,
                 )
             )
     return [b for b in plan_ if b.requests is None or b.requests > 0 or b.index == 0]

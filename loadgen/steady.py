@@ -8,9 +8,10 @@ From the records of one target at one level (a sweep point, or the single level)
   requests that completed in it, per second, beyond the shortfall a server that keeps up
   has too (what is in flight at the close), and how many were still waiting or in flight
   when it closed against when it opened;
-- the trend of TTFT over the window: the least-squares slope over intended send time (s/s,
-  one intercept per block, since each block starts on a drained server) with its 95%
-  interval, and the median of the window's first third against its last;
+- open loop, the trend of TTFT over the window: the least-squares slope over intended send
+  time (s/s, one intercept per block, since each block starts on a drained server) with its
+  95% interval, and the median of the window's first third against its last (reported in
+  closed loop too, where the streams bound the queue and only `queueing` judges);
 - when server metrics were sampled: vLLM's waiting queue at both ends, and preemptions;
 - closed loop, across levels (`queueing`): more streams than the server runs at once show as
   throughput that stays flat while TTFT grows.
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen import settle
 from loadgen.records import Phase, Record
 
 SHORTFALL = 0.10  # completions this far below arrivals: the server did not keep up
@@ -140,7 +142,8 @@ def judge(
     slope, ci = trend["ttft_slope"], trend["ttft_slope_ci95"]
     first, last = trend["ttft_first_third_s"], trend["ttft_last_third_s"]
     if (
-        slope is not None
+        open_loop  # closed loop: the streams bound the queue; queueing() judges across levels
+        and slope is not None
         and ci[0] > 0
         and first is not None
         and last is not None
@@ -152,10 +155,15 @@ def judge(
             f"{first:.2f} s in the window's first third, {last:.2f} s in its last)"
         )
     reasons += _server_reasons(server or {}, open_loop)
+    reasons += _runaway(phases)
+    settles = [p.settled for p in phases if p.settled is not None]
     verdict: dict[str, Any] = {
         "steady": not reasons,
         "reasons": reasons,
         "loop": "open" if open_loop else "closed",
+        # a settling warm-up (settle.py): did the in-flight count stop growing before the window
+        "settled": all(settles) if settles else None,
+        "warmup_s": max((p.warmup_s for p in phases if p.warmup_s is not None), default=None),
         "arrival_per_s": arrival,
         "completion_per_s": completion,
         **trend,
@@ -191,6 +199,19 @@ def _fell_behind(
     return shortfall > BACKLOG + 3 * math.sqrt(2 * in_flight)
 
 
+def _runaway(phases: Sequence[Phase]) -> list[str]:
+    """A settling warm-up whose in-flight count ran away (settle.ran_away): saturated."""
+    for p in phases:
+        if p.settled is False and p.warmup_in_flight is not None:
+            before, after = p.warmup_in_flight
+            if settle.runaway(before, after):
+                return [
+                    f"requests in flight grew from {before:.0f} to {after:.0f} through the "
+                    f"warm-up ({p.warmup_s:.0f} s) and never settled"
+                ]
+    return []
+
+
 def label(state: Mapping[str, Any] | None) -> str | None:
     """The words a saturated level's percentiles are shown with; None when steady."""
     if not state or state["steady"]:
@@ -210,7 +231,10 @@ def _server_reasons(server: Mapping[str, Any], open_loop: bool) -> list[str]:
     if start is not None and end is not None:
         if open_loop and end - start >= max(BACKLOG, start):
             reasons.append(f"the server's waiting queue grew from {start:g} to {end:g} requests")
-        if not open_loop and start >= 1 and end >= 1:
+        # closed loop: a few waiting at an instant is a prefill that did not fit this step's
+        # token budget (streams of equal length finish, and come back, together); several at
+        # both ends is streams beyond what the server runs at once
+        if not open_loop and min(start, end) >= BACKLOG:
             reasons.append(
                 f"requests waited in the server's queue ({start:g} when the window opened, "
                 f"{end:g} when it closed): more streams than it runs at once"

@@ -2,37 +2,54 @@
 
 Each probe is one ordinary run (run.measure) of one target at one level, a
 `dataclasses.replace` of the command's RunConfig, in its own run directory beside
-capacity.json; the embedded stack, when asked for, is started once for all of them. Targets
-take turns probe by probe (A, B, A, B …), so drift in shared hardware hits all alike. The
-search (search.py) stops when every bracket is within 10%, when the next probe would not fit
-in the budget, or at Ctrl-C; whatever was found is written either way (report.py).
+capacity.json, with its own arrival seed; the embedded stack, when asked for, is started
+once for all of them. A probe warms up until the level's steady state (settle.py) and then
+measures a window of at least WINDOW_E2ES request durations and as many requests as the
+SLOs' percentiles need. An undecided probe (verdict.py) is run again at once with twice the
+window and warm-up cap, up to MAX_EXTENSIONS times. Targets take turns level by level
+(A, B, A, B …), so drift in shared hardware hits all alike. The search (search.py) stops
+when every bracket is narrow enough, when the next probe would not fit in the budget, or at
+Ctrl-C; `--repeat N` then re-runs each bracket's ends with new seeds. Whatever was found is
+written either way (report.py).
 """
 
 from __future__ import annotations
 
-import math
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loadgen import embedded, replay, run, steady
 from loadgen.capacity import report as capacity_report
-from loadgen.capacity.search import Search, probe_requests, verdict
+from loadgen.capacity.axis import AXES, Axis
+from loadgen.capacity.search import PRECISION, Search, probe_requests
+from loadgen.capacity.verdict import FAILS, UNDECIDED, verdict
 from loadgen.config import RunConfig
+from loadgen.settle import Settle
 from loadgen.slo import LABELS
 from loadgen.targets import load_file, resolve
 
 PROBE_METRICS = ("ttft_s", "tpot_s", "e2e_s")
+WINDOW_E2ES = 10  # a probe's window lasts at least this many typical request durations
+SETTLE_MAX_S = 30.0  # its warm-up waits this long at most for the in-flight count to settle
+MAX_WINDOW_S = 120.0  # its window lasts at most this long (a saturated server's E2E grows)
+MAX_EXTENSIONS = 2  # an undecided probe is run again this many times at most, 2x longer each
+SEED_STRIDE = 10_000  # probe n's arrival seed: --seed x SEED_STRIDE + n
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapacityConfig:
-    by: str  # rate | concurrency | speed (a --replay's)
+    by: str  # a key of AXES
     start: float  # the first level probed
     budget_s: float
     probe_requests: int | None  # --requests: per probe and target (None: what the SLOs need)
-    min_probe_s: float | None  # --duration: open-loop probes last at least this long
+    min_probe_s: float | None  # --duration: probes' windows last at least this long
+    repeat: int = 0  # re-run each final bracket's ends this many times with new seeds
+
+
+class _OutOfBudget(Exception):
+    """The next probe would end past the budget."""
 
 
 def main(config: RunConfig, capacity: CapacityConfig) -> int:
@@ -60,30 +77,107 @@ def search(config: RunConfig, capacity: CapacityConfig) -> dict[str, Any]:
         return _search(run.on_stack(config, stack), capacity, n)
 
 
-def _probe_config(
-    base: RunConfig, spec: str, name: str, level: float, number: int, requests: int, by: str
-) -> RunConfig:
-    """Probe `number`: one target at one level, `requests` measured, in its own directory."""
-    slug = "".join(c if c.isalnum() or c in "-." else "_" for c in name)
-    if by == "speed":
-        return replace(
-            _speed_probe(base, level),
-            out=base.out / f"probe-{number:02d}-{slug}-{level:g}x",
-            command=f"{base.command}  # probe {number}: {name} at speed {level:g}",
-            targets=(spec,),
-            blocks=1,
+@dataclass(slots=True)
+class _Prober:
+    """Runs probes: numbers them, seeds them, sizes them, keeps their entries and the time."""
+
+    config: RunConfig
+    capacity: CapacityConfig
+    axis: Axis
+    requests: int
+    names: dict[str, str]  # spec -> target name
+    began: float = field(default_factory=time.monotonic)
+    number: int = 0
+    probes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    wall: dict[str, float] = field(default_factory=dict)  # spec -> its last probe's seconds
+
+    def judge(self, spec: str, level: float, search: Search) -> None:
+        """Probe the level, extended while undecided (up to the cap); record its outcome
+        before saying it, so that a Ctrl-C after the line keeps the verdict."""
+        extension, extends = 0, None
+        while True:
+            probe = self.probe(spec, level, extension, extends=extends, budgeted=True)
+            if probe["outcome"] != UNDECIDED or extension == MAX_EXTENSIONS:
+                search.record(level, probe["outcome"])
+                _report(probe)
+                return
+            probe["extended"] = True
+            _report(probe)
+            extension, extends = extension + 1, probe["number"]
+
+    def probe(
+        self,
+        spec: str,
+        level: float,
+        extension: int,
+        *,
+        extends: int | None = None,
+        repeat: int | None = None,
+        budgeted: bool = False,
+    ) -> dict[str, Any]:
+        scale = 2**extension
+        if budgeted and self.elapsed + self.wall.get(spec, 0.0) * scale > self.capacity.budget_s:
+            raise _OutOfBudget
+        self.number += 1
+        name, requests = self.names[spec], self.requests * scale
+        _announce(self.number, name, self.axis, level, requests, extends, repeat)
+        probe_config = self._config(spec, level, requests, scale)
+        started = time.monotonic()
+        summary = run.measure(probe_config)
+        self.wall[spec] = (time.monotonic() - started) / scale
+        probe = _probe(level, self.number, summary["targets"][name], summary, self.config)
+        probe.update(
+            run_dir=probe_config.out.name,
+            seed=probe_config.summary.seed,
+            extension=extension,
+            extends=extends,
+            extended=False,
+            repeat=repeat,
         )
-    return replace(
-        base,
-        out=base.out / f"probe-{number:02d}-{slug}-{level:g}",
-        command=f"{base.command}  # probe {number}: {name} at {by} {level:g}",
-        targets=(spec,),
-        sweep=by,
-        levels=(level,),
-        requests=requests,
-        duration_s=None,
-        blocks=1,
-    )
+        earlier = self.probes.setdefault(spec, [])
+        earlier.append(probe)
+        if not self.axis.open_loop:
+            _queueing(probe, earlier)
+        if summary["interrupted"]:
+            raise KeyboardInterrupt
+        return probe
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.began
+
+    def _config(self, spec: str, level: float, requests: int, scale: int) -> RunConfig:
+        """Probe `number`: one target at one level, its own seed and directory."""
+        base, name = self.config, self.names[spec]
+        slug = "".join(c if c.isalnum() or c in "-." else "_" for c in name)
+        seed = replace(base.summary, seed=base.summary.seed * SEED_STRIDE + self.number)
+        if self.axis.name == "speed":  # the whole trace window at one speed: its own length
+            return replace(
+                _speed_probe(base, level),
+                out=base.out / f"probe-{self.number:02d}-{slug}-{level:g}x",
+                command=f"{base.command}  # probe {self.number}: {name} at speed {level:g}",
+                targets=(spec,),
+                blocks=1,
+                summary=seed,
+            )
+        window = self.capacity.min_probe_s
+        return replace(
+            base,
+            out=base.out / f"probe-{self.number:02d}-{slug}-{level:g}",
+            command=f"{base.command}  # probe {self.number}: {name} at {self.axis.name} {level:g}",
+            targets=(spec,),
+            sweep=self.axis.sweep,
+            levels=(level,),
+            requests=requests,
+            duration_s=window * scale if window else None,
+            settle=Settle(
+                max_s=max(base.warmup_s, SETTLE_MAX_S) * scale,
+                window_e2es=WINDOW_E2ES * scale,
+                max_window_s=MAX_WINDOW_S * scale,
+            ),
+            blocks=1,
+            summary=seed,
+        )
 
 
 def _speed_probe(base: RunConfig, speed: float) -> RunConfig:
@@ -102,69 +196,82 @@ def _window_requests(config: RunConfig) -> int:
 def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[str, Any]:
     file_targets = load_file(config.targets_file) if config.targets_file else None
     names = {s: resolve(s, file_targets, overrides=config.overrides).name for s in config.targets}
-    searches = {spec: Search(capacity.by, capacity.start) for spec in config.targets}
-    probes: dict[str, list[dict[str, Any]]] = {spec: [] for spec in config.targets}
-    wall: dict[str, float] = {}  # spec -> how long its last probe took
-    began = time.monotonic()
-    stopped, number = "bracket", 0
+    axis = AXES[capacity.by]
+    searches = {spec: Search(axis, capacity.start) for spec in config.targets}
+    prober = _Prober(config, capacity, axis, requests, names)
+    stopped = "bracket"
     try:
         while stopped == "bracket":
             due = [(s, searches[s].next_level()) for s in config.targets]
             due = [(spec, level) for spec, level in due if level is not None]
             if not due:
                 break
-            for spec, level in due:  # one probe per target per round: interleaved
-                if time.monotonic() - began + wall.get(spec, 0.0) > capacity.budget_s:
+            for spec, level in due:  # one level per target per round: interleaved
+                try:
+                    prober.judge(spec, level, searches[spec])
+                except _OutOfBudget:
                     stopped = "budget"
                     break
-                number += 1
-                n = requests
-                if capacity.by == "rate" and capacity.min_probe_s:
-                    n = max(requests, math.ceil(capacity.min_probe_s * level))
-                _announce(number, names[spec], capacity.by, level, searches[spec], n)
-                probe_config = _probe_config(
-                    config, spec, names[spec], level, number, n, capacity.by
-                )
-                probe_started = time.monotonic()
-                summary = run.measure(probe_config)
-                wall[spec] = time.monotonic() - probe_started
-                probe = _probe(level, number, summary["targets"][names[spec]], summary, config)
-                probe["run_dir"] = probe_config.out.name
-                probes[spec].append(probe)
-                if capacity.by == "concurrency":
-                    _queueing(probe, probes[spec])
-                if summary["interrupted"]:
-                    raise KeyboardInterrupt
-                searches[spec].record(level, probe["meets"])
-                _report(probe, searches[spec])
+        for number in range(1, capacity.repeat + 1):
+            _repeat(prober, searches, number)
     except KeyboardInterrupt:
         stopped = "interrupted"
         print("\nloadgen capacity: interrupted; writing what was found", file=sys.stderr)
+    settings = {
+        "settle_max_s": max(config.warmup_s, SETTLE_MAX_S),
+        "window_e2es": WINDOW_E2ES,
+        "max_window_s": MAX_WINDOW_S,
+        "max_extensions": MAX_EXTENSIONS,
+        "precision": PRECISION,
+    }
     return capacity_report.result(
         config,
-        capacity.by,
+        axis,
         requests,
-        capacity.budget_s,
-        time.monotonic() - began,
+        capacity,
+        settings,
+        prober.elapsed,
         stopped,
-        {names[spec]: (searches[spec], probes[spec]) for spec in config.targets},
+        {names[spec]: (searches[spec], prober.probes.get(spec, [])) for spec in config.targets},
     )
+
+
+def _repeat(prober: _Prober, searches: dict[str, Search], number: int) -> None:
+    """Re-run each target's bracket ends with new seeds, as long as their deciding probes."""
+    for spec, search in searches.items():
+        for level in (search.passing, search.failing):
+            if level is None:
+                continue
+            deciding = [
+                p
+                for p in prober.probes[spec]
+                if p["level"] == level and p["repeat"] is None and not p["extended"]
+            ]
+            _report(prober.probe(spec, level, deciding[-1]["extension"], repeat=number))
 
 
 def _probe(
     level: float, number: int, target: dict[str, Any], summary: dict[str, Any], config: RunConfig
 ) -> dict[str, Any]:
-    """One probe's entry in capacity.json (its run_dir added by the caller)."""
+    """One probe's entry in capacity.json (how it was run added by the caller)."""
     judged = verdict(target, config.summary.slos)
+    outcome = "interrupted" if summary["interrupted"] else judged.outcome
+    state = target.get("steady_state") or {}
     return {
         "number": number,
         "level": level,
-        "meets": judged.meets and not summary["interrupted"],
+        "outcome": outcome,
+        "meets": outcome == "meets",
         "steady": judged.steady,
+        "settled": state.get("settled"),
+        "warmup_s": state.get("warmup_s"),
+        "window_s": target["throughput"]["active_s"],
         "valid": judged.valid,
         "interrupted": summary["interrupted"],
         "failures": judged.failures,
+        "unsure": judged.unsure,
         "ratios": judged.ratios,
+        "intervals": judged.intervals,
         "requests": target["requests"]["ok"] + target["requests"]["failed"],
         "requests_per_s": target["throughput"]["requests_per_s"],
         "output_tokens_per_s": target["throughput"]["output_tokens_per_s"],
@@ -181,6 +288,7 @@ def _queueing(probe: dict[str, Any], earlier: list[dict[str, Any]]) -> None:
     reason = steady.queueing(points).get(probe["level"])
     if reason:
         probe["steady"] = probe["meets"] = False
+        probe["outcome"] = FAILS
         probe["failures"].append(f"saturated: {reason}")
         if probe["steady_state"]:
             probe["steady_state"]["steady"] = False
@@ -191,25 +299,39 @@ def _figures(block: dict[str, Any]) -> dict[str, Any]:
     return {k: block[k] for k in ("p50", "p90", "p99", "p999", "mean", "count", "ci95")}
 
 
-def _announce(number: int, name: str, by: str, level: float, search: Search, requests: int) -> None:
-    unit = {"rate": "req/s", "speed": "x"}.get(by, "streams")
-    low = "—" if search.passing is None else f"{search.passing:g}"
-    high = "—" if search.failing is None else f"{search.failing:g}"
+def _announce(
+    number: int,
+    name: str,
+    axis: Axis,
+    level: float,
+    requests: int,
+    extends: int | None,
+    repeat: int | None,
+) -> None:
+    why = ""
+    if extends is not None:
+        why = f"; extends undecided probe {extends}"
+    elif repeat is not None:
+        why = f"; repeat {repeat} with a new seed"
     print(
-        f"capacity: probe {number}: {name} at {level:g} {unit} ({requests} requests; "
-        f"bracket [{low}, {high}])",
+        f"capacity: probe {number}: {name} at {level:g} {axis.short_unit} (at least {requests} "
+        f"requests{why})",
         file=sys.stderr,
         flush=True,
     )
 
 
-def _report(probe: dict[str, Any], search: Search) -> None:
-    low = "—" if search.passing is None else f"{search.passing:g}"
-    high = "—" if search.failing is None else f"{search.failing:g}"
+def _report(probe: dict[str, Any]) -> None:
     figures = ", ".join(f"{LABELS[m]} {r:.0%} of its limit" for m, r in probe["ratios"].items())
-    outcome = "meets" if probe["meets"] else "fails: " + "; ".join(probe["failures"])
+    outcome = probe["outcome"]
+    if outcome == FAILS:
+        outcome += ": " + "; ".join(probe["failures"])
+    elif outcome == UNDECIDED:
+        outcome += ": " + "; ".join(probe["unsure"])
+    warmup = probe["warmup_s"]
     print(
-        f"capacity:   {outcome} ({figures}); bracket now [{low}, {high}]",
+        f"capacity:   {outcome} ({figures}; warm-up {warmup or 0:.0f} s, window "
+        f"{probe['window_s']:.0f} s, {probe['requests']} requests)",
         file=sys.stderr,
         flush=True,
     )

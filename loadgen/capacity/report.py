@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loadgen.capacity.search import METRICS, Search, seconds
+from loadgen.capacity.axis import AXES, Axis
+from loadgen.capacity.search import Search, crossing
+from loadgen.capacity.verdict import METRICS, seconds
 from loadgen.charts import capacity as capacity_charts
 from loadgen.charts import png
 from loadgen.config import RunConfig
@@ -21,15 +23,15 @@ from loadgen.html import capacity as html_capacity
 from loadgen.slo import LABELS, Slos, percentile_label
 
 STOPPED = {
-    "bracket": "every bracket is within 10% (or nothing met at the lowest level tried)",
-    "budget": "the budget ran out (brackets still wider than 10% are marked)",
+    "bracket": "every bracket is narrow enough (or nothing met at the lowest level tried)",
+    "budget": "the budget ran out (brackets still too wide are marked open)",
     "interrupted": "interrupted (Ctrl-C or SIGTERM): what was found so far",
 }
 PLOT = "capacity.png"
 
 
 def _unit(by: str) -> str:
-    return {"rate": "req/s", "speed": "x the trace's speed"}.get(by, "concurrent streams")
+    return AXES[by].unit
 
 
 def _binding(probe: Mapping[str, Any] | None) -> str | None:
@@ -41,16 +43,15 @@ def _binding(probe: Mapping[str, Any] | None) -> str | None:
         return max(missed, key=missed.__getitem__)
     if not probe["steady"]:
         return "steady_state"
-    if not probe["valid"]:
-        return "client"
     return "errors"
 
 
 def result(
     config: RunConfig,
-    by: str,
+    axis: Axis,
     requests: int,
-    budget_s: float,
+    capacity: Any,  # command.CapacityConfig
+    settings: Mapping[str, Any],  # how probes were run: the command's defaults
     elapsed_s: float,
     stopped: str,
     targets: Mapping[str, tuple[Search, list[dict[str, Any]]]],
@@ -59,39 +60,73 @@ def result(
     slos = config.summary.slos
     out: dict[str, Any] = {}
     for name, (search, probes) in targets.items():
-        judged = [p for p in probes if not p["interrupted"]]
-        at = {p["level"]: p for p in judged}
+        judged = [p for p in probes if not p["interrupted"] and p["repeat"] is None]
+        decided = [p for p in judged if not p["extended"]]
+        at = {p["level"]: p for p in decided}
         knee = at.get(search.passing) if search.passing is not None else None
         failing = at.get(search.failing) if search.failing is not None else None
         reason = None
-        if knee is None and judged:
-            lowest = min(judged, key=lambda p: p["level"])
-            reason = f"even {lowest['level']:g} {_unit(by)} fails: " + "; ".join(lowest["failures"])
+        if knee is None and decided:
+            lowest = min(decided, key=lambda p: p["level"])
+            reason = f"even {lowest['level']:g} {axis.unit} does not meet: " + "; ".join(
+                lowest["failures"] or lowest["unsure"]
+            )
         out[name] = {
-            "by": by,
+            "by": axis.name,
             "capacity": search.passing,
             "bracket": [search.passing, search.failing],
+            "undecided": search.undecided,
             "converged": search.converged,
+            "crossing": crossing(knee, failing) if knee and failing else None,
             "output_tokens_per_s": knee["output_tokens_per_s"] if knee else None,
             "requests_per_s": knee["requests_per_s"] if knee else None,
             "binding": _binding(failing),
             "reason": reason,
+            "repeat": _repeats(probes, search) if capacity.repeat else None,
             "probes": sorted(probes, key=lambda p: p["number"]),
         }
     return {
-        "version": 1,
+        "version": 2,
         "command": config.command,
-        "by": by,
+        "by": axis.name,
         "slo": {
             m: {"limit_s": v, "percentile": slos.percentile(m)} for m, v in slos.limits.items()
         },
         "probe_requests": requests,
         "warmup_s": config.warmup_s,
-        "budget_s": budget_s,
+        **settings,
+        "seed": config.summary.seed,
+        "repeat": capacity.repeat,
+        "budget_s": capacity.budget_s,
         "gpus": config.summary.gpus,
         "elapsed_s": elapsed_s,
         "stopped": stopped,
         "targets": out,
+    }
+
+
+def _repeats(probes: list[dict[str, Any]], search: Search) -> dict[str, Any]:
+    """The capacity figure again from each repeat of the bracket's ends (new seeds): where
+    the binding SLO crosses its limit between them, and whether each end kept its verdict."""
+    runs = []
+    numbers = sorted({p["repeat"] for p in probes if p["repeat"] is not None})
+    for number in numbers:
+        ends = {p["level"]: p for p in probes if p["repeat"] == number}
+        low, high = ends.get(search.passing), ends.get(search.failing)
+        runs.append(
+            {
+                "repeat": number,
+                "outcomes": {f"{lvl:g}": p["outcome"] for lvl, p in ends.items()},
+                "agrees": (low is None or low["outcome"] == "meets")
+                and (high is None or high["outcome"] == "fails"),
+                "crossing": crossing(low, high) if low and high else None,
+            }
+        )
+    found = [r["crossing"] for r in runs if r["crossing"] is not None]
+    return {
+        "runs": runs,
+        "crossing_spread": [min(found), max(found)] if found else None,
+        "agree": sum(r["agrees"] for r in runs),
     }
 
 
@@ -110,7 +145,12 @@ def _binding_words(name: str, t: Mapping[str, Any], result: Mapping[str, Any]) -
     binding = t["binding"]
     if binding is None:
         return None
-    at = next(p for p in t["probes"] if p["level"] == t["bracket"][1] and not p["interrupted"])
+    at = next(
+        p
+        for p in t["probes"]
+        if p["level"] == t["bracket"][1]
+        and not (p["interrupted"] or p["extended"] or p["repeat"] is not None)
+    )
     where = f"{at['level']:g} {_unit(result['by'])}"
     if binding in METRICS:
         pct = result["slo"][binding]["percentile"]
@@ -124,10 +164,6 @@ def _binding_words(name: str, t: Mapping[str, Any], result: Mapping[str, Any]) -
         return (
             f"for {name}, saturation binds first: at {where} it fell behind the load "
             "before any SLO was missed"
-        )
-    if binding == "client":
-        return (
-            f"for {name}, the client could not keep up at {where}: the result is the client's limit"
         )
     return f"for {name}, errors bind first: at {where} more than 1% of requests failed"
 
@@ -155,9 +191,18 @@ def sentence(result: Mapping[str, Any]) -> str:
     said = f"At {_slos(result).describe()}, "
     if parts:
         said += parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    none = [n for n, t in result["targets"].items() if t["capacity"] is None]
-    if none:
-        said += ("; " if parts else "") + ", ".join(none) + " meets them at no level tried"
+    missing = [
+        f"{name} meets them at no level tried"
+        + (
+            f" ({', '.join(f'{v:g}' for v in t['undecided'])} {unit}: undecided)"
+            if t["undecided"]
+            else ""
+        )
+        for name, t in result["targets"].items()
+        if t["capacity"] is None
+    ]
+    if missing:
+        said += ("; " if parts else "") + "; ".join(missing)
     if len(found) >= 2:
         top, low = found[0], found[-1]
         headroom = top[1]["capacity"] / low[1]["capacity"] - 1
@@ -167,7 +212,8 @@ def sentence(result: Mapping[str, Any]) -> str:
     ]
     if open_:
         said += (
-            f" ({', '.join(open_)}: bracket still wider than 10%, the true figure may be higher)"
+            f" ({', '.join(open_)}: bracket still wider than {result['precision']:.0%}, the true "
+            "figure may be higher)"
         )
     return said + "."
 
@@ -214,6 +260,8 @@ def console(result: Mapping[str, Any]) -> str:
             text.append(words[0].upper() + words[1:])
         if t["reason"]:
             text.append(f"{name}: {t['reason']}")
+        if t["repeat"]:
+            text.append(f"{name}: {_repeat_words(t, result['by'])}")
     return "\n".join(text)
 
 
@@ -227,15 +275,23 @@ def markdown(result: Mapping[str, Any], plots: Sequence[str] = (PLOT,)) -> str:
         result["command"],
         "```",
         "",
-        f"- SLOs: {slos.describe()}. A level meets them when every one holds at its "
-        "percentile, the level is steady (not saturated), the client kept up and at most 1% "
-        "of its requests failed.",
-        f"- Each probe measured {result['probe_requests']} requests per target after "
-        f"{result['warmup_s']:g} s of warmup: the fewest that bound {judged} from both sides "
-        "at 95% (or as asked with --requests; never fewer than the percentile needs).",
-        f"- Search by {by}: bracket (doubling or halving), then bisect; targets take turns "
-        f"probe by probe. Stopped: {STOPPED[result['stopped']]}, after "
-        f"{result['elapsed_s']:.0f} s (budget {result['budget_s']:.0f} s).",
+        f"- SLOs: {slos.describe()}. A probe *meets* them when every SLO's 95% interval "
+        "lies under its limit and the level is steady; it *fails* when any interval lies "
+        "above its limit, the level saturated or more than 1% of its requests failed; "
+        "otherwise (an interval straddles its limit, the warm-up never settled, TTFT still "
+        "rose) it is *undecided* and is run again with twice the "
+        f"window, up to {result['max_extensions']} times. The bracket uses decided probes "
+        "only. A client that fell behind only lengthens latencies: its probe's intervals "
+        "have their lower ends lowered by its lag.",
+        f"- Each probe warmed up for at least {result['warmup_s']:g} s and then until the "
+        f"in-flight count stopped growing (at most {result['settle_max_s']:g} s), then "
+        f"measured at least {result['window_e2es']:g} typical request durations and "
+        f"{result['probe_requests']} requests per target (the fewest that bound {judged} "
+        "from both sides at 95%, or as asked with --requests), each with its own arrival seed.",
+        f"- Search by {by}: bracket (doubling or halving), then bisect to within "
+        f"{result['precision']:.0%}; targets take turns level by level. Stopped: "
+        f"{STOPPED[result['stopped']]}, after {result['elapsed_s']:.0f} s "
+        f"(budget {result['budget_s']:.0f} s).",
         "",
     ]
     rows = _rows(result)
@@ -243,37 +299,86 @@ def markdown(result: Mapping[str, Any], plots: Sequence[str] = (PLOT,)) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     lines.append("")
     for name, t in result["targets"].items():
-        header = ["#", by, "verdict"] + [
-            f"{LABELS[m]} {percentile_label(slos.percentile(m))} (ms)" for m in slos.limits
-        ]
-        header += ["req/s", "output tok/s", "run directory"]
-        lines += [f"## {name}", "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-        for p in t["probes"]:
-            verdict = (
-                "interrupted"
-                if p["interrupted"]
-                else ("meets" if p["meets"] else "fails: " + "; ".join(p["failures"]))
-            )
-            cells = [str(p["number"]), f"{p['level']:g}", verdict]
-            for m in slos.limits:
-                value = p[METRICS[m]][slos.percentile(m)]
-                cells.append("—" if value is None else f"{value * 1e3:.1f}")
-            rate, tokens = p["requests_per_s"], p["output_tokens_per_s"]
-            cells += [
-                "—" if rate is None else f"{rate:.2f}",
-                "—" if tokens is None else f"{tokens:.0f}",
-                f"[{p['run_dir']}]({p['run_dir']}/report.md)",
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
+        lines += [f"## {name}", "", *_probe_table(t, slos, by), ""]
+        if t["undecided"]:
+            levels = ", ".join(f"{lvl:g}" for lvl in t["undecided"])
+            lines += [f"Still undecided after every extension: {levels} {_unit(by)}.", ""]
+        if t["repeat"]:
+            lines += [_repeat_words(t, by), ""]
         if t["reason"]:
-            lines += ["", f"No capacity: {t['reason']}."]
-        lines.append("")
+            lines += [f"No capacity: {t['reason']}.", ""]
     lines += [*(f"![{p}]({p})" for p in plots), "", "## Conclusion", "", sentence(result)]
     for name, t in result["targets"].items():
         words = _binding_words(name, t, result)
         if words:
             lines += ["", words[0].upper() + words[1:] + "."]
     return "\n".join(lines) + "\n"
+
+
+def _verdict_cell(p: Mapping[str, Any]) -> str:
+    if p["outcome"] == "fails":
+        text = "fails: " + "; ".join(p["failures"])
+    elif p["outcome"] == "undecided":
+        text = "undecided: " + "; ".join(p["unsure"])
+    else:
+        text = p["outcome"]
+    if p["extended"]:
+        text += " — extended"
+    if p["extends"] is not None:
+        text = f"(extends #{p['extends']}) " + text
+    if p["repeat"] is not None:
+        text = f"(repeat {p['repeat']}) " + text
+    return text
+
+
+def _interval_cell(p: Mapping[str, Any], metric: str) -> str:
+    """ "46.1 [43.0, 49.2] under": the percentile, its 95% interval, where it lies (ms)."""
+    found = p.get("intervals", {}).get(metric)
+    if not found:
+        return "—"
+    low, high = found["ci95"] or (None, None)
+    ms = lambda v: "—" if v is None else f"{v * 1e3:.1f}"  # noqa: E731
+    return f"{ms(found['value'])} [{ms(low)}, {ms(high)}] {found['side']}"
+
+
+def _probe_table(t: Mapping[str, Any], slos: Slos, by: str) -> list[str]:
+    header = ["#", by, "verdict"] + [
+        f"{LABELS[m]} {percentile_label(slos.percentile(m))} [95% CI] vs "
+        f"{slos.limits[m] * 1e3:g} ms"
+        for m in slos.limits
+    ]
+    header += ["warm-up s", "window s", "requests", "seed", "req/s", "run directory"]
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for p in t["probes"]:
+        verdict = "interrupted" if p["interrupted"] else _verdict_cell(p)
+        cells = [str(p["number"]), f"{p['level']:g}", verdict]
+        cells += [_interval_cell(p, m) for m in slos.limits]
+        rate, warmup = p["requests_per_s"], p["warmup_s"]
+        cells += [
+            "—" if warmup is None else f"{warmup:.1f}" + ("" if p["settled"] else " (cap)"),
+            f"{p['window_s']:.1f}",
+            str(p["requests"]),
+            str(p["seed"]),
+            "—" if rate is None else f"{rate:.2f}",
+            f"[{p['run_dir']}]({p['run_dir']}/report.md)",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _repeat_words(t: Mapping[str, Any], by: str) -> str:
+    rep = t["repeat"]
+    runs = len(rep["runs"])
+    text = (
+        f"Repeated the bracket's ends {runs} times with new seeds: {rep['agree']} of {runs} "
+        "kept both verdicts"
+    )
+    if t["crossing"] is not None:
+        text += f"; the SLO crossed its limit at {t['crossing']:.3g} {_unit(by)} in the search"
+    if rep["crossing_spread"]:
+        low, high = rep["crossing_spread"]
+        text += f" and between {low:.3g} and {high:.3g} in the repeats"
+    return text + "."
 
 
 def write(out: Path, result: Mapping[str, Any]) -> None:

@@ -1,27 +1,24 @@
-"""The capacity search, pure: a probe's verdict, how many requests it needs, the next level.
+"""The capacity search, pure: how many requests a probe needs, and the next level.
 
-A level *meets* when every SLO holds at its percentile, the level is steady (steady.py),
-the client kept up (`valid`) and at most 1% of its requests failed. Per target, the search
-brackets (doubling from the start level until a probe fails, or halving until one meets)
-and then bisects the bracket [highest meeting, lowest failing] until it is within
+A probe meets, fails or is undecided (verdict.py). Per target, the search brackets
+(doubling from the start level until a probe fails, or halving until one meets) and then
+bisects the bracket [highest meeting, lowest failing or undecided] until it is within
 PRECISION of its lower end (concurrency: until the two are neighbours).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen import stats
+from loadgen.capacity.axis import Axis
+from loadgen.capacity.verdict import FAILS, MEETS, UNDECIDED
 from loadgen.slo import LABELS, Slos, percentile_label
 
-PRECISION = 0.10  # a bracket this narrow (relative to its lower end) ends the search
-MAX_FAILED = 0.01  # a probe with more failed requests than this does not meet
+PRECISION = 0.05  # a bracket this narrow (relative to its lower end) ends the search
 MIN_PROBE = 30  # requests: fewer cannot show a trend of TTFT (steady state)
-FLOOR = 1 / 8  # open loop: halve down to this share of the start level, then give up
-METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 
 
 def bounded_samples(p: float) -> int:
@@ -54,59 +51,31 @@ def probe_requests(slos: Slos, asked: int | None) -> int:
     return asked
 
 
-def seconds(value: float) -> str:
-    return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.2f} s"
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    meets: bool
-    steady: bool
-    valid: bool
-    failures: list[str]  # why it does not meet, in words
-    ratios: dict[str, float]  # SLO metric -> value / limit (over 1: missed)
-
-
-def verdict(target: Mapping[str, Any], slos: Slos) -> Verdict:
-    """One probe's summary (targets.<name> of its summary.json) against the SLOs."""
-    failures, ratios = [], {}
-    for metric, limit in slos.limits.items():
-        pct = slos.percentile(metric)
-        value = target["metrics"][METRICS[metric]][pct]
-        name = f"{LABELS[metric]} {percentile_label(pct)}"
-        if value is None:
-            failures.append(f"{name}: too few samples")
-            continue
-        ratios[metric] = value / limit
-        if value > limit:
-            failures.append(f"{name} {seconds(value)} > {seconds(limit)}")
-    state = target.get("steady_state") or {"steady": True, "reasons": []}
-    if not state["steady"]:
-        failures.append("saturated: " + "; ".join(state["reasons"]))
-    if not target["valid"]:
-        failures.append("invalid: " + "; ".join(target["invalid_reasons"]))
-    requests = target["requests"]
-    total = requests["ok"] + requests["failed"]
-    if total and requests["failed"] > MAX_FAILED * total:
-        failures.append(f"{requests['failed']} of {total} requests failed")
-    return Verdict(not failures, state["steady"], target["valid"], failures, ratios)
-
-
 @dataclass(slots=True)
 class Search:
-    """One target's bracket and its next level."""
+    """One target's bracket and its next level, on decided probes only.
 
-    by: str  # rate | concurrency
+    `passing` and `failing` come from probes that met or failed; a level still undecided
+    after its extensions only marks where the capacity is (its interval straddles the
+    limit there): bisection stops below it, as it would below a failing level, but it never
+    counts as either.
+    """
+
+    axis: Axis
     start: float
-    tried: list[tuple[float, bool]] = field(default_factory=list)  # (level, meets)
+    precision: float = PRECISION
+    tried: list[tuple[float, str]] = field(default_factory=list)  # (level, outcome)
 
-    def record(self, level: float, meets: bool) -> None:
-        self.tried.append((level, meets))
+    def record(self, level: float, outcome: str) -> None:
+        self.tried.append((level, outcome))
+
+    def _levels(self, outcome: str) -> list[float]:
+        return [level for level, seen in self.tried if seen == outcome]
 
     @property
     def failing(self) -> float | None:
         """The lowest level that failed."""
-        return min((level for level, meets in self.tried if not meets), default=None)
+        return min(self._levels(FAILS), default=None)
 
     @property
     def passing(self) -> float | None:
@@ -114,38 +83,66 @@ class Search:
         (noise near the knee) does not raise the capacity past a level already seen failing."""
         ceiling = self.failing
         return max(
-            (lvl for lvl, meets in self.tried if meets and (ceiling is None or lvl < ceiling)),
+            (lvl for lvl in self._levels(MEETS) if ceiling is None or lvl < ceiling),
             default=None,
         )
 
     @property
-    def floor(self) -> float:
-        return 1 if self.by == "concurrency" else self.start * FLOOR
+    def undecided(self) -> list[float]:
+        """Levels left undecided above the capacity (and below the lowest failing one)."""
+        low, high = self.passing, self.failing
+        return sorted(
+            lvl
+            for lvl in self._levels(UNDECIDED)
+            if (low is None or lvl > low) and (high is None or lvl < high)
+        )
+
+    @property
+    def _upper(self) -> float | None:
+        """Where bisection stops from above: the lowest undecided or failing level."""
+        return min([*self.undecided, *([self.failing] if self.failing is not None else [])],
+                   default=None)  # fmt: skip
 
     def next_level(self) -> float | None:
         """The level to probe next; None once the bracket is narrow enough or nothing meets."""
-        if self.passing is None and self.failing is None:
-            return self._level(self.start)
-        if self.passing is None:
-            assert self.failing is not None
-            lower = self._level(self.failing / 2)
-            return lower if lower >= self.floor and lower < self.failing else None
-        if self.failing is None:
-            return self._level(self.passing * 2)
+        low, high = self.passing, self._upper
+        if low is None and high is None:
+            return self.axis.level(self.start)
+        if low is None:
+            assert high is not None
+            lower = self.axis.level(high / 2)
+            return lower if self.axis.floor(self.start) <= lower < high else None
+        if high is None:
+            return self.axis.level(low * 2)
         if self.converged:
             return None
-        return self._level((self.passing + self.failing) / 2)
+        return self.axis.level((low + high) / 2)
 
     @property
     def converged(self) -> bool:
-        """The bracket is narrow enough: within PRECISION, or neighbouring concurrencies."""
-        if self.passing is None or self.failing is None:
+        """The capacity is pinned: within `precision` of the level above it that did not
+        meet, or its neighbour on the axis (or bisecting would only repeat a level)."""
+        low, high = self.passing, self._upper
+        if low is None or high is None:
             return False
-        if self.by == "concurrency" and self.failing - self.passing <= 1:
-            return True
-        return self.failing - self.passing <= PRECISION * self.passing
+        middle = self.axis.level((low + high) / 2)
+        return (
+            high - low <= self.precision * low
+            or self.axis.neighbours(low, high)
+            or middle in (low, high)
+        )
 
-    def _level(self, value: float) -> float:
-        if self.by == "concurrency":
-            return float(max(1, math.floor(value)))
-        return float(f"{value:.3g}")  # levels a person would write down
+
+def crossing(low: Mapping[str, Any], high: Mapping[str, Any]) -> float | None:
+    """Where the binding SLO's percentile crosses its limit, by straight-line interpolation
+    between two probes (their `level` and `ratios`, value / limit); the binding SLO is the
+    one furthest over its limit at `high`. None when no SLO rises to its limit between them
+    (saturation, not an SLO, ends the range)."""
+    above = high["ratios"]
+    if not above:
+        return None
+    metric = max(above, key=above.__getitem__)
+    r0, r1 = low["ratios"].get(metric), above[metric]
+    if r0 is None or r1 <= r0 or max(r0, r1) < 1:
+        return None
+    return low["level"] + (1 - r0) / (r1 - r0) * (high["level"] - low["level"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loadgen.capacity.search import METRICS
+from loadgen.capacity.verdict import METRICS
 from loadgen.charts.model import Chart, Figure, Mark, Rule, Series
 from loadgen.charts.run import pareto, pareto_points
 from loadgen.formatting import ms
@@ -32,7 +32,7 @@ def knees(result: Mapping[str, Any]) -> Figure:
                 if value is None or tokens is None:
                     continue
                 xy = (tokens, value * 1e3)
-                verdict = "meets" if p["meets"] else "fails"
+                verdict = p.get("outcome") or ("meets" if p["meets"] else "fails")
                 points.append(xy)
                 tips.append(
                     f"{name} at {p['level']:g} {unit}: {label} {percentile_label(pct)} "

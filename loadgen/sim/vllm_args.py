@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "vllm serve's own flags and meaning; with --preset they override the preset, and a "
         "vLLM flag the simulator cannot honour is refused (exit 2)",
     )
-    g.add_argument("--host", default="127.0.0.1")
-    g.add_argument("--port", type=int, default=8000)
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    g.add_argument("--port", type=int, default=8000, help="port to listen on")
     g.add_argument(
         "--api-key",
         nargs="+",
@@ -75,8 +75,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="tokens per streamed chunk after the first",
     )
-    g.add_argument("--tensor-parallel-size", "-tp", type=int, metavar="N")
-    g.add_argument("--max-num-seqs", type=int, metavar="N")
+    g.add_argument(
+        "--tensor-parallel-size",
+        "-tp",
+        type=int,
+        metavar="N",
+        help="GPUs in the TP group: weights, KV heads and all-reduces split over N "
+        "(default: the preset's)",
+    )
+    g.add_argument(
+        "--max-num-seqs",
+        type=int,
+        metavar="N",
+        help="sequences per step (default: the preset's)",
+    )
     g.add_argument(
         "--max-num-batched-tokens",
         type=int,
@@ -84,10 +96,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="token budget per step (default: the preset's; without chunked prefill at "
         "least --max-model-len, as vLLM defaults it)",
     )
-    g.add_argument("--max-model-len", type=_length, metavar="N")
-    g.add_argument("--gpu-memory-utilization", type=float, metavar="F")
-    g.add_argument("--block-size", type=int, choices=BLOCK_SIZES)
-    g.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction)
+    g.add_argument(
+        "--max-model-len",
+        type=_length,
+        metavar="N",
+        help="context limit, read as vLLM reads it: 8k = 8,000, 8K = 8,192 (default: the preset's)",
+    )
+    g.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        metavar="F",
+        help="share of each GPU's memory for weights and KV cache (default: the preset's)",
+    )
+    g.add_argument(
+        "--block-size",
+        type=int,
+        choices=BLOCK_SIZES,
+        help="KV-cache block in tokens (default: the preset's)",
+    )
+    g.add_argument(
+        "--enable-chunked-prefill",
+        action=argparse.BooleanOptionalAction,
+        help="off: a prompt waits until all of its uncached tokens fit in one step "
+        "(default: the preset's, on)",
+    )
     g.add_argument(
         "--enable-prefix-caching",
         action=argparse.BooleanOptionalAction,
