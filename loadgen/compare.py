@@ -25,7 +25,7 @@ from loadgen.summary import figures
 
 COMPARED_METRICS = (
     ("ttft_s", "TTFT"),
-    ("answer_ttft_s", "answer TTFT"),  # compared where every series has it (reasoning)
+    ("answer_ttft_s", "answer TTFT"),  # where a series reasoned: TTFT's twin otherwise
     ("tpot_s", "TPOT"),
     ("itl_s", "ITL"),
     ("e2e_s", "E2E"),
@@ -146,11 +146,15 @@ def render(
     title, sub = "#" * level, "#" * (level + 1)
     header = "| metric | " + " | ".join(s.label for s in series) + " |"
     lines = [f"{title} loadgen comparison", "", header, "|---" * (len(series) + 1) + "|"]
+    reasoned = any(r.reasoning_s is not None for s in series for r in s.records)
     compared = [
         (metric, label)
         for metric, label in COMPARED_METRICS
-        if all((s.summary["metrics"].get(metric) or {}).get("count") for s in series)
-        or metric == "ttft_s"
+        if metric == "ttft_s"
+        or (
+            (reasoned or metric != "answer_ttft_s")
+            and all((s.summary["metrics"].get(metric) or {}).get("count") for s in series)
+        )
     ]
     for metric, label in compared:
         for pct in COMPARED_PERCENTILES:

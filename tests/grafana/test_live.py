@@ -104,13 +104,16 @@ def scraped(tmp_path_factory, start_proxy) -> Iterator[Scraped]:
     sim, prom, refused = free_port(), free_port(), free_port()
     with running(
         [sys.executable, "-m", "loadgen.sim", "--preset", "llama-70b-awq-tp4-a100",
-         "--host", "127.0.0.1", "--port", str(sim)],
+         "--host", "127.0.0.1", "--port", str(sim),
+         # the reasoning, prefix-cache and stall panels need those signals in the traffic
+         "--reasoning-parser", "deepseek_r1", "--reasoning-tokens", "8",
+         "--enable-prompt-tokens-details", "--fault", "stall=0.2@4:500ms"],
         f"http://127.0.0.1:{sim}/health", tmp / "sim.log", cwd=ROOT, timeout_s=30,
     ):  # fmt: skip
         proxy = start_proxy(
             "--upstream", f"{MODEL}=http://127.0.0.1:{sim}",
             "--upstream", f"broken=http://127.0.0.1:{refused}",
-            "--continuous-usage",
+            "--continuous-usage", "--stall-threshold", "300ms",
         )  # fmt: skip
         config = tmp / "prometheus.yml"
         config.write_text(

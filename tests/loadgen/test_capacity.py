@@ -23,7 +23,7 @@ from loadgen.processes import stop
 from loadgen.slo import parse_slos
 from tests.support import ROOT
 
-pytestmark = pytest.mark.slow  # a long system test: -m "not slow" leaves it out
+pytestmark = pytest.mark.slow  # a long system test: the default run leaves it out (pytest -m slow)
 
 SLO = ["--slo", "ttft=300ms@p90", "--slo", "tpot=50ms@p90"]
 WORKLOAD = ["--input-tokens", "128", "--output-tokens", "8", "--warmup", "0.5s", "--no-progress"]

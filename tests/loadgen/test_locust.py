@@ -40,7 +40,7 @@ from tests.support.browser import CHROMIUM, Browser, open_offline, sections
 from tests.support.scripted_upstream import MODEL, arrivals
 from tests.support.timing import EARLY, LATE
 
-pytestmark = pytest.mark.slow  # a long system test: -m "not slow" leaves it out
+pytestmark = pytest.mark.slow  # a long system test: the default run leaves it out (pytest -m slow)
 
 # not importorskip: importing locust monkey-patches this process for gevent (threads, sockets,
 # signals), which breaks every test after it; finding the package is enough

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support import ROOT
 
-pytestmark = pytest.mark.slow  # a long system test: -m "not slow" leaves it out
+pytestmark = pytest.mark.slow  # a long system test: the default run leaves it out (pytest -m slow)
 
 STREAMS = 16
 FAULTS = [
