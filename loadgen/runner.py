@@ -25,6 +25,7 @@ import aiohttp
 import numpy as np
 
 from loadgen import client, server_metrics, settle
+from loadgen.budget import Budget
 from loadgen.measurement import Clock
 from loadgen.records import Phase, Record
 from loadgen.replay.prompts import PromptBook
@@ -32,7 +33,6 @@ from loadgen.replay.window import Arrival
 from loadgen.schedule import Block, arrivals
 from loadgen.server_metrics import ServerWindow, Snapshot
 from loadgen.targets import Target
-from loadgen.window import COOLDOWN, WARMUP, Window
 from loadgen.workload import Prompt, Workload
 
 LOOP_LAG_INTERVAL_S = 0.02
@@ -76,7 +76,7 @@ class Runner:
     clock: Clock = field(default_factory=Clock)
     result: RunResult = field(default_factory=RunResult)
     stopped: bool = False
-    _budget: _Budget | None = None
+    _budget: Budget | None = None
     _sending: int = 0  # requests sent and not finished, of every kind
     _sent: int = 0  # requests sent so far
 
@@ -109,7 +109,7 @@ class Runner:
                     ramp = block.warmup_s  # a trace's head is its own ramp-up
                 http = sessions[block.target]
                 cap = ramp if block.settle is None else max(ramp, block.settle.max_s)
-                budget = self._budget = _Budget(block, time.perf_counter(), cap)
+                budget = self._budget = Budget(block, time.perf_counter(), cap)
                 warming = asyncio.create_task(self._warm_up(block, budget, ramp))
                 opening = self._scrape_when_open(budget) if self.server_metrics else None
                 try:
@@ -142,7 +142,7 @@ class Runner:
             for http in sessions.values():
                 await http.close()
 
-    async def _warm_up(self, block: Block, budget: _Budget, ramp: float) -> None:
+    async def _warm_up(self, block: Block, budget: Budget, ramp: float) -> None:
         """Open the block's measured window: after `ramp`, or, for a block that settles, once
         the in-flight counts stopped growing (settle.py), at the latest after its cap."""
         if block.settle is None:
@@ -227,7 +227,7 @@ class Runner:
         http: aiohttp.ClientSession,
         block: Block,
         intended: float,
-        budget: _Budget,
+        budget: Budget,
         level: float | None,
     ) -> bool:
         """One conversation of --turns requests, each after the answer to the one before and
@@ -271,7 +271,7 @@ class Runner:
     async def _closed(
         self,
         block: Block,
-        budget: _Budget,
+        budget: Budget,
         ramp: float,
         concurrency: int,
         http: aiohttp.ClientSession,
@@ -303,7 +303,7 @@ class Runner:
     async def _open(
         self,
         block: Block,
-        budget: _Budget,
+        budget: Budget,
         load: Load,
         http: aiohttp.ClientSession,
         level: float | None,
@@ -352,7 +352,7 @@ class Runner:
         finally:
             await _cancel(tasks)
 
-    def _scrape_when_open(self, budget: _Budget) -> asyncio.Task[list[Snapshot]]:
+    def _scrape_when_open(self, budget: Budget) -> asyncio.Task[list[Snapshot]]:
         """Scrape the servers when the block's measured window opens (after its warmup)."""
 
         async def later() -> list[Snapshot]:
@@ -366,7 +366,7 @@ class Runner:
             self.server_metrics, self.clock.epoch(time.perf_counter())
         )
 
-    async def _scrape_closing(self, budget: _Budget) -> None:
+    async def _scrape_closing(self, budget: Budget) -> None:
         """The window's closing scrape: once the last measured request finished, while the
         cooldown requests still hold the load, so the gauges read the level, not a drain."""
         if self.server_metrics:
@@ -422,82 +422,6 @@ class _Talk:
 
     session: str
     history: list[dict[str, Any]] = field(default_factory=list)
-
-
-class _Budget(Window):
-    """A block's window, and when the block is over: after its duration, or once its count
-    of measured requests was taken, and none of them is in flight (cooldown requests are
-    then cancelled)."""
-
-    def __init__(self, block: Block, start: float, ramp: float) -> None:
-        super().__init__(start + ramp)
-        self.block = block
-        self.start = start
-        self.remaining = block.requests or 0
-        self._window(start + ramp, block.duration_s)
-        self.interrupted = False
-        self.settled: bool | None = None  # a settling warm-up's outcome
-        self.warmup_in_flight: tuple[float, float] | None = None  # ... its quarters, unsettled
-        self.opened = asyncio.Event()  # the measured window is open
-        self.over = asyncio.Event()
-        self.closing: list[Snapshot] = []  # the servers as the measured window closed
-
-    def _window(self, opens_at: float, duration_s: float | None) -> None:
-        self.warm_end = opens_at
-        self.end = opens_at + duration_s if duration_s is not None else None
-        self.closed_at = self.end  # when the last measured request was due
-
-    def open(self, at: float, settled: bool, e2e_s: float | None) -> None:
-        """A settling warm-up ends now: the window lasts its own time, and at least its
-        settle's share of typical E2Es (at most its cap), whichever is longer."""
-        settle_ = self.block.settle
-        assert settle_ is not None
-        floor = settle_.window_e2es * e2e_s if e2e_s else 0.0
-        duration = min(settle_.max_window_s, max(self.block.duration_s or 0.0, floor))
-        self._window(at, duration or None)
-        self.settled = settled
-        self.opened.set()
-
-    def take(self, intended: float) -> str | None:
-        """Claim a request intended at this time: "warmup", None (measured) or "cooldown".
-
-        The measured part lasts its time and its count of requests, whichever ends later."""
-        if intended < self.warm_end:
-            return WARMUP
-        timed = self.end is not None and intended < self.end
-        if timed or self.remaining > 0:
-            self.in_flight += 1
-            if self.remaining > 0:
-                self.remaining -= 1
-                if not self.remaining and not timed:
-                    self.closed_at = intended
-            return None
-        self.check()
-        return COOLDOWN
-
-    def finished(self, excluded: str | None, end: float | None = None) -> None:
-        super().finished(excluded, time.perf_counter() if end is None else end)
-        if excluded is None:
-            self.check()
-
-    def interrupt(self) -> None:
-        """End the block now: nothing more is due, nothing in flight is waited for."""
-        if self.over.is_set():
-            return
-        now = max(time.perf_counter(), self.warm_end)  # a block cut in its warmup measured nothing
-        self.interrupted = True
-        if self.closed_at is None or self.closed_at > now:
-            self.closed_at = now
-        self.done_at = now
-        self.over.set()
-
-    def check(self) -> None:
-        """End the block once the measured part is over and none of it is in flight."""
-        timed_out = self.end is None or time.perf_counter() >= self.end
-        exhausted = timed_out and not self.remaining
-        if exhausted and self.in_flight == 0 and not self.over.is_set():
-            self.done_at = time.perf_counter()  # before cancelling cooldown requests
-            self.over.set()
 
 
 async def _run_until(

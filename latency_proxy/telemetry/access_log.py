@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from operator import attrgetter
 
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
@@ -18,30 +19,22 @@ from latency_proxy.telemetry.providers import ModelLabels
 
 log = logging.getLogger("latency_proxy.access")
 
+# keys read as the timing's attribute of the same name, but where a getter says otherwise
+_TIMING_KEYS = (
+    "ttft_s", "tpot_s", "time_to_first_chunk_s", "input_tokens", "output_tokens", "chunks",
+    "coalesced_fraction", "invalid_events", "finish_reasons", "answer_ttft_s", "reasoning_s",
+    "reasoning_tokens", "reasoning_source", "cached_tokens", "server_queue_s", "server_ttft_s",
+    "server_decode_s", "server_itl_s", "spec_acceptance_rate", "spec_acceptance_length",
+    "max_itl_s", "stalls",
+)  # fmt: skip
+_TIMING_GETTERS: dict[str, Callable[[RequestTiming], object]] = {
+    "chunks": lambda t: t.content_events,
+    "finish_reasons": lambda t: t.finish_reasons or None,
+    "reasoning_source": lambda t: t.reasoning_source and t.reasoning_source.value,
+}
 # after method, path, route, model, operation, stream, status, outcome, error type, bytes, e2e
-TIMING_FIELDS: tuple[tuple[str, Callable[[RequestTiming], object]], ...] = (
-    ("ttft_s", lambda t: t.ttft_s),
-    ("tpot_s", lambda t: t.tpot_s),
-    ("time_to_first_chunk_s", lambda t: t.time_to_first_chunk_s),
-    ("input_tokens", lambda t: t.input_tokens),
-    ("output_tokens", lambda t: t.output_tokens),
-    ("chunks", lambda t: t.content_events),
-    ("coalesced_fraction", lambda t: t.coalesced_fraction),
-    ("invalid_events", lambda t: t.invalid_events),
-    ("finish_reasons", lambda t: t.finish_reasons or None),
-    ("answer_ttft_s", lambda t: t.answer_ttft_s),
-    ("reasoning_s", lambda t: t.reasoning_s),
-    ("reasoning_tokens", lambda t: t.reasoning_tokens),
-    ("reasoning_source", lambda t: t.reasoning_source and t.reasoning_source.value),
-    ("cached_tokens", lambda t: t.cached_tokens),
-    ("server_queue_s", lambda t: t.server_queue_s),
-    ("server_ttft_s", lambda t: t.server_ttft_s),
-    ("server_decode_s", lambda t: t.server_decode_s),
-    ("server_itl_s", lambda t: t.server_itl_s),
-    ("spec_acceptance_rate", lambda t: t.spec_acceptance_rate),
-    ("spec_acceptance_length", lambda t: t.spec_acceptance_length),
-    ("max_itl_s", lambda t: t.max_itl_s),
-    ("stalls", lambda t: t.stalls),
+TIMING_FIELDS: tuple[tuple[str, Callable[[RequestTiming], object]], ...] = tuple(
+    (key, _TIMING_GETTERS.get(key, attrgetter(key))) for key in _TIMING_KEYS
 )
 
 

@@ -118,6 +118,21 @@ def system_fingerprint(config: str) -> str:
     return f"loadgen-sim-{hashlib.sha256(config.encode()).hexdigest()[:8]}"
 
 
+def _text_choice(
+    text: str, finish_reason: str | None, stop_reason: str | None, **tail: None
+) -> dict[str, Any]:
+    """A /v1/completions choice, streamed or whole: the fields both share, then `tail`'s,
+    in vLLM's order."""
+    return {
+        "index": 0,
+        "text": text,
+        "logprobs": None,
+        "finish_reason": finish_reason,
+        "stop_reason": stop_reason,
+        **tail,
+    }
+
+
 def sse(payload: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
@@ -188,15 +203,9 @@ class ChunkWriter:
                 choice["stop_reason"] = stop_reason
             choice["token_ids"] = None
         else:
-            choice = {
-                "index": 0,
-                "text": text,
-                "logprobs": None,
-                "finish_reason": finish_reason,
-                "stop_reason": stop_reason,
-                "prompt_token_ids": None,
-                "token_ids": None,
-            }
+            choice = _text_choice(
+                text, finish_reason, stop_reason, prompt_token_ids=None, token_ids=None
+            )
         finishing = self._finishing if finish_reason is not None else None
         return self._event(choice, completion_tokens, finishing)
 
@@ -287,17 +296,15 @@ def full_response(
         }
         prompt_fields = {"prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None}
     else:
-        choice = {
-            "index": 0,
-            "text": text,
-            "logprobs": None,
-            "finish_reason": finish_reason,
-            "stop_reason": stop_reason,
-            "token_ids": None,
-            "prompt_logprobs": None,  # completions carry the prompt's fields per choice
-            "prompt_token_ids": None,
-            "routed_experts": None,
-        }
+        choice = _text_choice(  # completions carry the prompt's fields per choice
+            text,
+            finish_reason,
+            stop_reason,
+            token_ids=None,
+            prompt_logprobs=None,
+            prompt_token_ids=None,
+            routed_experts=None,
+        )
         prompt_fields = {}
     return {
         "id": response_id,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from loadgen.budget import Budget
 from loadgen.locust.window import Window as NodeWindow
-from loadgen.runner import _Budget
 from loadgen.schedule import Block
 from loadgen.window import COOLDOWN, WARMUP, Window
 
@@ -46,11 +46,11 @@ def test_a_locust_node_seals_once_drained_and_counts_every_request() -> None:
 
 def test_a_block_by_duration_and_a_block_by_count_share_the_rule() -> None:
     async def run() -> None:
-        timed = _Budget(
+        timed = Budget(
             Block("a", 0, warmup_s=1.0, duration_s=5.0, requests=None), start=0.0, ramp=1.0
         )
         assert [timed.take(t) for t in (0.5, 1.0, 5.99, 6.0)] == [WARMUP, None, None, COOLDOWN]
-        counted = _Budget(
+        counted = Budget(
             Block("a", 0, warmup_s=1.0, duration_s=None, requests=2), start=0.0, ramp=1.0
         )
         kinds = [counted.take(t) for t in (0.5, 1.0, 2.0, 1.5, 3.0)]

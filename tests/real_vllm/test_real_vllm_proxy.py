@@ -4,7 +4,7 @@ one trace, and aborts that reach the engine."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import orjson
@@ -64,8 +64,16 @@ def events(response: httpx.Response) -> list[Any]:
     ]
 
 
+class Case(NamedTuple):
+    """One way of asking: the endpoint, streamed or not, and the stream options."""
+
+    endpoint: str
+    stream: bool
+    options: dict[str, bool] | None
+
+
 CASES = [
-    pytest.param(endpoint, stream, options, id=f"{endpoint}-{label}")
+    pytest.param(Case(endpoint, stream, options), id=f"{endpoint}-{label}")
     for endpoint in ("chat", "completions")
     for stream, options, label in (
         (False, None, "json"),
@@ -80,12 +88,11 @@ def through_both(
     vllm: VLLMServer,
     proxy: ProxyProcess,
     tag: str,
-    endpoint: str,
-    stream: bool,
-    options: dict | None,
+    case: Case,
 ) -> tuple[str, httpx.Response, httpx.Response, float]:
     """The same request, same request id, to vLLM and then through the proxy; returns the id,
     both responses and how many tokens vLLM generated for the proxied one."""
+    endpoint, stream, options = case
     extra: dict[str, Any] = {"stream": stream}
     if options:
         extra["stream_options"] = options
@@ -99,32 +106,22 @@ def through_both(
     return request_id, direct, proxied, generated
 
 
-@pytest.mark.parametrize("endpoint,stream,options", CASES)
+@pytest.mark.parametrize("case", CASES)
 def test_client_sees_exactly_vllms_events(
-    vllm: VLLMServer,
-    vllm_proxy: ProxyProcess,
-    endpoint: str,
-    stream: bool,
-    options: dict[str, bool] | None,
+    vllm: VLLMServer, vllm_proxy: ProxyProcess, case: Case
 ) -> None:
-    _, direct, proxied, _ = through_both(vllm, vllm_proxy, "events", endpoint, stream, options)
+    _, direct, proxied, _ = through_both(vllm, vllm_proxy, "events", case)
     assert events(proxied) == events(direct)
 
 
-@pytest.mark.parametrize("endpoint,stream,options", CASES)
+@pytest.mark.parametrize("case", CASES)
 def test_one_request_id_and_one_token_count(
-    vllm: VLLMServer,
-    vllm_proxy: ProxyProcess,
-    endpoint: str,
-    stream: bool,
-    options: dict[str, bool] | None,
+    vllm: VLLMServer, vllm_proxy: ProxyProcess, case: Case
 ) -> None:
-    request_id, _, proxied, generated = through_both(
-        vllm, vllm_proxy, "count", endpoint, stream, options
-    )
+    request_id, _, proxied, generated = through_both(vllm, vllm_proxy, "count", case)
     # the client's request id is vLLM's: echoed header, body id
     assert proxied.headers["x-request-id"] == request_id
-    assert events(proxied)[0]["id"] == ID_PREFIX[endpoint] + request_id
+    assert events(proxied)[0]["id"] == ID_PREFIX[case.endpoint] + request_id
     # one count of output tokens: the proxy's log, vLLM's usage, vLLM's own counter
     usage = [e["usage"] for e in events(proxied) if isinstance(e, dict) and e.get("usage")]
     if usage:

@@ -93,6 +93,18 @@ async def stream(
 USAGE = {"include_usage": True, "continuous_usage_stats": True}
 
 
+def completion_timing(server: Server, body: dict) -> RequestTiming:
+    """One streamed /v1/completions request (usage asked for), measured from the client."""
+
+    async def go() -> RequestTiming:
+        async with httpx.AsyncClient(timeout=10) as client:
+            url = server.url + "/v1/completions"
+            timing, _ = await stream(client, url, {**body, "stream_options": USAGE})
+            return timing
+
+    return asyncio.run(go())
+
+
 def arrivals(timing: RequestTiming) -> list[float]:
     """When each content event reached the client, counted from the request's start."""
     return list(itertools.accumulate(timing.itl_s, initial=timing.ttft_s))
@@ -121,14 +133,8 @@ def test_fixed_timing_is_exact() -> None:
 
 
 def test_stream_interval_groups_tokens_per_chunk() -> None:
-    async def go() -> RequestTiming:
-        async with httpx.AsyncClient(timeout=10) as client:
-            body = {"prompt": "one two", "max_tokens": 10, "stream_options": USAGE}
-            timing, _ = await stream(client, server.url + "/v1/completions", body)
-            return timing
-
     with serve(ttft=0.05, itl=0.01, stream_interval=4) as server:
-        timing = asyncio.run(go())
+        timing = completion_timing(server, {"prompt": "one two", "max_tokens": 10})
     assert timing.tokens_per_chunk == [1, 4, 4, 1]
     # k × itl between chunks, then the remainder
     schedule = [0.05, 0.05 + 0.04, 0.05 + 0.08, 0.05 + 0.09]
@@ -137,14 +143,8 @@ def test_stream_interval_groups_tokens_per_chunk() -> None:
 
 
 def test_jitter_spreads_gaps_within_its_bounds() -> None:
-    async def go() -> RequestTiming:
-        async with httpx.AsyncClient(timeout=10) as client:
-            body = {"prompt": "a", "max_tokens": 30, "stream_options": USAGE}
-            timing, _ = await stream(client, server.url + "/v1/completions", body)
-            return timing
-
     with serve(ttft=0.05, itl=0.02, jitter=0.5, seed=1) as server:
-        timing = asyncio.run(go())
+        timing = completion_timing(server, {"prompt": "a", "max_tokens": 30})
     # a late timer on a loaded 2-core box stretches one gap and shrinks the next: most
     # gaps, not all, must lie within the jitter's bounds
     within = [0.01 - 0.003 <= gap <= 0.03 + 0.008 for gap in timing.itl_s]
@@ -350,20 +350,10 @@ def test_without_max_tokens_completions_stop_at_16_and_chat_at_eos() -> None:
 
 def test_engine_timing_follows_the_performance_model() -> None:
     preset = presets.load("mpt-7b-fp16-a100")
-
-    async def go() -> RequestTiming:
-        async with httpx.AsyncClient(timeout=10) as client:
-            body = {
-                "prompt": "word " * 1000,
-                "max_tokens": 40,
-                "ignore_eos": True,
-                "stream_options": USAGE,
-            }
-            timing, _ = await stream(client, server.url + "/v1/completions", body)
-            return timing
-
     with serve(preset=preset) as server:
-        timing = asyncio.run(go())
+        timing = completion_timing(
+            server, {"prompt": "word " * 1000, "max_tokens": 40, "ignore_eos": True}
+        )
         assert server.metric("vllm:time_to_first_token_seconds_count", model_name="mpt-7b") == 1
         assert server.metric("vllm:generation_tokens_total") == 40
         assert server.metric("vllm:prompt_tokens_total") == 1000
@@ -381,20 +371,11 @@ def test_engine_timing_follows_the_performance_model() -> None:
 
 
 def test_engine_releases_chunks_every_stream_interval_tokens() -> None:
-    async def go() -> RequestTiming:
-        async with httpx.AsyncClient(timeout=10) as client:
-            body = {
-                "prompt": "a b c",
-                "max_tokens": 33,
-                "ignore_eos": True,
-                "stream_options": USAGE,
-            }
-            timing, _ = await stream(client, server.url + "/v1/completions", body)
-            return timing
-
     preset = presets.load("llama-2-7b-bf16-h200")
     with serve(preset=preset, stream_interval=4) as server:
-        timing = asyncio.run(go())
+        timing = completion_timing(
+            server, {"prompt": "a b c", "max_tokens": 33, "ignore_eos": True}
+        )
     assert timing.tokens_per_chunk == [1] + [4] * 8
     step = preset.perf.step_time(1, 8).total
     assert statistics.median(timing.itl_s) == pytest.approx(4 * step, abs=0.006)

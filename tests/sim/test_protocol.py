@@ -29,6 +29,13 @@ def parse(body: object, chat: bool = True):
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "a b c"}]}
 FP = "loadgen-sim-0123abcd"
+# vLLM's answer to a 101-token prompt, or a longer one cut at 101, with a 100-token context
+AT_LEAST_101_TOKENS = (
+    "This model's maximum context length is 100 tokens. However, your prompt contains "
+    "at least 101 input tokens, which exceeds this limit even without any output "
+    "tokens. Please reduce the length of the input prompt. "
+    "(parameter=input_tokens, value=101)"
+)
 
 
 def test_chat_request_fields() -> None:
@@ -208,10 +215,7 @@ def test_a_falsy_stream_options_or_a_truthy_stream_passes_the_before_validator()
         (
             {"prompt": list(range(101))},
             False,
-            "This model's maximum context length is 100 tokens. However, your prompt contains "
-            "at least 101 input tokens, which exceeds this limit even without any output "
-            "tokens. Please reduce the length of the input prompt. "
-            "(parameter=input_tokens, value=101)",
+            AT_LEAST_101_TOKENS,
             "input_tokens",
         ),
         (
@@ -225,10 +229,7 @@ def test_a_falsy_stream_options_or_a_truthy_stream_passes_the_before_validator()
         (
             {"prompt": "a " * 500},  # a tokenizer stops one past the limit: "at least"
             False,
-            "This model's maximum context length is 100 tokens. However, your prompt contains "
-            "at least 101 input tokens, which exceeds this limit even without any output "
-            "tokens. Please reduce the length of the input prompt. "
-            "(parameter=input_tokens, value=101)",
+            AT_LEAST_101_TOKENS,
             "input_tokens",
         ),
         (

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -122,30 +122,34 @@ def _enum_name(enum: Any, number: int, prefix: str) -> str:
     return enum.Name(number).removeprefix(prefix)
 
 
+def _scoped(groups: Iterable[Any], scopes: str, items: str) -> Iterator[tuple[dict, Any, Any]]:
+    """Each item of an export with its resource's attributes and its instrumentation scope."""
+    for group in groups:
+        resource = decode_attributes(group.resource.attributes)
+        for scoped in getattr(group, scopes):
+            for item in getattr(scoped, items):
+                yield resource, scoped.scope, item
+
+
 def decode_spans(request: ExportTraceServiceRequest) -> list[ReceivedSpan]:
-    spans = []
-    for resource_spans in request.resource_spans:
-        resource = decode_attributes(resource_spans.resource.attributes)
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                spans.append(
-                    ReceivedSpan(
-                        name=span.name,
-                        trace_id=span.trace_id.hex(),
-                        span_id=span.span_id.hex(),
-                        parent_span_id=span.parent_span_id.hex(),
-                        kind=_enum_name(Span.SpanKind, span.kind, "SPAN_KIND_"),
-                        attributes=decode_attributes(span.attributes),
-                        events=[(e.name, decode_attributes(e.attributes)) for e in span.events],
-                        status_code=_enum_name(Status.StatusCode, span.status.code, "STATUS_CODE_"),
-                        status_message=span.status.message,
-                        resource=resource,
-                        scope=scope_spans.scope.name,
-                        start_ns=span.start_time_unix_nano,
-                        end_ns=span.end_time_unix_nano,
-                    )
-                )
-    return spans
+    return [
+        ReceivedSpan(
+            name=span.name,
+            trace_id=span.trace_id.hex(),
+            span_id=span.span_id.hex(),
+            parent_span_id=span.parent_span_id.hex(),
+            kind=_enum_name(Span.SpanKind, span.kind, "SPAN_KIND_"),
+            attributes=decode_attributes(span.attributes),
+            events=[(e.name, decode_attributes(e.attributes)) for e in span.events],
+            status_code=_enum_name(Status.StatusCode, span.status.code, "STATUS_CODE_"),
+            status_message=span.status.message,
+            resource=resource,
+            scope=scope.name,
+            start_ns=span.start_time_unix_nano,
+            end_ns=span.end_time_unix_nano,
+        )
+        for resource, scope, span in _scoped(request.resource_spans, "scope_spans", "spans")
+    ]
 
 
 def _number(point: Any) -> float:
@@ -187,36 +191,28 @@ def _decode_point(
 
 def decode_metrics(request: ExportMetricsServiceRequest) -> list[ReceivedMetricPoint]:
     points = []
-    for resource_metrics in request.resource_metrics:
-        resource = decode_attributes(resource_metrics.resource.attributes)
-        for scope_metrics in resource_metrics.scope_metrics:
-            for metric in scope_metrics.metrics:
-                kind = metric.WhichOneof("data")
-                if kind is None:
-                    continue
-                for point in getattr(metric, kind).data_points:
-                    points.append(_decode_point(metric.name, metric.unit, kind, resource, point))
+    for resource, _, metric in _scoped(request.resource_metrics, "scope_metrics", "metrics"):
+        kind = metric.WhichOneof("data")
+        if kind is None:
+            continue
+        for point in getattr(metric, kind).data_points:
+            points.append(_decode_point(metric.name, metric.unit, kind, resource, point))
     return points
 
 
 def decode_logs(request: ExportLogsServiceRequest) -> list[ReceivedLog]:
-    logs = []
-    for resource_logs in request.resource_logs:
-        resource = decode_attributes(resource_logs.resource.attributes)
-        for scope_logs in resource_logs.scope_logs:
-            for record in scope_logs.log_records:
-                logs.append(
-                    ReceivedLog(
-                        body=decode_value(record.body),
-                        severity_text=record.severity_text,
-                        attributes=decode_attributes(record.attributes),
-                        trace_id=record.trace_id.hex(),
-                        span_id=record.span_id.hex(),
-                        resource=resource,
-                        time_ns=record.time_unix_nano,
-                    )
-                )
-    return logs
+    return [
+        ReceivedLog(
+            body=decode_value(record.body),
+            severity_text=record.severity_text,
+            attributes=decode_attributes(record.attributes),
+            trace_id=record.trace_id.hex(),
+            span_id=record.span_id.hex(),
+            resource=resource,
+            time_ns=record.time_unix_nano,
+        )
+        for resource, _, record in _scoped(request.resource_logs, "scope_logs", "log_records")
+    ]
 
 
 def summarize_spans(spans: Sequence[ReceivedSpan]) -> str:
