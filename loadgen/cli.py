@@ -19,7 +19,7 @@ from pathlib import Path
 
 from latency_proxy.meter import STALL_THRESHOLD_S
 from latency_proxy.units import parse_duration, parse_size
-from loadgen import compare, merge, run
+from loadgen import compare, merge, rebuild, run
 from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
 from loadgen.records import SummarySettings
@@ -39,6 +39,7 @@ requests.jsonl or the proxy's log), --slice 1m for its stretches
 subcommands:
   python -m loadgen compare RUN_DIR RUN_DIR [...]   side by side, differences with CIs, verdicts
   python -m loadgen merge RUN_DIR [...] --out DIR   exact merge of shards (--shard i/N runs)
+  python -m loadgen report DIR [...]                rebuild report.md, report.html and plots
   python -m loadgen capacity --target A [...] --slo ttft=800ms@p90 [--by rate|concurrency]
                                                     (or --replay FILE --by speed)
                                                     the most load that meets the SLOs, steady
@@ -280,7 +281,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         "--trace-url",
         metavar="TEMPLATE",
         help="a link to a trace with {trace_id} in it (Grafana Explore, Tempo): report.md "
-        "links the slowest requests to their traces",
+        "and report.html link the slowest requests to their traces",
     )
     r.add_argument("--weight-bytes", type=parse_size, help="model weights, e.g. 140GB (for MBU)")
     r.add_argument("--kv-bytes-per-token", type=parse_size, default=0)
@@ -290,7 +291,12 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         metavar="BYTES_PER_S",
         help="peak memory bandwidth per GPU, e.g. 2039GB (for MBU)",
     )
-    r.add_argument("--gpus", type=int, default=1)
+    r.add_argument(
+        "--gpus",
+        type=int,
+        default=1,
+        help="GPUs serving each target: MBU, and the report's output tok/s per GPU (default 1)",
+    )
     r.add_argument(
         "--max-send-lag",
         type=parse_duration,
@@ -470,6 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return compare.main(argv[1:])
     if argv[:1] == ["merge"]:
         return merge.main(argv[1:])
+    if argv[:1] == ["report"]:
+        return rebuild.main(argv[1:])
     if argv[:1] == ["capacity"]:
         return _capacity(argv)
     parser = build_parser()

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from loadgen import rundir, stats, steady
+from loadgen.html import compare as html_compare
 from loadgen.records import Record, RunData
 from loadgen.report import ms
 from loadgen.slo import Slos, parse_slos, percentile_label
@@ -250,7 +251,11 @@ def main(argv: Sequence[str]) -> int:
         help="judge SLOs that name no @pNN at this percentile (default p99, or the highest "
         "all runs support)",
     )
-    parser.add_argument("--out", metavar="FILE.md", help="also write the comparison here")
+    parser.add_argument(
+        "--out",
+        metavar="FILE.md",
+        help="also write the comparison here, and as a page to FILE.html beside it",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     series = load_series(args.runs)
@@ -261,5 +266,7 @@ def main(argv: Sequence[str]) -> int:
     text = render(series, slos, pct, np.random.default_rng(args.seed))
     print(text, end="")
     if args.out:
-        Path(args.out).write_text(text)
+        out = Path(args.out)
+        out.write_text(text)
+        out.with_suffix(".html").write_text(html_compare.render(series, text, args.runs))
     return 0

@@ -1,4 +1,4 @@
-"""Human outputs beside summary.json: report.md, PNG plots, the console table.
+"""Human outputs beside summary.json: report.md, report.html, the PNG plots, the console table.
 
 Every percentile is printed with its sample count and CI; one the sample cannot support
 prints as "n/a (needs ≥N)" rather than a number.
@@ -10,12 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
-
-from loadgen import slices, slices_plot, stats, steady, timesplit
+from loadgen import slices, stats, steady, timesplit
+from loadgen.charts import png
+from loadgen.charts import run as charts
+from loadgen.charts.model import Figure
+from loadgen.formatting import ms, trace_link
+from loadgen.formatting import pct as _pct
+from loadgen.formatting import rate as _rate
+from loadgen.html import run as html_run
 from loadgen.records import Record, RunData
 
 SHOWN = (
@@ -29,26 +31,6 @@ SHOWN = (
     ("server_queue_s", "server queue"),
     ("server_ttft_s", "server TTFT"),
 )
-
-
-def ms(value: float | None) -> str:
-    return "—" if value is None else f"{value * 1e3:.1f}"
-
-
-def _pct(block: dict[str, Any], key: str) -> str:
-    value = block.get(key)
-    if value is None:
-        need = stats.min_samples(stats.PERCENTILES[key])
-        return f"n/a (needs ≥{need})" if block.get("count") else "—"
-    ci = (block.get("ci95") or {}).get(key)
-    if not ci:
-        return ms(value)
-    low, high = ("…" if bound is None else ms(bound) for bound in ci)  # … a side left unbounded
-    return f"{ms(value)} [{low}–{high}]"
-
-
-def _rate(value: float | None, unit: str = "") -> str:
-    return "—" if value is None else f"{value:.2f}{unit}"
 
 
 def target_section(name: str, t: dict[str, Any]) -> list[str]:
@@ -159,28 +141,32 @@ def markdown(
         lines += [f"**Interrupted** by {by}: partial results, the last block cut short.", ""]
     for name, t in summary["targets"].items():
         lines += target_section(name, t)
-    sweep = summary.get("sweep")
-    if sweep:
-        lines += [
-            f"## Sweep ({sweep['kind']})",
-            "",
-            "| level | target | req/s | TTFT P50 | TTFT P99 | TPOT P50 | valid | steady |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for point in sweep["points"]:
-            for name, t in point["targets"].items():
-                m = t["metrics"]
-                lines.append(
-                    f"| {point['level']:g} | {name} | {_rate(t['throughput']['requests_per_s'])}"
-                    f" | {ms(m['ttft_s']['p50'])} | {ms(m['ttft_s']['p99'])}"
-                    f" | {ms(m['tpot_s']['p50'])} | {t['valid']} | {_steady_cell(t)} |"
-                )
-        lines.append("")
+    if summary.get("sweep"):
+        lines += sweep_section(summary["sweep"])
     if comparison:
         lines += [comparison]
     lines += slowest
     lines += [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def sweep_section(sweep: dict[str, Any]) -> list[str]:
+    """The sweep's table: one row per level and target."""
+    lines = [
+        f"## Sweep ({sweep['kind']})",
+        "",
+        "| level | target | req/s | TTFT P50 | TTFT P99 | TPOT P50 | valid | steady |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for point in sweep["points"]:
+        for name, t in point["targets"].items():
+            m = t["metrics"]
+            lines.append(
+                f"| {point['level']:g} | {name} | {_rate(t['throughput']['requests_per_s'])}"
+                f" | {ms(m['ttft_s']['p50'])} | {ms(m['ttft_s']['p99'])}"
+                f" | {ms(m['tpot_s']['p50'])} | {t['valid']} | {_steady_cell(t)} |"
+            )
+    return [*lines, ""]
 
 
 def _replay_lines(replay: dict[str, Any]) -> list[str]:
@@ -262,129 +248,12 @@ def console_table(summary: dict[str, Any]) -> str:
     return "\n".join(text)
 
 
-def plot_cdfs(data: RunData, path: Path) -> None:
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for ax, (key, label) in zip(
-        axes, (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E")), strict=True
-    ):
-        for name in dict.fromkeys(r.target for r in data.records):
-            values = sorted(
-                getattr(r, key) * 1e3
-                for r in data.records
-                if r.target == name and r.ok and not r.excluded and getattr(r, key) is not None
-            )
-            if values:
-                ax.plot(values, [(i + 1) / len(values) for i in range(len(values))], label=name)
-        ax.set_xlabel(f"{label} (ms)")
-        ax.set_ylabel("fraction of requests")
-        ax.grid(alpha=0.3)
-    axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
-def plot_timeline(data: RunData, path: Path) -> None:
-    """TTFT and TPOT per request over time, GPU memory and power on the same time axis."""
-    t0 = min((r.intended_at for r in data.records), default=0.0)
-    panels = 4 if data.gpu else 2
-    fig, axes = plt.subplots(panels, 1, figsize=(12, 2.6 * panels), sharex=True)
-    for ax, (key, label) in zip(
-        axes, (("ttft_s", "TTFT (ms)"), ("tpot_s", "TPOT (ms)")), strict=False
-    ):
-        for name in dict.fromkeys(r.target for r in data.records):
-            points = [
-                (r.intended_at - t0, getattr(r, key) * 1e3)
-                for r in data.records
-                if r.target == name and r.ok and getattr(r, key) is not None
-            ]
-            if points:
-                xs, ys = zip(*points, strict=True)
-                ax.scatter(xs, ys, s=3, label=name)
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    axes[0].legend(markerscale=4)
-    if data.gpu:
-        for ax, attr, label in (
-            (axes[2], "memory_mib", "GPU memory (MiB)"),
-            (axes[3], "power_w", "GPU power (W)"),
-        ):
-            series: dict[str, list[tuple[float, float]]] = {}
-            for s in data.gpu:
-                value = getattr(s, attr)
-                if value is not None:
-                    series.setdefault(f"gpu {s.gpu}", []).append((s.at - t0, value))
-            for label_, points in series.items():
-                xs, ys = zip(*points, strict=True)
-                ax.plot(xs, ys, label=label_)
-            ax.set_ylabel(label)
-            ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("seconds since start")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
-def plot_sweep(summary: dict[str, Any], path: Path) -> None:
-    """The throughput–latency curve: one line per target, one point per load level."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    names = dict.fromkeys(n for p in summary["sweep"]["points"] for n in p["targets"])
-    for name in names:
-        points = [p["targets"][name] for p in summary["sweep"]["points"] if name in p["targets"]]
-        x = [t["throughput"]["output_tokens_per_s"] or 0 for t in points]
-        saturated = [not (t.get("steady_state") or {"steady": True})["steady"] for t in points]
-        for ax, key in zip(axes, ("ttft_s", "tpot_s"), strict=True):
-            for pct, style in (("p50", "-o"), ("p99", "--x")):
-                y = [(t["metrics"][key][pct] or float("nan")) * 1e3 for t in points]
-                ax.plot(x, y, style, label=f"{name} {pct.upper()}")
-                _mark_saturated(ax, x, y, saturated)
-    for ax, label in zip(axes, ("TTFT (ms)", "TPOT (ms)"), strict=True):
-        ax.set_xlabel("output tokens/s")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
-def plot_time_split(summary: dict[str, Any], path: Path) -> None:
-    """Where the time went: each target's mean TTFT and E2E as stacked bars of their parts."""
-    bars = [
-        (f"{name} {split.figure}", split)
-        for name, t in summary["targets"].items()
-        for split in timesplit.splits(t)
-    ]
-    fig, ax = plt.subplots(figsize=(10, 0.6 * len(bars) + 1.5))
-    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colors = {label: cycle[i % len(cycle)] for i, label in enumerate(timesplit.MEANING)}
-    labelled: set[str] = set()
-    for y, (_, split) in enumerate(bars):
-        left = 0.0
-        for label, value in split.parts:
-            width = max(0.0, value) * 1e3  # a rest below zero is noise: drawn as nothing
-            ax.barh(y, width, left=left, color=colors[label],
-                    label=None if label in labelled else label)  # fmt: skip
-            labelled.add(label)
-            left += width
-    ax.set_yticks(range(len(bars)), [label for label, _ in bars])
-    ax.invert_yaxis()
-    ax.set_xlabel("mean (ms)")
-    ax.grid(alpha=0.3, axis="x")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
 SLOWEST = 5
 
 
-def slowest_requests(data: RunData) -> list[str]:
-    """The slowest measured requests of each target by TTFT and by E2E, with the ids that
-    find them in the proxy's log lines and traces (links when --trace-url gave a template)."""
-    template = data.meta.get("trace_url")
-    lines = ["## Slowest requests", ""]
+def slowest(data: RunData) -> list[tuple[str, str, list[Record]]]:
+    """(target, "TTFT" or "E2E", its slowest measured requests, slowest first)."""
+    found = []
     for name in dict.fromkeys(r.target for r in data.records):
         ok = [r for r in data.records if r.target == name and r.ok and not r.excluded]
         for label, key in (("TTFT", "ttft_s"), ("E2E", "e2e_s")):
@@ -393,27 +262,51 @@ def slowest_requests(data: RunData) -> list[str]:
                 key=lambda r, key=key: getattr(r, key),
                 reverse=True,
             )[:SLOWEST]
-            if not ranked:
-                continue
-            lines += [
-                f"{name}, by {label}:",
-                "",
-                "| TTFT (ms) | answer TTFT | E2E (ms) | queue | server TTFT | network and proxy "
-                "| stalls | request id | trace id |",
-                "|---|---|---|---|---|---|---|---|---|",
-            ]
-            for r in ranked:
-                trace = r.trace_id or "—"
-                if r.trace_id and template:
-                    trace = f"[{r.trace_id}]({template.replace('{trace_id}', r.trace_id)})"
-                queue, server, rest = ttft_split(r)
-                lines.append(
-                    f"| {ms(r.ttft_s)} | {ms(r.answer_ttft_s)} | {ms(r.e2e_s)} | {ms(queue)} "
-                    f"| {ms(server)} | {ms(rest)} | {'—' if r.stalls is None else r.stalls} "
-                    f"| `{r.request_id}` | {trace} |"
-                )
-            lines.append("")
+            if ranked:
+                found.append((name, label, ranked))
+    return found
+
+
+def slowest_requests(data: RunData) -> list[str]:
+    """The slowest measured requests of each target by TTFT and by E2E, with the ids that
+    find them in the proxy's log lines and traces (links when --trace-url gave a template)."""
+    lines = ["## Slowest requests", ""]
+    for name, label, ranked in slowest(data):
+        lines += [
+            f"{name}, by {label}:",
+            "",
+            "| " + " | ".join(SLOWEST_COLUMNS) + " |",
+            "|---" * len(SLOWEST_COLUMNS) + "|",
+        ]
+        for r in ranked:
+            trace = r.trace_id or "—"
+            link = r.trace_id and trace_link(data.meta.get("trace_url"), r.trace_id)
+            if link:
+                trace = f"[{r.trace_id}]({link})"
+            cells = [*slowest_cells(r), f"`{r.request_id}`", trace]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
     return lines if len(lines) > 2 else []
+
+
+SLOWEST_COLUMNS = (
+    "TTFT (ms)",
+    "answer TTFT",
+    "E2E (ms)",
+    "queue",
+    "server TTFT",
+    "network and proxy",
+    "stalls",
+    "request id",
+    "trace id",
+)
+
+
+def slowest_cells(r: Record) -> list[str]:
+    """A slow request's figures (ms), as both reports show them, before its ids."""
+    queue, server, rest = ttft_split(r)
+    figures = (r.ttft_s, r.answer_ttft_s, r.e2e_s, queue, server, rest)
+    return [*(ms(v) for v in figures), "—" if r.stalls is None else str(r.stalls)]
 
 
 def ttft_split(r: Record) -> tuple[float | None, float | None, float | None]:
@@ -424,30 +317,33 @@ def ttft_split(r: Record) -> tuple[float | None, float | None, float | None]:
     return r.server_queue_s, r.server_ttft_s, r.ttft_s - r.server_queue_s - r.server_ttft_s
 
 
-def _mark_saturated(ax: Any, x: list[float], y: list[float], saturated: list[bool]) -> None:
-    """Ring the points of saturated levels: their percentiles grow with the run's length."""
-    ring = [(a, b) for a, b, s in zip(x, y, saturated, strict=True) if s]
-    if ring:
-        xs, ys = zip(*ring, strict=True)
-        shown = "saturated" in ax.get_legend_handles_labels()[1]
-        label = "_nolegend_" if shown else "saturated"
-        ax.scatter(xs, ys, s=120, facecolors="none", edgecolors="red", label=label)
+def page(
+    data: RunData, summary: dict[str, Any], figures: Sequence[Figure], comparison: str | None
+) -> str:
+    """report.html: report.md's sections and sentences, the same figures as SVG."""
+    sections = [line for n, t in summary["targets"].items() for line in target_section(n, t)]
+    text = {"figures": "\n".join(sections)}
+    if data.meta.get("replay"):
+        text["replay"] = "\n".join(_replay_lines(data.meta["replay"]))
+    if summary.get("sweep"):
+        text["sweep"] = "\n".join(sweep_section(summary["sweep"]))
+    if comparison:
+        text["comparison"] = comparison
+    ranked = [
+        (name, label, [(r, slowest_cells(r)) for r in found])
+        for name, label, found in slowest(data)
+    ]
+    return html_run.render(data, summary, figures, text, (SLOWEST_COLUMNS, ranked))
 
 
 def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | None = None) -> Path:
-    """report.md (with the comparison section, if any) and its plots into the run directory."""
-    plots = ["latency_cdf.png", "timeline.png"]
-    plot_cdfs(data, out / plots[0])
-    plot_timeline(data, out / plots[1])
-    if summary.get("sweep"):
-        plots.append("throughput_latency.png")
-        plot_sweep(summary, out / plots[-1])
-    if any(t.get("slices") for t in summary["targets"].values()):
-        plots.append("slices.png")
-        slices_plot.plot(summary, out / plots[-1])
-    if any(timesplit.splits(t) for t in summary["targets"].values()):
-        plots.append("time_split.png")
-        plot_time_split(summary, out / plots[-1])
+    """report.md (with the comparison section, if any), its plots and report.html, all
+    from the same figures and sentences, into the run directory."""
+    figures = charts.figures(data, summary)
+    for figure in figures:
+        png.write(figure, out / figure.file)
     path = out / "report.md"
+    plots = [f.file for f in figures]
     path.write_text(markdown(summary, data.meta, plots, comparison, slowest_requests(data)))
+    (out / "report.html").write_text(page(data, summary, figures, comparison))
     return path

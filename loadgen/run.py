@@ -10,6 +10,9 @@ takes `on_stack`, and calls `measure` with a `dataclasses.replace` per run.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
+import os
+import platform
 import secrets
 import sys
 import time
@@ -43,7 +46,7 @@ def main(config: RunConfig) -> int:
         print(f"loadgen: {exc}", file=sys.stderr)
         return 2
     print(report.console_table(summary))
-    print(f"results: {config.out}/ (summary.json, requests.jsonl, report.md)")
+    print(f"results: {config.out}/ (summary.json, requests.jsonl, report.md, report.html)")
     if summary["interrupted"]:
         print("loadgen: interrupted: partial results, marked invalid", file=sys.stderr)
         return 130
@@ -282,4 +285,20 @@ def _meta(
         "shard": list(config.shard),
         "prompt_sizing": None if w.dataset else w.sizing.meta(),
         "trace_url": config.trace_url,
+        "environment": environment(),
+    }
+
+
+def environment() -> dict[str, Any]:
+    """Where the client ran: what its figures may depend on (its own floor, its versions)."""
+    try:
+        version = importlib.metadata.version("latency-proxy")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    return {
+        "loadgen": version,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
     }

@@ -17,6 +17,14 @@ from tests.support.proxy import ProxyProcess, proxy_env
 from tests.support.scripted_upstream import Upstream, serve
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--screenshot",
+        metavar="DIR",
+        help="keep a screenshot of each report.html the browser tests open in DIR",
+    )
+
+
 @pytest.fixture(autouse=True)
 def quiet_heap() -> None:
     """Keep full garbage collections short while a test runs.

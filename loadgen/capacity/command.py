@@ -61,7 +61,7 @@ def main(config: RunConfig, capacity: CapacityConfig) -> int:
         return 2
     capacity_report.write(config.out, result)
     print(capacity_report.console(result))
-    print(f"results: {config.out}/ (capacity.json, report.md, capacity.png, probe-*/)")
+    print(f"results: {config.out}/ (capacity.json, report.md, report.html, probe-*/)")
     return 130 if result["stopped"] == "interrupted" else 0
 
 

@@ -1,4 +1,4 @@
-"""A capacity search's outputs: capacity.json, report.md, capacity.png and the console lines.
+"""A capacity search's outputs: capacity.json, report.md, report.html, the PNGs, the console lines.
 
 `result` turns the searches into capacity.json's dictionary; everything else renders from
 that dictionary alone, so a report can be redrawn from the file. The report closes the way
@@ -9,19 +9,17 @@ first, and the headroom of the stronger target at the weaker one's capacity.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
 
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import Search, crossing
 from loadgen.capacity.verdict import METRICS, seconds
+from loadgen.charts import capacity as capacity_charts
+from loadgen.charts import png
 from loadgen.config import RunConfig
+from loadgen.html import capacity as html_capacity
 from loadgen.slo import LABELS, Slos, percentile_label
 
 STOPPED = {
@@ -100,6 +98,7 @@ def result(
         "seed": config.summary.seed,
         "repeat": capacity.repeat,
         "budget_s": capacity.budget_s,
+        "gpus": config.summary.gpus,
         "elapsed_s": elapsed_s,
         "stopped": stopped,
         "targets": out,
@@ -266,7 +265,7 @@ def console(result: Mapping[str, Any]) -> str:
     return "\n".join(text)
 
 
-def markdown(result: Mapping[str, Any]) -> str:
+def markdown(result: Mapping[str, Any], plots: Sequence[str] = (PLOT,)) -> str:
     slos, by = _slos(result), result["by"]
     judged = ", ".join(sorted({percentile_label(slos.percentile(m)) for m in slos.limits}))
     lines = [
@@ -308,7 +307,7 @@ def markdown(result: Mapping[str, Any]) -> str:
             lines += [_repeat_words(t, by), ""]
         if t["reason"]:
             lines += [f"No capacity: {t['reason']}.", ""]
-    lines += [f"![{PLOT}]({PLOT})", "", "## Conclusion", "", sentence(result)]
+    lines += [*(f"![{p}]({p})" for p in plots), "", "## Conclusion", "", sentence(result)]
     for name, t in result["targets"].items():
         words = _binding_words(name, t, result)
         if words:
@@ -382,49 +381,26 @@ def _repeat_words(t: Mapping[str, Any], by: str) -> str:
     return text + "."
 
 
-def plot(result: Mapping[str, Any], path: Path) -> None:
-    """Latency at each SLO's percentile against output throughput, per target; the SLO as a
-    line, each target's knee (its capacity) starred, saturated probes ringed."""
-    slos = _slos(result)
-    metrics = list(slos.limits)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4), squeeze=False)
-    for ax, metric in zip(axes[0], metrics, strict=True):
-        pct = slos.percentile(metric)
-        for i, (name, t) in enumerate(result["targets"].items()):
-            probes = sorted(
-                (p for p in t["probes"] if not p["interrupted"]), key=lambda p: p["level"]
-            )
-            x = [p["output_tokens_per_s"] or 0 for p in probes]
-            y = [(p[METRICS[metric]][pct] or float("nan")) * 1e3 for p in probes]
-            (line,) = ax.plot(x, y, "-o", label=name)
-            ring = [(a, b) for a, b, p in zip(x, y, probes, strict=True) if not p["steady"]]
-            if ring:
-                xs, ys = zip(*ring, strict=True)
-                ax.scatter(xs, ys, s=120, facecolors="none", edgecolors="red")
-            knee = next((p for p in probes if p["level"] == t["capacity"]), None)
-            if knee:
-                kx, ky = knee["output_tokens_per_s"] or 0, (knee[METRICS[metric]][pct] or 0) * 1e3
-                ax.plot([kx], [ky], "*", markersize=16, color=line.get_color())
-                ax.annotate(
-                    f"{name}: {t['capacity']:g} {_unit(result['by'])}",
-                    (kx, ky),
-                    textcoords="offset points",
-                    xytext=(6, 6 + 12 * i),
-                    fontsize=8,
-                )
-        ax.axhline(slos.limits[metric] * 1e3, color="black", linestyle="--", label="SLO")
-        ax.set_xlabel("output tokens/s")
-        ax.set_ylabel(f"{LABELS[metric]} {percentile_label(pct)} (ms)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("knee: ★ (capacity); ring: saturated probe", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
 def write(out: Path, result: Mapping[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "capacity.json").write_text(json.dumps(result, indent=2) + "\n")
-    plot(result, out / PLOT)
-    (out / "report.md").write_text(markdown(result))
+    figures = capacity_charts.figures(result)
+    for figure in figures:
+        png.write(figure, out / figure.file)
+    text = markdown(result, [f.file for f in figures])
+    (out / "report.md").write_text(text)
+    (out / "report.html").write_text(
+        html_capacity.render(result, figures, conclusion(result), text)
+    )
+
+
+def conclusion(result: Mapping[str, Any]) -> list[str]:
+    """The closing sentence, then per target what binds first or why it has no capacity."""
+    lines = [sentence(result)]
+    for name, t in result["targets"].items():
+        words = _binding_words(name, t, result)
+        if words:
+            lines.append(words[0].upper() + words[1:] + ".")
+        if t["reason"]:
+            lines.append(f"No capacity for {name}: {t['reason']}.")
+    return lines

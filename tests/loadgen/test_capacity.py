@@ -11,7 +11,6 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from loadgen import rundir
 from loadgen.capacity import command
 from loadgen.capacity.verdict import verdict
 from loadgen.cli import main
-from loadgen.processes import free_port, running, stop
+from loadgen.processes import stop
 from loadgen.slo import parse_slos
 from tests.support import ROOT
 
@@ -29,16 +28,6 @@ pytestmark = pytest.mark.slow  # a long system test: the default run leaves it o
 SLO = ["--slo", "ttft=300ms@p90", "--slo", "tpot=50ms@p90"]
 WORKLOAD = ["--input-tokens", "128", "--output-tokens", "8", "--warmup", "0.5s", "--no-progress"]
 BUDGET_S = 40
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    args = [sys.executable, "-m", "loadgen.sim", "--preset", "llama-70b-awq-tp4-a100"]
-    log = tmp_path_factory.mktemp("sim") / "sim.log"
-    with running([*args, "--port", str(port)], url + "/health", log):
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,7 @@ from loadgen import compare, rundir
 from loadgen.processes import LOOPBACK, free_port, simulator, stop
 from loadgen.records import RunData
 from tests.support import ROOT
+from tests.support.browser import CHROMIUM, Browser, open_offline, sections
 from tests.support.scripted_upstream import MODEL, arrivals
 from tests.support.timing import EARLY, LATE
 
@@ -170,6 +171,20 @@ def test_compare_finds_locust_and_loadgen_alike(runs: Runs, capsys: pytest.Captu
     medians = [line for line in text.splitlines() if " P50 is " in line]
     assert len(medians) == 4, text
     assert all("indistinguishable" in line for line in medians), text
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
+def test_a_locust_runs_page_opens_offline(runs: Runs, request: pytest.FixtureRequest) -> None:
+    """report.html, written by the same code as loadgen's, in chromium with the network off."""
+    keep = request.config.getoption("--screenshot")
+    with Browser() as browser:
+        shot = Path(keep) / "locust.png" if keep else None
+        page = open_offline(browser, runs.locust / "report.html", shot)
+        assert sections(page)[:3] == ["verdict", "figures", "figure-latency_cdf"]
+        block = rundir.read_summary(runs.locust)["targets"]
+        ((name, t),) = block.items()
+        tip = page.hover(f'#chart-cdf-e2e .mark[data-tip^="{name} E2E P50"]')
+        assert tip is not None and f" {t['metrics']['e2e_s']['p50'] * 1e3:.1f} [" in tip
 
 
 def test_locust_csv_shows_the_ttft_median_of_summary_json(runs: Runs):

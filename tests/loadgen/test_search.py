@@ -3,6 +3,8 @@ then bisect on decided probes, and capacity.json's closing sentence."""
 
 from __future__ import annotations
 
+from html import unescape
+
 import pytest
 
 from loadgen.capacity import command as capacity
@@ -237,8 +239,12 @@ def test_the_closing_sentence_names_capacities_and_headroom(tmp_path) -> None:
     assert "| 700.0 [650.0, 750.0] under |" in text  # the interval against the limit
     assert "For llama-70b, TTFT binds first: P90 900 ms at 2.8 req/s, against 800 ms." in text
     assert text.rstrip().endswith("against 800 ms.")
-    capacity_report.plot(result, tmp_path / "capacity.png")
+    capacity_report.write(tmp_path, result)
     assert (tmp_path / "capacity.png").stat().st_size > 1000
+    page = unescape((tmp_path / "report.html").read_text())
+    assert capacity_report.sentence(result) in page  # the verdict, in report.md's words
+    assert "For llama-70b, TTFT binds first: P90 900 ms at 2.8 req/s, against 800 ms." in page
+    assert '<a href="probe-01/report.html">probe-01</a>' in page
 
 
 def test_by_concurrency_a_level_that_only_adds_waiting_is_saturated() -> None:
