@@ -272,7 +272,10 @@ class Engine:
         from loadgen.report import console_table  # as write's: workers never import it
 
         print(console_table(summary))
-        print(f"loadgen.locust: results: {out}/ (summary.json, requests.jsonl, report.md)")
+        print(
+            f"loadgen.locust: results: {out}/"
+            " (summary.json, requests.jsonl, report.md, report.html)"
+        )
 
     def _meta(self, options: Options, first: Final) -> dict[str, Any]:
         """run.json's meta as loadgen writes it, plus what Locust ran."""
