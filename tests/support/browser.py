@@ -80,13 +80,22 @@ class Page:
         ]
 
     def hover(self, selector: str) -> str | None:
-        """Move the pointer onto the element's centre; the tooltip's text, None if none shows."""
+        """Move the pointer onto a point where the element itself is the topmost thing
+        drawn (its box's centre may be covered by another mark, or outside a star's shape),
+        coming from outside it so that the page sees the pointer enter; the tooltip's
+        text, None if none shows."""
         where = self.evaluate(
             f"(() => {{const el = document.querySelector({json.dumps(selector)});"
             "el.scrollIntoView({block: 'center'}); const r = el.getBoundingClientRect();"
+            "const at = [0.5, 0.4, 0.6, 0.3, 0.7];"
+            "for (const f of at) for (const g of at) {"
+            "const x = r.x + r.width * f, y = r.y + r.height * g;"
+            "const top = document.elementFromPoint(x, y);"
+            "if (top && (top === el || el.contains(top))) return [x, y];}"
             "return [r.x + r.width / 2, r.y + r.height / 2];})()"
         )
         x, y = where
+        self.send("Input.dispatchMouseEvent", type="mouseMoved", x=0, y=0)
         self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
         return self.evaluate(
             "(() => {const t = document.getElementById('tip');"
