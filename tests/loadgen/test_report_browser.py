@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from loadgen import rundir, slices
-from loadgen.capacity.report import sentence
+from loadgen.capacity.advice import sentence
 from loadgen.cli import main
 from tests.support.browser import CHROMIUM, Browser, Page, open_offline, sections
 from tests.support.pages import external
