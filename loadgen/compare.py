@@ -20,7 +20,7 @@ from loadgen import rundir, stats, steady
 from loadgen.html import compare as html_compare
 from loadgen.records import Record, RunData
 from loadgen.report import ms
-from loadgen.slo import Slos, parse_slos, percentile_label
+from loadgen.slo import LABELS, Slos, check, parse_slos, percentile_label
 from loadgen.summary import figures
 
 COMPARED_METRICS = (
@@ -31,7 +31,6 @@ COMPARED_METRICS = (
     ("e2e_s", "E2E"),
 )
 COMPARED_PERCENTILES = ("p50", "p99", "p999")
-SLO_METRICS = {"ttft": ("ttft_s", "TTFT"), "tpot": ("tpot_s", "TPOT"), "e2e": ("e2e_s", "E2E")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,17 +105,17 @@ def sentence(
 def slo_verdicts(series: Sequence[Series], slos: Slos, default_pct: str) -> list[str]:
     """Who meets each SLO at its percentile (default_pct where it names none), in words."""
     lines = []
-    for key, limit in slos.limits.items():
-        metric, label = SLO_METRICS[key]
-        pct = slos.percentiles.get(key, default_pct)
+    judged = [(s, check(slos, s.summary["metrics"], default_pct)) for s in series]
+    for i, (key, limit) in enumerate(slos.limits.items()):
         meeting, unknown = [], []
-        for s in series:
-            value = s.summary["metrics"][metric][pct]
-            if value is None:
+        for s, checks in judged:
+            held = checks[i].held
+            if held is None:
                 unknown.append(s.label)
-            elif value <= limit:
+            elif held:
                 meeting.append(s.label)
-        what = f"{label} ≤ {limit * 1e3:g} ms at {percentile_label(pct)}"
+        pct = slos.percentile(key, default_pct)
+        what = f"{LABELS[key]} ≤ {limit * 1e3:g} ms at {percentile_label(pct)}"
         if len(unknown) == len(series):
             lines.append(f"{what}: too few samples to tell")
             continue

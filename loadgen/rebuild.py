@@ -30,7 +30,7 @@ def run_dir(path: Path) -> Path:
 
 
 def capacity_dir(path: Path) -> list[Path]:
-    result = json.loads((path / CAPACITY).read_text())
+    result = capacity_report.upgrade(json.loads((path / CAPACITY).read_text()))
     rebuilt = [run_dir(p) for p in sorted(path.glob("probe-*")) if (p / rundir.RUN).exists()]
     capacity_report.write(path, result)
     return [*rebuilt, path / "report.md"]

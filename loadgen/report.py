@@ -62,9 +62,9 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         f"- goodput ({slo}): {_rate(good['requests_per_s'])} req/s, "
         f"fraction {_rate(good['fraction'])}",
     ]
-    worst = slices.sentence(name, t)
-    if worst:
-        lines.append(f"- {worst}")
+    for said in (slices.sentence(name, t), slices.slo_sentence(name, t)):
+        if said:
+            lines.append(f"- {said}")
     if req["errors"]:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(req["errors"].items()))
         lines.append(f"- errors: {errors}")

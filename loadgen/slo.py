@@ -5,12 +5,16 @@ percentile (`ttft=800ms@p90`). The ones not named keep their defaults, so a run 
 judged against TTFT and TPOT at least. Goodput judges each request against the limits alone;
 a percentile says where a whole level is judged (compare's verdicts, capacity's probes), and
 one not given is DEFAULT_PERCENTILE (compare falls back further when the sample is short).
+`check` is that judgement, one definition for a whole run (compare) and its time slices: the
+percentile of a sample against the limit, held or missed, or unknown when the sample is too
+small to have that percentile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from latency_proxy.units import parse_duration
 from loadgen.stats import PERCENTILES
@@ -18,6 +22,7 @@ from loadgen.stats import PERCENTILES
 DEFAULT_SLO = {"ttft": 0.8, "tpot": 0.05}
 DEFAULT_PERCENTILE = "p99"
 LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
+METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # summary.json's metric blocks
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +30,47 @@ class Slos:
     limits: dict[str, float]  # metric -> seconds
     percentiles: dict[str, str] = field(default_factory=dict)  # only those given with @pNN
 
-    def percentile(self, metric: str) -> str:
-        return self.percentiles.get(metric, DEFAULT_PERCENTILE)
+    def percentile(self, metric: str, default: str = DEFAULT_PERCENTILE) -> str:
+        return self.percentiles.get(metric, default)
 
     def describe(self) -> str:
         """ "TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P90)": the limits, as a sentence says them."""
         return describe(self.limits, {m: self.percentile(m) for m in self.limits})
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One SLO against one sample's percentile of its metric."""
+
+    metric: str  # ttft, tpot or e2e
+    percentile: str  # p50 … p999
+    limit: float  # seconds
+    value: float | None  # seconds; None: too few samples to have this percentile
+    count: int  # the sample's size
+
+    @property
+    def name(self) -> str:
+        """ "TTFT P90" """
+        return f"{LABELS[self.metric]} {percentile_label(self.percentile)}"
+
+    @property
+    def held(self) -> bool | None:
+        """At or under the limit; None when the sample cannot tell."""
+        return None if self.value is None else self.value <= self.limit
+
+
+def check(
+    slos: Slos, blocks: Mapping[str, Mapping[str, Any]], default: str = DEFAULT_PERCENTILE
+) -> list[Check]:
+    """Each SLO against the percentile it names (`default` where it names none) of its
+    metric's block ({"p90": seconds or None, "count": n}, as summary.json's `metrics` hold
+    them, keyed ttft_s, tpot_s, e2e_s)."""
+    out = []
+    for metric, limit in slos.limits.items():
+        pct = slos.percentile(metric, default)
+        block = blocks.get(METRICS[metric]) or {}
+        out.append(Check(metric, pct, limit, block.get(pct), block.get("count") or 0))
+    return out
 
 
 def percentile_label(key: str) -> str:

@@ -207,7 +207,7 @@ def _target(
     }
     if settings.slice_s:
         mine = [p for p in phases if p.target == name]
-        summary["slices"] = slices.slices(measured, mine, settings.slice_s)
+        summary["slices"] = slices.slices(measured, mine, settings.slice_s, settings.slos)
     return summary
 
 

@@ -3,7 +3,8 @@
 Everything that differs between searching requests/s and searching streams is here: how a
 level is written down, the lowest worth trying, when two levels are as close as the axis
 allows, how a probe's load is driven (the run's sweep kind), and whether a closed loop's
-queueing has to be judged across levels. A new axis is one more entry in AXES.
+queueing has to be judged across levels, and whether a level is a multiple of some given
+traffic (a capacity under 1 then asks for more replicas). A new axis is one more entry in AXES.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ class Axis:
     whole: bool  # levels are whole numbers (streams)
     open_loop: bool  # arrivals on a schedule: a server that falls behind queues without end
     sweep: str  # the run's sweep kind a probe of this axis is driven as
+    amount_format: str  # a level in a sentence: "3.1 req/s", "1.7x"
+    relative: bool = False  # levels are multiples of a given traffic (1: as recorded)
+
+    def amount(self, level: float) -> str:
+        return self.amount_format.format(level)
 
     def level(self, value: float) -> float:
         """A level as a person would write it down: whole streams, 3 significant digits."""
@@ -39,7 +45,15 @@ class Axis:
 
 
 AXES = {
-    "rate": Axis("rate", "req/s", "req/s", whole=False, open_loop=True, sweep="rate"),
+    "rate": Axis(
+        "rate",
+        "req/s",
+        "req/s",
+        whole=False,
+        open_loop=True,
+        sweep="rate",
+        amount_format="{:g} req/s",
+    ),
     "concurrency": Axis(
         "concurrency",
         "concurrent streams",
@@ -47,7 +61,17 @@ AXES = {
         whole=True,
         open_loop=False,
         sweep="concurrency",
+        amount_format="{:g} concurrent streams",
     ),
     # a --replay's window at a multiple of its own speed (open loop: its arrivals are a schedule)
-    "speed": Axis("speed", "x the trace's speed", "x", whole=False, open_loop=True, sweep="replay"),
+    "speed": Axis(
+        "speed",
+        "x the trace's speed",
+        "x",
+        whole=False,
+        open_loop=True,
+        sweep="replay",
+        amount_format="{:g}x",
+        relative=True,
+    ),
 }

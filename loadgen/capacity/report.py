@@ -2,8 +2,8 @@
 
 `result` turns the searches into capacity.json's dictionary; everything else renders from
 that dictionary alone, so a report can be redrawn from the file. The report closes the way
-the seeds' deployment advice does: who sustains how much at these SLOs, which SLO binds
-first, and the headroom of the stronger target at the weaker one's capacity.
+the seeds' deployment advice does (advice.py): who sustains how much at these SLOs, what
+breaks first above it, and the headroom of the stronger target at the weaker one's capacity.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loadgen.capacity.advice import sentence, slos_of
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import Search, crossing
-from loadgen.capacity.verdict import METRICS, seconds
 from loadgen.charts import capacity as capacity_charts
 from loadgen.charts import png
 from loadgen.config import RunConfig
 from loadgen.html import capacity as html_capacity
-from loadgen.slo import LABELS, Slos, percentile_label
+from loadgen.slo import LABELS, METRICS, Slos, percentile_label
 
 STOPPED = {
     "bracket": "every bracket is narrow enough (or nothing met at the lowest level tried)",
@@ -46,6 +46,36 @@ def _binding(probe: Mapping[str, Any] | None) -> str | None:
     return "errors"
 
 
+def binding_slo(probe: Mapping[str, Any] | None, slo: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The SLO that binds at the lowest failing level, with its value there; None when
+    saturation or errors, not an SLO, end the range (or nothing failed)."""
+    metric = _binding(probe)
+    if probe is None or metric not in slo:
+        return None
+    pct = slo[metric]["percentile"]
+    return {
+        "metric": metric,
+        "percentile": pct,
+        "limit_s": slo[metric]["limit_s"],
+        "value_s": probe[METRICS[metric]][pct],
+        "level": probe["level"],
+    }
+
+
+def upgrade(result: dict[str, Any]) -> dict[str, Any]:
+    """capacity.json from before `binding_slo`: each target's filled in from its probes."""
+    for t in result["targets"].values():
+        if "binding_slo" not in t:
+            failing = [
+                p
+                for p in t["probes"]
+                if p["level"] == t["bracket"][1]
+                and not (p["interrupted"] or p["extended"] or p["repeat"] is not None)
+            ]
+            t["binding_slo"] = binding_slo(failing[0] if failing else None, result["slo"])
+    return result
+
+
 def result(
     config: RunConfig,
     axis: Axis,
@@ -58,6 +88,7 @@ def result(
 ) -> dict[str, Any]:
     """capacity.json."""
     slos = config.summary.slos
+    slo = {m: {"limit_s": v, "percentile": slos.percentile(m)} for m, v in slos.limits.items()}
     out: dict[str, Any] = {}
     for name, (search, probes) in targets.items():
         judged = [p for p in probes if not p["interrupted"] and p["repeat"] is None]
@@ -68,7 +99,7 @@ def result(
         reason = None
         if knee is None and decided:
             lowest = min(decided, key=lambda p: p["level"])
-            reason = f"even {lowest['level']:g} {axis.unit} does not meet: " + "; ".join(
+            reason = f"even {axis.amount(lowest['level'])} does not meet: " + "; ".join(
                 lowest["failures"] or lowest["unsure"]
             )
         out[name] = {
@@ -81,6 +112,7 @@ def result(
             "output_tokens_per_s": knee["output_tokens_per_s"] if knee else None,
             "requests_per_s": knee["requests_per_s"] if knee else None,
             "binding": _binding(failing),
+            "binding_slo": binding_slo(failing, slo),
             "reason": reason,
             "repeat": _repeats(probes, search) if capacity.repeat else None,
             "probes": sorted(probes, key=lambda p: p["number"]),
@@ -89,9 +121,7 @@ def result(
         "version": 2,
         "command": config.command,
         "by": axis.name,
-        "slo": {
-            m: {"limit_s": v, "percentile": slos.percentile(m)} for m, v in slos.limits.items()
-        },
+        "slo": slo,
         "probe_requests": requests,
         "warmup_s": config.warmup_s,
         **settings,
@@ -130,92 +160,8 @@ def _repeats(probes: list[dict[str, Any]], search: Search) -> dict[str, Any]:
     }
 
 
-def _slos(result: Mapping[str, Any]) -> Slos:
-    slo = result["slo"]
-    return Slos(
-        {m: v["limit_s"] for m, v in slo.items()}, {m: v["percentile"] for m, v in slo.items()}
-    )
-
-
 def _level(value: float | None) -> str:
     return "—" if value is None else f"{value:g}"
-
-
-def _binding_words(name: str, t: Mapping[str, Any], result: Mapping[str, Any]) -> str | None:
-    binding = t["binding"]
-    if binding is None:
-        return None
-    at = next(
-        p
-        for p in t["probes"]
-        if p["level"] == t["bracket"][1]
-        and not (p["interrupted"] or p["extended"] or p["repeat"] is not None)
-    )
-    where = f"{at['level']:g} {_unit(result['by'])}"
-    if binding in METRICS:
-        pct = result["slo"][binding]["percentile"]
-        value = at[METRICS[binding]][pct]
-        limit = result["slo"][binding]["limit_s"]
-        return (
-            f"for {name}, {LABELS[binding]} binds first: {percentile_label(pct)} "
-            f"{seconds(value)} at {where}, against {seconds(limit)}"
-        )
-    if binding == "steady_state":
-        return (
-            f"for {name}, saturation binds first: at {where} it fell behind the load "
-            "before any SLO was missed"
-        )
-    return f"for {name}, errors bind first: at {where} more than 1% of requests failed"
-
-
-def sentence(result: Mapping[str, Any]) -> str:
-    """The closing sentence: "At TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P90), qwen-72b
-    sustains 3.1 req/s (790 output tok/s) and llama-70b 2.6 req/s; at 2.6 req/s qwen-72b
-    still has 19% headroom." """
-    unit = _unit(result["by"])
-    found = sorted(
-        ((n, t) for n, t in result["targets"].items() if t["capacity"] is not None),
-        key=lambda item: -item[1]["capacity"],
-    )
-    parts = []
-    for i, (name, t) in enumerate(found):
-        tokens = t["output_tokens_per_s"]
-        text = (
-            f"{name} sustains {t['capacity']:g} {unit}"
-            if i == 0
-            else f"{name} {t['capacity']:g} {unit}"
-        )
-        if i == 0 and tokens is not None:
-            text += f" ({tokens:.0f} output tok/s)"
-        parts.append(text)
-    said = f"At {_slos(result).describe()}, "
-    if parts:
-        said += parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    missing = [
-        f"{name} meets them at no level tried"
-        + (
-            f" ({', '.join(f'{v:g}' for v in t['undecided'])} {unit}: undecided)"
-            if t["undecided"]
-            else ""
-        )
-        for name, t in result["targets"].items()
-        if t["capacity"] is None
-    ]
-    if missing:
-        said += ("; " if parts else "") + "; ".join(missing)
-    if len(found) >= 2:
-        top, low = found[0], found[-1]
-        headroom = top[1]["capacity"] / low[1]["capacity"] - 1
-        said += f"; at {low[1]['capacity']:g} {unit} {top[0]} still has {headroom:.0%} headroom"
-    open_ = [
-        n for n, t in result["targets"].items() if not t["converged"] and t["capacity"] is not None
-    ]
-    if open_:
-        said += (
-            f" ({', '.join(open_)}: bracket still wider than {result['precision']:.0%}, the true "
-            "figure may be higher)"
-        )
-    return said + "."
 
 
 def _rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
@@ -255,9 +201,6 @@ def console(result: Mapping[str, Any]) -> str:
     text.append(f"stopped: {STOPPED[result['stopped']]}, after {result['elapsed_s']:.0f} s")
     text.append(sentence(result))
     for name, t in result["targets"].items():
-        words = _binding_words(name, t, result)
-        if words:
-            text.append(words[0].upper() + words[1:])
         if t["reason"]:
             text.append(f"{name}: {t['reason']}")
         if t["repeat"]:
@@ -266,7 +209,7 @@ def console(result: Mapping[str, Any]) -> str:
 
 
 def markdown(result: Mapping[str, Any], plots: Sequence[str] = (PLOT,)) -> str:
-    slos, by = _slos(result), result["by"]
+    slos, by = slos_of(result), result["by"]
     judged = ", ".join(sorted({percentile_label(slos.percentile(m)) for m in slos.limits}))
     lines = [
         "# loadgen capacity",
@@ -308,10 +251,6 @@ def markdown(result: Mapping[str, Any], plots: Sequence[str] = (PLOT,)) -> str:
         if t["reason"]:
             lines += [f"No capacity: {t['reason']}.", ""]
     lines += [*(f"![{p}]({p})" for p in plots), "", "## Conclusion", "", sentence(result)]
-    for name, t in result["targets"].items():
-        words = _binding_words(name, t, result)
-        if words:
-            lines += ["", words[0].upper() + words[1:] + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -395,12 +334,9 @@ def write(out: Path, result: Mapping[str, Any]) -> None:
 
 
 def conclusion(result: Mapping[str, Any]) -> list[str]:
-    """The closing sentence, then per target what binds first or why it has no capacity."""
+    """The closing sentence, then per target why it has no capacity."""
     lines = [sentence(result)]
     for name, t in result["targets"].items():
-        words = _binding_words(name, t, result)
-        if words:
-            lines.append(words[0].upper() + words[1:] + ".")
         if t["reason"]:
             lines.append(f"No capacity for {name}: {t['reason']}.")
     return lines

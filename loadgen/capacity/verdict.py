@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen import steady
-from loadgen.slo import LABELS, Slos, percentile_label
+from loadgen.slo import LABELS, METRICS, Slos, percentile_label
 
 MEETS, FAILS, UNDECIDED = "meets", "fails", "undecided"
 MAX_FAILED = 0.01  # a probe with more failed requests than this fails
-METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 
 
 def seconds(value: float) -> str:

@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loadgen.capacity.verdict import METRICS
 from loadgen.charts.model import Chart, Figure, Mark, Rule, Series
 from loadgen.charts.run import pareto, pareto_points
 from loadgen.formatting import ms
-from loadgen.slo import LABELS, percentile_label
+from loadgen.slo import LABELS, METRICS, percentile_label
 
 
 def _judged(t: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loadgen import timesplit
+from loadgen import slices, timesplit
 from loadgen.charts import slices as slices_chart
 from loadgen.charts.model import (
     DOWNSAMPLING,
@@ -117,6 +117,21 @@ def _bands(data: RunData, summary: Mapping[str, Any], t0: float) -> tuple[Band, 
     return tuple(bands)
 
 
+def _failing_slices(summary: Mapping[str, Any], key: str, t0: float) -> tuple[Band, ...]:
+    """Slices that failed this chart's SLO (or E2E's, which no timeline has a chart of) as red
+    stretches, every SLO they failed as the tip."""
+    bands = []
+    for name, t in summary["targets"].items():
+        for s in t.get("slices") or []:
+            failed = [m for m, j in (s.get("slo") or {}).items() if j["verdict"] == slices.FAIL]
+            if SLO_AXES[key] not in failed and "e2e" not in failed:
+                continue
+            start = s["start_at"] - t0
+            label = f"{name} slice {slices.span(s)}: {'; '.join(slices.failures(s))}"
+            bands.append(Band(start, start + s["end_s"] - s["start_s"], label, alarm=True))
+    return tuple(bands)
+
+
 def _slice_steps(summary: Mapping[str, Any], name: str, key: str, t0: float) -> Series | None:
     """A target's P90 per time slice as steps on the timeline, where the summary has slices."""
     found = [s for s in summary["targets"].get(name, {}).get("slices") or [] if s.get(key)]
@@ -128,7 +143,7 @@ def _slice_steps(summary: Mapping[str, Any], name: str, key: str, t0: float) -> 
         start = s["start_at"] - t0
         end = start + (s["end_s"] - s["start_s"])
         points += [(start, value * 1e3), (end, value * 1e3)]
-        tip = f"{name} slice {s['start_s']:g}–{s['end_s']:g} s: P90 {ms(value)} ms"
+        tip = f"{name} slice {slices.span(s)}: P90 {ms(value)} ms"
         tips += [tip, tip]
     if not points:
         return None
@@ -136,8 +151,9 @@ def _slice_steps(summary: Mapping[str, Any], name: str, key: str, t0: float) -> 
 
 
 def timeline(data: RunData, summary: Mapping[str, Any]) -> Figure:
-    """TTFT and TPOT per request over time (blocks shaded, saturated ones red, slices as
-    steps), GPU memory and power on the same axis when sampled."""
+    """TTFT and TPOT per request over time (blocks shaded, saturated ones red, slices' P90
+    as steps, slices that failed the chart's SLO red), GPU memory and power on the same axis
+    when sampled."""
     t0 = min((r.intended_at for r in data.records), default=0.0)
     bands = _bands(data, summary, t0)
     charts = []
@@ -166,7 +182,7 @@ def timeline(data: RunData, summary: Mapping[str, Any]) -> Figure:
                 "seconds since start",
                 f"{label} (ms)",
                 tuple(series),
-                bands=bands,
+                bands=bands + _failing_slices(summary, key, t0),
                 note=DOWNSAMPLING,
             )
         )

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from loadgen.charts.model import Chart, Figure, Series
+from loadgen.slices import span
 
 Value = Callable[[Mapping[str, Any]], float | None]
 X_LABEL = "seconds since the target's first window opened"
@@ -36,9 +37,7 @@ def _steps(
         for s in run:
             v = value(s)
             assert v is not None
-            tip = (
-                f"{name} {s['start_s']:g}–{s['end_s']:g} s: {what} {v:.1f}{unit} ({s['sent']} sent)"
-            )
+            tip = f"{name} {span(s)}: {what} {v:.1f}{unit} ({s['sent']} sent)"
             points += [(s["start_s"], v), (s["end_s"], v)]
             tips += [tip, tip]
         series.append(Series(label or name, tuple(points), "step", dashed, group, tuple(tips)))

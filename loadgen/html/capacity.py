@@ -1,5 +1,6 @@
-"""report.html of a capacity search: the closing sentence and what binds first, the table
-and every probe (linked to its own report.html), the charts, the command."""
+"""report.html of a capacity search: the closing sentence (what holds, what breaks first
+above it), the table and every probe (linked to its own report.html), the charts, the
+command."""
 
 from __future__ import annotations
 

@@ -44,6 +44,10 @@ def verdict_lines(
         worst = slices.sentence(name, t)
         if worst:
             lines.append(worst)
+        held = slices.slo_sentence(name, t)
+        if held:
+            lines.append(held)
+            bad = bad or any(s.get("slo_verdict") == slices.FAIL for s in t["slices"])
         lines += [f"{name}: {split.sentence()}" for split in timesplit.splits(t)]
     lines += comparison_verdicts(comparison)
     return lines, bad

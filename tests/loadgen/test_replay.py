@@ -230,7 +230,7 @@ def test_slices_name_the_burst_and_saturation_is_still_called(sim: str, tmp_path
     assert sum(s["sent"] for s in found.values()) == len(rows)
     assert target["steady_state"]["steady"] is False  # the backlog grew: saturated
     report = (tmp_path / "run" / "report.md").read_text()
-    assert "worst slice 2–3 s" in report and "slices.png" in report
+    assert "worst slice 0:02–0:03" in report and "slices.png" in report
     assert (tmp_path / "run" / "slices.png").stat().st_size > 0
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
-from loadgen.capacity.report import sentence
+from loadgen import rundir, slices
+from loadgen.capacity.advice import sentence
 from loadgen.cli import main
 from tests.support.browser import CHROMIUM, Browser, Page, open_offline, sections
 from tests.support.pages import external
@@ -171,7 +171,7 @@ def test_a_replays_page(browser: Browser, replayed: Path, request: pytest.Fixtur
         (s for s in t["slices"] if s["ttft_s"]["p90"] is not None),
         key=lambda s: s["ttft_s"]["p90"],
     )
-    span = f"{worst['start_s']:g}–{worst['end_s']:g} s"
+    span = slices.span(worst)
     tip = page.hover(f'#chart-slices-ttft [data-tip^="{name} {span}: TTFT P90"]')
     assert (
         tip

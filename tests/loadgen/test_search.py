@@ -9,6 +9,7 @@ import pytest
 
 from loadgen.capacity import command as capacity
 from loadgen.capacity import report as capacity_report
+from loadgen.capacity.advice import sentence
 from loadgen.capacity.axis import AXES
 from loadgen.capacity.search import Search, bounded_samples, crossing, probe_requests
 from loadgen.capacity.verdict import FAILS, MEETS, UNDECIDED, verdict
@@ -230,20 +231,25 @@ def test_the_closing_sentence_names_capacities_and_headroom(tmp_path) -> None:
             for name, probes in found.items()
         },
     }
-    assert capacity_report.sentence(result) == (
+    capacity_report.upgrade(result)  # a capacity.json from before binding_slo
+    assert result["targets"]["llama-70b"]["binding_slo"] == {
+        "metric": "ttft", "percentile": "p90", "limit_s": 0.8, "value_s": 0.9, "level": 2.8
+    }  # fmt: skip
+    said = sentence(result)
+    assert said == (
         "At TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P90), qwen-72b sustains 3.1 req/s "
-        "(790 output tok/s) and llama-70b 2.6 req/s; at 2.6 req/s qwen-72b still has 19% headroom."
+        "(790 output tok/s) before TTFT P90 passes 800 ms (1.00 s at 3.4 req/s); llama-70b "
+        "sustains 2.6 req/s before TTFT P90 passes 800 ms (900 ms at 2.8 req/s); at 2.6 req/s "
+        "qwen-72b still has 19% headroom."
     )
     text = capacity_report.markdown(result)
     assert "| 0.7 [650.0, 750.0] under |" not in text  # milliseconds, not seconds
     assert "| 700.0 [650.0, 750.0] under |" in text  # the interval against the limit
-    assert "For llama-70b, TTFT binds first: P90 900 ms at 2.8 req/s, against 800 ms." in text
-    assert text.rstrip().endswith("against 800 ms.")
+    assert text.rstrip().endswith(said)
     capacity_report.write(tmp_path, result)
     assert (tmp_path / "capacity.png").stat().st_size > 1000
     page = unescape((tmp_path / "report.html").read_text())
-    assert capacity_report.sentence(result) in page  # the verdict, in report.md's words
-    assert "For llama-70b, TTFT binds first: P90 900 ms at 2.8 req/s, against 800 ms." in page
+    assert said in page  # the verdict, in report.md's words
     assert '<a href="probe-01/report.html">probe-01</a>' in page
 
 

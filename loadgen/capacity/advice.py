@@ -1,0 +1,125 @@
+"""A capacity search's answer in words: per target, how much load holds, what breaks first
+above it, and what to do when it is less than the traffic asked about. Pure: capacity.json's
+dictionary in, one sentence out, for every axis alike.
+
+"At TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P90), this traffic can grow 1.7x on llama-70b
+before TTFT P90 passes 800 ms (1.24 s at 1.8x); qwen-72b holds 0.4x of this traffic before
+TPOT P90 passes 50 ms (61 ms at 0.45x): it needs at least 3 replicas like this one."
+
+What binds is what failed at the lowest failing probe (capacity.json's `binding` and
+`binding_slo`). Replicas are ceil(1 / capacity), a lower bound: it assumes round-robin
+replicas each take an even share and scale perfectly, which they do not quite.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from loadgen.capacity.axis import AXES, Axis
+from loadgen.capacity.verdict import MAX_FAILED, seconds
+from loadgen.slo import LABELS, Slos, percentile_label
+
+
+def slos_of(result: Mapping[str, Any]) -> Slos:
+    """The SLOs capacity.json was searched against."""
+    slo = result["slo"]
+    return Slos(
+        {m: v["limit_s"] for m, v in slo.items()}, {m: v["percentile"] for m, v in slo.items()}
+    )
+
+
+def replicas(capacity: float) -> int:
+    """Fewest replicas of one that holds `capacity` of the traffic that would hold all of it."""
+    return math.ceil(round(1 / capacity, 9))
+
+
+def _upper(t: Mapping[str, Any]) -> float | None:
+    """The lowest level that did not meet: failing, or still undecided."""
+    above = [*t["undecided"], *([t["bracket"][1]] if t["bracket"][1] is not None else [])]
+    return min(above, default=None)
+
+
+def _holds(name: str, t: Mapping[str, Any], axis: Axis, first: bool) -> str:
+    """ "qwen-72b sustains 3.1 req/s (790 output tok/s)", "this traffic can grow 1.7x on
+    llama-70b", "llama-70b holds 0.4x of this traffic"."""
+    level = t["capacity"]
+    amount = ("at least " if _upper(t) is None else "") + axis.amount(level)
+    if not axis.relative:
+        tokens = t["output_tokens_per_s"]
+        said = f"{name} sustains {amount}"
+        return said + (f" ({tokens:.0f} output tok/s)" if first and tokens is not None else "")
+    if level > 1:
+        return f"this traffic can grow {amount} on {name}"
+    return f"{name} holds {amount} of this traffic"
+
+
+def binds(t: Mapping[str, Any], axis: Axis) -> str:
+    """What ends the range above the capacity, as the end of a sentence: " before TTFT P90
+    passes 800 ms (1.24 s at 2x)"; "" when nothing above it was found to fail."""
+    failing = t["bracket"][1]
+    slo = t.get("binding_slo")
+    if slo:
+        name = f"{LABELS[slo['metric']]} {percentile_label(slo['percentile'])}"
+        return (
+            f" before {name} passes {seconds(slo['limit_s'])} "
+            f"({seconds(slo['value_s'])} at {axis.amount(slo['level'])})"
+        )
+    if t["binding"] == "steady_state":
+        return f" before it falls behind the load (saturated at {axis.amount(failing)})"
+    if t["binding"] == "errors":
+        return (
+            f" before more than {MAX_FAILED:.0%} of its requests fail (at {axis.amount(failing)})"
+        )
+    if t["undecided"]:
+        return f", with {axis.amount(min(t['undecided']))} still undecided"
+    return ""
+
+
+def clause(name: str, t: Mapping[str, Any], axis: Axis, precision: float, first: bool) -> str:
+    """One target's part of the sentence: how much holds, what breaks first above it, how
+    many replicas a share under the whole traffic calls for, and how sure the figure is."""
+    level, upper = t["capacity"], _upper(t)
+    if level is None:
+        said = f"{name} meets them at no level tried"
+        if t["undecided"]:
+            said += f" ({', '.join(axis.amount(v) for v in t['undecided'])}: undecided)"
+        elif axis.relative and upper is not None:  # even the lowest failed: s < upper
+            said += f": it needs at least {math.floor(1 / upper) + 1} replicas like this one"
+        return said
+    said = _holds(name, t, axis, first) + binds(t, axis)
+    if axis.relative and level < 1:
+        said += f": it needs at least {replicas(level)} replicas like this one"
+    if upper is None:
+        said += " (nothing above it was tried)"
+    elif not t["converged"]:
+        said += (
+            f" (bracket [{level:g}, {upper:g}] still wider than {precision:.0%}: the true "
+            "figure may be higher)"
+        )
+    return said
+
+
+def sentence(result: Mapping[str, Any]) -> str:
+    """The closing sentence: the SLOs, each target's clause (the highest capacity first), and
+    the headroom of the strongest at the weakest one's capacity."""
+    axis = AXES[result["by"]]
+    found = sorted(
+        ((n, t) for n, t in result["targets"].items() if t["capacity"] is not None),
+        key=lambda item: -item[1]["capacity"],
+    )
+    parts = [
+        clause(name, t, axis, result["precision"], i == 0) for i, (name, t) in enumerate(found)
+    ]
+    parts += [
+        clause(name, t, axis, result["precision"], False)
+        for name, t in result["targets"].items()
+        if t["capacity"] is None
+    ]
+    said = f"At {slos_of(result).describe()}, " + "; ".join(parts)
+    if len(found) >= 2:
+        (top, strong), (_, weak) = found[0], found[-1]
+        headroom = strong["capacity"] / weak["capacity"] - 1
+        said += f"; at {axis.amount(weak['capacity'])} {top} still has {headroom:.0%} headroom"
+    return said + "."
