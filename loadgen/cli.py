@@ -23,9 +23,7 @@ from loadgen import compare, merge, rebuild, run
 from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
 from loadgen.records import SummarySettings
-from loadgen.replay import ReplaySettings
-from loadgen.replay.formats import FORMATS
-from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS
+from loadgen.replay import flags as replay_flags
 from loadgen.schedule import ARRIVALS
 from loadgen.slo import parse_slos
 from loadgen.workload import NO_THINK, Durations, Lengths
@@ -187,7 +185,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
             metavar="R[,R…]",
             help="open loop: R requests/s; a list sweeps",
         )
-    _add_replay_flags(p.add_argument_group("replay"))
+    replay_flags.add_flags(p.add_argument_group("replay"))
     load.add_argument("--arrival", choices=ARRIVALS, default="poisson")
     load.add_argument(
         "--gamma-shape",
@@ -318,60 +316,6 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     return p
 
 
-def _add_replay_flags(group: argparse._ArgumentGroup) -> None:
-    group.add_argument(
-        "--replay",
-        metavar="FILE",
-        help="send a trace's requests at their own times (instead of --rate/--concurrency): "
-        "Azure LLM inference CSV, Mooncake JSONL, a requests.jsonl, the proxy's log",
-    )
-    group.add_argument(
-        "--replay-format", choices=FORMATS, help="the trace's format (default: detected)"
-    )
-    group.add_argument(
-        "--replay-speed",
-        type=float,
-        default=1.0,
-        metavar="X",
-        help="offsets divided by X: 2 sends the trace twice as fast (default 1)",
-    )
-    group.add_argument(
-        "--replay-start",
-        type=parse_duration,
-        default=0.0,
-        metavar="D",
-        help="the window opens D after the trace's first record; --duration (trace time) "
-        "or --requests closes it (default: the whole trace)",
-    )
-    group.add_argument(
-        "--replay-block-tokens",
-        type=int,
-        default=DEFAULT_BLOCK_TOKENS,
-        metavar="N",
-        help=f"tokens per Mooncake hash id (default {DEFAULT_BLOCK_TOKENS})",
-    )
-    group.add_argument(
-        "--skip-bad-rows",
-        action="store_true",
-        help="skip rows that do not parse (counted in run.json and the report) instead of stopping",
-    )
-
-
-def _replay(args: argparse.Namespace) -> ReplaySettings | None:
-    if not args.replay:
-        return None
-    if args.replay_speed <= 0 or args.replay_block_tokens < 1:
-        raise ValueError("--replay-speed and --replay-block-tokens must be positive")
-    return ReplaySettings(
-        file=args.replay,
-        format=args.replay_format,
-        speed=args.replay_speed,
-        start_s=args.replay_start,
-        block_tokens=args.replay_block_tokens,
-        skip_bad_rows=args.skip_bad_rows,
-    )
-
-
 def _add_search_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--by",
@@ -407,7 +351,7 @@ def _add_search_flags(group: argparse._ArgumentGroup) -> None:
 def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     """The run the flags ask for, defaults filled in; raises ValueError for a bad --slo."""
     slos = parse_slos(args.slo)
-    replay = _replay(args)
+    replay = replay_flags.settings(args)
     # a replay without a window bound replays the whole trace
     neither = args.duration is None and args.requests is None and replay is None
     if replay is not None:

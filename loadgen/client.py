@@ -109,13 +109,7 @@ async def first_model(http: aiohttp.ClientSession, target: Target) -> str | None
 async def context_length(http: aiohttp.ClientSession, target: Target, model: str) -> int | None:
     """The model's context length as the target's /v1/models reports it (vLLM's
     max_model_len), or None when it does not say."""
-    data = await _model_cards(http, target)
-    models = data.get("data") if isinstance(data, dict) else None
-    for card in models if isinstance(models, list) else []:
-        if isinstance(card, dict) and card.get("id") == model:
-            limit = card.get("max_model_len")
-            return limit if type(limit) is int and limit > 0 else None
-    return None
+    return context_limit(await _model_cards(http, target), model)
 
 
 def tokenize_body(
@@ -135,6 +129,16 @@ def token_count(data: Any) -> int | None:
     """The count in a /tokenize answer, or None."""
     count = data.get("count") if isinstance(data, dict) else None
     return count if isinstance(count, int) else None
+
+
+def context_limit(data: Any, model: str) -> int | None:
+    """A model's max_model_len in a /v1/models answer, or None."""
+    models = data.get("data") if isinstance(data, dict) else None
+    for card in models if isinstance(models, list) else []:
+        if isinstance(card, dict) and card.get("id") == model:
+            limit = card.get("max_model_len")
+            return limit if type(limit) is int and limit > 0 else None
+    return None
 
 
 def first_model_id(data: Any) -> str | None:

@@ -30,6 +30,10 @@ class Clock:
     def epoch(self, t: float) -> float:
         return self.wall0 + (t - self.perf0)
 
+    def perf(self, epoch: float) -> float:
+        """The perf_counter time of an epoch time (a start another process chose)."""
+        return self.perf0 + (epoch - self.wall0)
+
 
 @dataclass(slots=True)
 class Measurement:

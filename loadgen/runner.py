@@ -34,7 +34,7 @@ from loadgen.replay.window import Arrival
 from loadgen.schedule import Block, arrivals
 from loadgen.server_metrics import ServerWindow, Snapshot
 from loadgen.targets import Target
-from loadgen.workload import Prompt, Workload
+from loadgen.workload import Workload
 
 LOOP_LAG_INTERVAL_S = 0.02
 SETTLE_SAMPLE_S = 0.25  # a settling warm-up counts the client's requests in flight this often
@@ -262,8 +262,7 @@ class Runner:
         assert self.book is not None, "a replay has a prompt book"
         trace = replayed.record
         model = trace.model if self.record_models and trace.model else self.models[target]
-        prompt = Prompt(text=self.book.text(trace), max_tokens=trace.output_tokens)
-        return self.workload.body(model, prompt)
+        return self.workload.body(model, self.book.prompt(trace))
 
     def _ramp(self, block: Block) -> float:
         """A later block's ramp-up: one mean E2E of its target so far, at most the warmup.

@@ -20,7 +20,7 @@ import gevent
 import orjson
 from geventhttpclient import HTTPClient
 
-from loadgen.client import first_model_id, token_count, tokenize_body
+from loadgen.client import context_limit, first_model_id, token_count, tokenize_body
 from loadgen.measurement import Measurement
 from loadgen.targets import Target
 
@@ -103,3 +103,7 @@ class StreamingClient:
     def first_model(self) -> str | None:
         """The first model the target lists at /v1/models (as client.first_model)."""
         return first_model_id(self.get_json("/v1/models"))
+
+    def context_length(self, model: str) -> int | None:
+        """The model's max_model_len at /v1/models (as client.context_length)."""
+        return context_limit(self.get_json("/v1/models"), model)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from latency_proxy.meter import STALL_THRESHOLD_S
 from latency_proxy.units import parse_duration
 from loadgen.records import SummarySettings
+from loadgen.replay import ReplaySettings
+from loadgen.replay import flags as replay_flags
 from loadgen.slo import parse_slos
 from loadgen.workload import Lengths
 
@@ -47,6 +49,10 @@ def add_arguments(parser: LocustArgumentParser) -> None:
     g.add_argument("--max-loop-lag", default="25ms", help="scheduling lag P99 above: invalid")
     g.add_argument("--out", metavar="DIR", help="the run directory (default loadgen-runs/<time>)")
     g.add_argument("--trace-url", metavar="TEMPLATE", help="links with {trace_id} in report.md")
+    r = parser.add_argument_group("loadgen replay", "a trace's requests, each at its own time")
+    replay_flags.add_flags(r, text=True)
+    r.add_argument("--duration", metavar="D", help="the replay's window: this much trace time")
+    r.add_argument("--requests", metavar="N", help="the replay's window: this many records")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,10 +75,20 @@ class Options:
     summary: SummarySettings
     out: Path | None
     trace_url: str | None
+    replay: ReplaySettings | None
+    duration_s: float | None  # the replay's window, in trace time
+    requests: int | None  # ... or in records
 
     @classmethod
     def of(cls, ns: Any) -> Options:
+        """The custom arguments, typed; ValueError for a bad one."""
         slos = parse_slos(ns.slo)
+        replay = replay_flags.settings(ns)
+        duration_s, requests = _window(ns.duration or None, ns.requests or None)
+        if replay is None and (duration_s, requests) != (None, None):
+            raise ValueError(
+                "--duration and --requests are a --replay's window (Locust's -t is a test's length)"
+            )
         return cls(
             endpoint=ns.endpoint,
             model=ns.model or None,
@@ -96,4 +112,18 @@ class Options:
             ),
             out=Path(ns.out) if ns.out else None,
             trace_url=ns.trace_url or None,
+            replay=replay,
+            duration_s=duration_s,
+            requests=requests,
         )
+
+
+def _window(duration: str | None, requests: str | None) -> tuple[float | None, int | None]:
+    """--duration and --requests, as loadgen reads them: one or neither."""
+    if duration is not None and requests is not None:
+        raise ValueError("give --duration or --requests, not both")
+    try:
+        count = int(requests) if requests is not None else None
+    except ValueError:
+        raise ValueError(f"--requests is not a whole number: {requests!r}") from None
+    return (parse_duration(duration) if duration is not None else None), count

@@ -24,6 +24,7 @@ class Final:
     phase: Phase | None
     model: str | None = None
     prompt_sizing: dict[str, Any] | None = None
+    replay: dict[str, Any] | None = None  # a replay's meta, as loadgen's run.json keeps it
 
 
 @dataclass(slots=True)
@@ -42,6 +43,27 @@ class Outbox:
         }
         self.records, self.lag = [], []
         return data
+
+
+@dataclass(slots=True)
+class Roster:
+    """A replay's nodes, as the master hears from them before it starts them all at once."""
+
+    expected: set[str]  # the nodes the test started
+    indexes: dict[str, int] = field(default_factory=dict)  # node -> its Locust worker index
+    files: set[str] = field(default_factory=set)  # the trace's sha256 on each node
+
+    def ready(self, node: str, index: int, sha256: str) -> dict[str, tuple[int, int]] | None:
+        """Once every node is ready, each one's share, i of N in worker-index order (as
+        loadgen's shards: every Nth record); ValueError when their traces differ."""
+        self.indexes[node] = index
+        self.files.add(sha256)
+        if len(self.files) > 1:
+            raise ValueError(f"its trace differs from another node's (sha256 {sha256})")
+        if not self.expected <= self.indexes.keys():
+            return None
+        order = sorted(self.indexes, key=lambda n: self.indexes[n])
+        return {n: (i, len(order)) for i, n in enumerate(order)}
 
 
 @dataclass(slots=True)

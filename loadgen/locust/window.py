@@ -30,11 +30,12 @@ class Window(window.Window):
         """Sealed, and nothing is in flight: every request is a record."""
         return self.sealed and self.busy == 0
 
-    def phase(self, target: str, clock: Clock) -> Phase:
+    def phase(self, target: str, clock: Clock, level: float | None = None) -> Phase:
         assert self.closed_at is not None, "a window becomes a phase once closed"
         return Phase(
             target=target,
             block=0,
+            level=level,
             start_at=clock.epoch(self.warm_end),
             end_at=clock.epoch(self.closed_at),
             done_at=clock.epoch(self.done_at or self.closed_at),

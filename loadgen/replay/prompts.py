@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loadgen.replay.formats import TraceRecord
-from loadgen.workload import LEAD, Sizing, synthetic_text
+from loadgen.workload import LEAD, Prompt, Sizing, synthetic_text
 
 DEFAULT_BLOCK_TOKENS = 512  # Mooncake's published traces
 
@@ -27,6 +27,10 @@ class PromptBook:
     rng: np.random.Generator
     block_tokens: int = DEFAULT_BLOCK_TOKENS
     _parts: dict[str, list[str]] = field(default_factory=dict)
+
+    def prompt(self, record: TraceRecord) -> Prompt:
+        """The record's prompt, asking for exactly its recorded output (ignore_eos does it)."""
+        return Prompt(text=self.text(record), max_tokens=record.output_tokens)
 
     def text(self, record: TraceRecord) -> str:
         words = max(0, record.input_tokens - self.sizing.overhead)

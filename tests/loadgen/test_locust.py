@@ -66,12 +66,12 @@ class Runs:
         return rundir.read(self.locust)
 
 
-def start(args: list[str], log: Path) -> subprocess.Popen:
-    """`python -m ARGS` with its output in `log`."""
+def start(args: list[str], log: Path, cwd: Path = ROOT) -> subprocess.Popen:
+    """`python -m ARGS` in `cwd` with its output in `log`."""
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", *args],
-            cwd=ROOT,
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

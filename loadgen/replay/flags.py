@@ -1,0 +1,82 @@
+"""--replay and its companions: one definition for both engines (loadgen's parser and the
+Locust engine's custom arguments), and the settings they make."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from latency_proxy.units import parse_duration
+from loadgen.replay import ReplaySettings
+from loadgen.replay.formats import FORMATS
+from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS
+
+
+def add_flags(group: argparse._ArgumentGroup, *, text: bool = False) -> None:
+    """The replay flags; `text` leaves their values text, as the Locust engine's custom
+    arguments are (its web UI hands a form's values back as text), for `settings` to read."""
+
+    def typed(parse: Callable[[str], Any], default: Any) -> dict[str, Any]:
+        return {"default": f"{default:g}"} if text else {"type": parse, "default": default}
+
+    group.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="send a trace's requests at their own times (instead of --rate/--concurrency): "
+        "Azure LLM inference CSV, Mooncake JSONL, a requests.jsonl, the proxy's log",
+    )
+    group.add_argument(
+        "--replay-format", choices=FORMATS, help="the trace's format (default: detected)"
+    )
+    group.add_argument(
+        "--replay-speed",
+        **typed(float, 1.0),
+        metavar="X",
+        help="offsets divided by X: 2 sends the trace twice as fast (default 1)",
+    )
+    group.add_argument(
+        "--replay-start",
+        **typed(parse_duration, 0.0),
+        metavar="D",
+        help="the window opens D after the trace's first record; --duration (trace time) "
+        "or --requests closes it (default: the whole trace)",
+    )
+    group.add_argument(
+        "--replay-block-tokens",
+        **typed(int, DEFAULT_BLOCK_TOKENS),
+        metavar="N",
+        help=f"tokens per Mooncake hash id (default {DEFAULT_BLOCK_TOKENS})",
+    )
+    group.add_argument(
+        "--skip-bad-rows",
+        action="store_true",
+        help="skip rows that do not parse (counted in run.json and the report) instead of stopping",
+    )
+
+
+def settings(args: Any) -> ReplaySettings | None:
+    """The flags' ReplaySettings (None: no --replay); ValueError for a bad speed or size."""
+    if not args.replay:
+        return None
+    speed = _read(args.replay_speed, float, "--replay-speed")
+    block_tokens = _read(args.replay_block_tokens, int, "--replay-block-tokens")
+    start_s = _read(args.replay_start, parse_duration, "--replay-start")
+    if speed <= 0 or block_tokens < 1:
+        raise ValueError("--replay-speed and --replay-block-tokens must be positive")
+    return ReplaySettings(
+        file=args.replay,
+        format=args.replay_format or None,
+        speed=speed,
+        start_s=start_s,
+        block_tokens=block_tokens,
+        skip_bad_rows=args.skip_bad_rows,
+    )
+
+
+def _read(value: Any, parse: Callable[[str], Any], flag: str) -> Any:
+    """A flag's value, parsed when it is still text."""
+    try:
+        return parse(value) if isinstance(value, str) else value
+    except ValueError as exc:
+        raise ValueError(f"{flag}: {exc}") from None
