@@ -202,9 +202,7 @@ async def _replayed(
             limit = await client.context_length(http, target, runner.models[name])
             if limit is not None:
                 trace = replay.fit(trace, limit, config.replay)
-    runner.book = replay.PromptBook(
-        sizing, np.random.default_rng(prompt_seed), config.replay.block_tokens
-    )
+    runner.book = replay.PromptBook(sizing, prompt_seed, config.replay.block_tokens)
     runner.record_models = config.model is None
     return trace
 

@@ -97,9 +97,7 @@ class Node:
             trace_window(options, setup.context_length(self.model)) if options.replay else None
         )
         self.book = (
-            replay.PromptBook(
-                sizing, np.random.default_rng(options.prompt_seed), options.replay.block_tokens
-            )
+            replay.PromptBook(sizing, options.prompt_seed, options.replay.block_tokens)
             if options.replay
             else None
         )

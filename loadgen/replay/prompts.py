@@ -7,10 +7,16 @@ part named before is the same words again, so a server's prefix cache finds what
 trace's did. Blocks are `block_tokens` long (the first one less the prompt's fixed overhead,
 so that block k ends at token (k+1)·block_tokens; the last one is the rest). Messages have no
 recorded length: a new one gets an even share of the tokens the known parts leave.
+
+All text is drawn from the run's prompt seed and the names alone (a part's name, a
+record's line), never from a stream shared by the records: a shard that holds every Nth
+record writes each record's prompt exactly as a single client would, so blocks shared across
+shards stay shared, and records no prefix ties together share no words by accident.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,12 +25,13 @@ from loadgen.replay.formats import TraceRecord
 from loadgen.workload import LEAD, Prompt, Sizing, synthetic_text
 
 DEFAULT_BLOCK_TOKENS = 512  # Mooncake's published traces
+_CHUNK_WORDS = 256  # a part's words come in chunks, each its own draw, so growing one is stable
 
 
 @dataclass(slots=True)
 class PromptBook:
     sizing: Sizing
-    rng: np.random.Generator
+    seed: int
     block_tokens: int = DEFAULT_BLOCK_TOKENS
     _parts: dict[str, list[str]] = field(default_factory=dict)
 
@@ -35,7 +42,8 @@ class PromptBook:
     def text(self, record: TraceRecord) -> str:
         words = max(0, record.input_tokens - self.sizing.overhead)
         if not record.prefix:
-            return synthetic_text(record.input_tokens, self.sizing, self.rng)
+            rng = np.random.default_rng([self.seed, 0, record.line])
+            return synthetic_text(record.input_tokens, self.sizing, rng)
         lengths = (
             self._block_lengths(words, len(record.prefix))
             if record.prefix_unit == "block"
@@ -44,7 +52,7 @@ class PromptBook:
         picked: list[str] = []
         for key, n in zip(record.prefix, lengths, strict=False):
             picked += self._part(f"{record.prefix_unit}:{key}", n)
-        picked += self._fresh(words - len(picked))  # past the named parts
+        picked += self._words(f"after:{record.line}", words - len(picked))  # past the named parts
         return LEAD + "".join(" " + w for w in picked[:words])
 
     def _block_lengths(self, words: int, blocks: int) -> list[int]:
@@ -66,9 +74,15 @@ class PromptBook:
     def _part(self, key: str, n: int) -> list[str]:
         part = self._parts.setdefault(key, [])
         if len(part) < n:
-            part += self._fresh(n - len(part))
+            part[:] = self._words(key, n)
         return part[:n]
 
-    def _fresh(self, n: int) -> list[str]:
-        words = self.sizing.words
-        return [words[i] for i in self.rng.integers(0, len(words), size=max(0, n))]
+    def _words(self, key: str, n: int) -> list[str]:
+        """The first `n` words named `key`: the same words whoever asks, in whatever order."""
+        name = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+        vocabulary = self.sizing.words
+        out: list[str] = []
+        for chunk in range(-(-max(0, n) // _CHUNK_WORDS)):
+            rng = np.random.default_rng([self.seed, 1, name, chunk])
+            out += [vocabulary[i] for i in rng.integers(0, len(vocabulary), size=_CHUNK_WORDS)]
+        return out[: max(0, n)]

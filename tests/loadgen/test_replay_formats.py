@@ -227,7 +227,7 @@ def words(text: str) -> list[str]:
 
 
 def test_blocks_named_before_come_back_as_the_same_words() -> None:
-    book = PromptBook(SIZING, np.random.default_rng(1), block_tokens=16)
+    book = PromptBook(SIZING, 1, block_tokens=16)
     first = TraceRecord(line=1, at=0, input_tokens=40, output_tokens=1, prefix=("0", "1", "2"))
     second = TraceRecord(line=2, at=0, input_tokens=40, output_tokens=1, prefix=("0", "1", "9"))
     third = TraceRecord(line=3, at=0, input_tokens=40, output_tokens=1, prefix=("5", "1", "2"))
@@ -240,7 +240,7 @@ def test_blocks_named_before_come_back_as_the_same_words() -> None:
 
 
 def test_messages_named_before_come_back_and_new_ones_share_what_is_left() -> None:
-    book = PromptBook(SIZING, np.random.default_rng(2))
+    book = PromptBook(SIZING, 2)
     turn1 = TraceRecord(1, 0, 43, 1, prefix=("s", "u1"), prefix_unit="message")
     turn2 = TraceRecord(2, 1, 103, 1, prefix=("s", "u1", "a1", "u2"), prefix_unit="message")
     other = TraceRecord(3, 2, 43, 1, prefix=("s", "v1"), prefix_unit="message")
@@ -251,9 +251,28 @@ def test_messages_named_before_come_back_and_new_ones_share_what_is_left() -> No
 
 
 def test_a_record_without_prefix_gets_a_fresh_prompt_of_its_length() -> None:
-    book = PromptBook(SIZING, np.random.default_rng(3))
+    book = PromptBook(SIZING, 3)
     texts = [book.text(TraceRecord(i, 0, 200, 1)) for i in range(2)]
     assert len(words(texts[0])) == 197 and texts[0] != texts[1]
+
+
+def test_shards_write_each_prompt_as_one_client_would() -> None:
+    """A shard holds every Nth record; a block it meets first must still be the text a single
+    client gave it, or prefix-cache hits across shards are lost (and fresh prompts that a
+    shared stream made alike would hit where the trace's did not)."""
+    records = [
+        TraceRecord(1, 0, 600, 1, prefix=("0", "1")),
+        TraceRecord(2, 0, 600, 1),
+        TraceRecord(3, 0, 1100, 1, prefix=("0", "1", "2")),
+        TraceRecord(4, 0, 600, 1),
+        TraceRecord(5, 0, 1100, 1, prefix=("7", "1", "2")),
+    ]
+    alone = [PromptBook(SIZING, 9, block_tokens=256).text(r) for r in records]
+    shards = [PromptBook(SIZING, 9, block_tokens=256) for _ in range(2)]
+    sharded = [shards[i % 2].text(r) for i, r in enumerate(records)]
+    assert sharded == alone
+    assert alone[1] != alone[3]  # fresh prompts are fresh
+    assert PromptBook(SIZING, 10, block_tokens=256).text(records[0]) != alone[0]  # the seed counts
 
 
 def test_load_names_the_file_and_line_and_keeps_its_digest(tmp_path: Path) -> None:
