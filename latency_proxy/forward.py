@@ -20,6 +20,7 @@ from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_o
 from latency_proxy.models_list import list_models
 from latency_proxy.outcome import Outcome
 from latency_proxy.request import (
+    BODY_AT_HAND,
     BodyTooLarge,
     BodyTooSlow,
     ClientGone,
@@ -128,6 +129,7 @@ class Forwarder:
                 settings.max_body_size,
                 int(declared) if declared and declared.isdigit() else None,
                 settings.body_timeout,
+                scope.get("extensions", {}).get(BODY_AT_HAND),
             )
         except BodyTooLarge:  # the rest of the body is not read: the connection ends
             message = f"request body larger than {settings.max_body_size} bytes"

@@ -28,6 +28,7 @@ from typing import Any
 
 from latency_proxy.http10 import Http10Cycle
 from latency_proxy.relay import ON_GONE
+from latency_proxy.request import BODY_AT_HAND
 from latency_proxy.responses import HEADERS_TOO_LARGE, error_body
 from latency_proxy.uvicorn_internals import HttpToolsProtocol, RequestResponseCycle
 from latency_proxy.writers import ABORT, WRITER, ClientWriter
@@ -109,6 +110,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             extensions[ABORT] = lambda flush: self._abort(cycle, flush)  # type: ignore[typeddict-unknown-key]
             extensions[WRITER] = lambda: self._writer_for(cycle)  # type: ignore[typeddict-unknown-key]
             extensions[ON_GONE] = lambda on_gone: self._watch(cycle, on_gone)  # type: ignore[typeddict-unknown-key]
+            extensions[BODY_AT_HAND] = lambda: _body_at_hand(cycle)  # type: ignore[typeddict-unknown-key]
             self._open = [c for c in self._open if not c.response_complete]
             self._open.append(cycle)
 
@@ -182,3 +184,16 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.cycle.keep_alive = False  # pipelined behind a response: close after it
         else:
             self._close()
+
+
+def _body_at_hand(cycle: RequestResponseCycle) -> bytes | None:
+    """The body, if it arrived whole with the head: what receive() would return at once,
+    taken as it takes it, without the wait. None when receive() has more to do (a body
+    still arriving, a 100 Continue to send, a client gone)."""
+    if cycle.more_body or cycle.waiting_for_100_continue or cycle.disconnected:
+        return None
+    body = bytes(cycle.body)
+    cycle.body = bytearray()
+    cycle.message_event.clear()
+    cycle.flow.resume_reading()
+    return body

@@ -4,10 +4,13 @@ size limit and a time limit (the proxy routes by what the body says)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from latency_proxy.types import Receive
+
+# the scope extension that hands over a body already received whole (http_protocol.py)
+BODY_AT_HAND = "latency_proxy.body_at_hand"
 
 
 class BodyTooLarge(Exception):
@@ -49,11 +52,25 @@ def read_head(headers: Iterable[tuple[bytes, bytes]]) -> Head:
     return Head(first, hosts, size)
 
 
-async def read_body(receive: Receive, limit: int, declared: int | None, timeout: float) -> bytes:
+async def read_body(
+    receive: Receive,
+    limit: int,
+    declared: int | None,
+    timeout: float,
+    at_hand: Callable[[], bytes | None] | None = None,
+) -> bytes:
     """The whole body, within `limit` bytes and `timeout` seconds of the call (the end of
-    the head): a deadline for the whole body, not for each read, so a trickle is cut too."""
+    the head): a deadline for the whole body, not for each read, so a trickle is cut too.
+
+    `at_hand` (the server's BODY_AT_HAND) gives a body that arrived whole with the head,
+    the usual small request: nothing is left to wait for, so no deadline is armed."""
     if declared is not None and declared > limit:
         raise BodyTooLarge
+    body = at_hand() if at_hand is not None else None
+    if body is not None:
+        if len(body) > limit:
+            raise BodyTooLarge
+        return body
     try:
         async with asyncio.timeout(timeout):
             return await _read(receive, limit)
