@@ -19,7 +19,15 @@ from latency_proxy.identity import request_id_from
 from latency_proxy.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.models_list import list_models
 from latency_proxy.outcome import Outcome
-from latency_proxy.request import BodyTooLarge, BodyTooSlow, ClientGone, header, read_body
+from latency_proxy.request import (
+    BODY_AT_HAND,
+    BodyTooLarge,
+    BodyTooSlow,
+    ClientGone,
+    Head,
+    read_body,
+    read_head,
+)
 from latency_proxy.responses import HEADERS_TOO_LARGE, answer, answer_error, retry_after_header
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry.logs import bind_request, cut_recorded
@@ -31,6 +39,7 @@ from latency_proxy.upstream.routes import climbs_above_root
 
 log = logging.getLogger("latency_proxy.forward")
 perf_counter = time.perf_counter
+_TRACE_HEADERS = ((b"traceparent", "traceparent"), (b"tracestate", "tracestate"))
 
 
 class Forwarder:
@@ -56,22 +65,24 @@ class Forwarder:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = perf_counter()
         wall0 = time.time_ns()
-        request_id = request_id_from(header(scope, b"x-request-id"))
+        head = read_head(scope["headers"])
+        first = head.first
+        request_id = request_id_from(first.get(b"x-request-id"))
         method: str = scope["method"]
         path: str = scope["path"]
         measured = method == "POST" and path in MEASURED_PATHS
         carrier = {}
-        for key in (b"traceparent", b"tracestate"):
-            value = header(scope, key)
+        for key, name in _TRACE_HEADERS:
+            value = first.get(key)
             if value is not None:
-                carrier[key.decode()] = value.decode("latin-1")
+                carrier[name] = value.decode("latin-1")
         server_span = self.recording.spans.start_server(
             scope, request_id, measured, extract(carrier), wall0
         )
         bind_request(request_id, server_span.get_span_context())
         exchange = Exchange(request_id, method, path, t0, wall0, server_span)
         try:
-            await self._handle(exchange, scope, receive, send, measured)
+            await self._handle(exchange, head, scope, receive, send, measured)
         except asyncio.CancelledError:  # the drain timeout ran out: the server cut the stream
             exchange.fail(Outcome.PROXY_ERROR, "shutdown")
             cut_recorded()  # its record says so: uvicorn's traceback of the cut would repeat it
@@ -88,20 +99,21 @@ class Forwarder:
             self.recorder.submit(exchange, perf_counter())
 
     async def _handle(
-        self, exchange: Exchange, scope: Scope, receive: Receive, send: Send, measured: bool
+        self,
+        exchange: Exchange,
+        head: Head,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        measured: bool,
     ) -> None:
         settings = self.settings
-        headers = scope["headers"]
-        hosts = [value for name, value in headers if name == b"host"]
-        if len(hosts) > 1 or (not hosts and scope.get("http_version") == "1.1"):
+        if head.hosts > 1 or (not head.hosts and scope.get("http_version") == "1.1"):
             # RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (nginx answers 400 too)
             message = "an HTTP/1.1 request needs exactly one Host header"
             await self._reject(exchange, send, 400, message, "BadRequestError")
             return
-        if (
-            len(headers) > settings.max_headers
-            or sum(len(k) + len(v) for k, v in headers) > settings.max_header_bytes
-        ):
+        if len(scope["headers"]) > settings.max_headers or head.size > settings.max_header_bytes:
             await self._reject(exchange, send, 431, *HEADERS_TOO_LARGE)
             return
         if climbs_above_root(scope.get("raw_path") or scope["path"].encode()):
@@ -110,13 +122,14 @@ class Forwarder:
                 exchange, send, 400, "the request path climbs above its root", "BadRequestError"
             )
             return
-        declared = header(scope, b"content-length")
+        declared = head.first.get(b"content-length")
         try:
             body = await read_body(
                 receive,
                 settings.max_body_size,
                 int(declared) if declared and declared.isdigit() else None,
                 settings.body_timeout,
+                scope.get("extensions", {}).get(BODY_AT_HAND),
             )
         except BodyTooLarge:  # the rest of the body is not read: the connection ends
             message = f"request body larger than {settings.max_body_size} bytes"

@@ -22,10 +22,13 @@ The body's timer is the app's (request.read_body), so it holds under any ASGI se
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from latency_proxy.http10 import Http10Cycle
+from latency_proxy.relay import ON_GONE
+from latency_proxy.request import BODY_AT_HAND
 from latency_proxy.responses import HEADERS_TOO_LARGE, error_body
 from latency_proxy.uvicorn_internals import HttpToolsProtocol, RequestResponseCycle
 from latency_proxy.writers import ABORT, WRITER, ClientWriter
@@ -61,6 +64,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._linger: asyncio.TimerHandle | None = None
         self._writer: ClientWriter | None = None
         self._open: list[RequestResponseCycle] = []  # responses not complete, in order
+        self._on_gone: dict[RequestResponseCycle, Callable[[], None]] = {}  # relay.ON_GONE
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -76,6 +80,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             if not cycle.response_complete:
                 cycle.disconnected = True
                 cycle.message_event.set()
+                on_gone = self._on_gone.pop(cycle, None)
+                if on_gone is not None:
+                    on_gone()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -102,6 +109,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             extensions = self.scope.setdefault("extensions", {})
             extensions[ABORT] = lambda flush: self._abort(cycle, flush)  # type: ignore[typeddict-unknown-key]
             extensions[WRITER] = lambda: self._writer_for(cycle)  # type: ignore[typeddict-unknown-key]
+            extensions[ON_GONE] = lambda on_gone: self._watch(cycle, on_gone)  # type: ignore[typeddict-unknown-key]
+            extensions[BODY_AT_HAND] = lambda: _body_at_hand(cycle)  # type: ignore[typeddict-unknown-key]
             self._open = [c for c in self._open if not c.response_complete]
             self._open.append(cycle)
 
@@ -116,6 +125,18 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def _writer_for(self, cycle: RequestResponseCycle) -> ClientWriter:
         self._writer = ClientWriter(cycle)
         return self._writer
+
+    def _watch(
+        self, cycle: RequestResponseCycle, on_gone: Callable[[], None]
+    ) -> Callable[[], None]:
+        """Call on_gone once the client leaves before cycle's response is complete: what a
+        task waiting in receive() for `http.disconnect` learns, without the task. Returns
+        the call that ends the watch."""
+        if cycle.disconnected:
+            return self.loop.call_soon(on_gone).cancel
+        cycle.flow.resume_reading()  # as receive() does: a paused read never sees the close
+        self._on_gone[cycle] = on_gone
+        return lambda: self._on_gone.pop(cycle, None)
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -163,3 +184,16 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.cycle.keep_alive = False  # pipelined behind a response: close after it
         else:
             self._close()
+
+
+def _body_at_hand(cycle: RequestResponseCycle) -> bytes | None:
+    """The body, if it arrived whole with the head: what receive() would return at once,
+    taken as it takes it, without the wait. None when receive() has more to do (a body
+    still arriving, a 100 Continue to send, a client gone)."""
+    if cycle.more_body or cycle.waiting_for_100_continue or cycle.disconnected:
+        return None
+    body = bytes(cycle.body)
+    cycle.body = bytearray()
+    cycle.message_event.clear()
+    cycle.flow.resume_reading()
+    return body

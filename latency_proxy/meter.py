@@ -94,6 +94,11 @@ class RequestTiming:
     max_itl_s: float | None = None
     stalls: int | None = None  # gaps longer than the stall threshold
 
+    @property
+    def reasoning_source_value(self) -> str | None:
+        """reasoning_source as text: what the log line and the CLIENT span record."""
+        return self.reasoning_source.value if self.reasoning_source is not None else None
+
 
 def classify(payload: Any) -> EventKind:
     """Content, usage-only or other, per DESIGN.md's definition of a content event."""

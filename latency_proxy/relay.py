@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import StreamMeter
 from latency_proxy.sse import SSEParser
-from latency_proxy.types import Receive
+from latency_proxy.types import Receive, Scope
 from latency_proxy.upstream.connection import Response
 from latency_proxy.usage_filter import InjectedUsageFilter
 from latency_proxy.write_watch import WriteWatch
@@ -29,6 +29,9 @@ from latency_proxy.writers import BodyWriter
 
 perf_counter = time.perf_counter
 MAX_MEASURED_BODY = 8 * 2**20  # non-streaming bodies kept for usage parsing up to this size
+# the scope extension that calls back once the client is gone (http_protocol.py): the
+# disconnect watch without a task per request
+ON_GONE = "latency_proxy.on_gone"
 
 
 class Backpressure:
@@ -157,36 +160,51 @@ async def relay_events(
 
 
 async def cancel_on_disconnect(
-    work: Coroutine[Any, Any, None], receive: Receive, writes: WriteWatch | None = None
+    work: Coroutine[Any, Any, None],
+    scope: Scope,
+    receive: Receive,
+    writes: WriteWatch | None = None,
 ) -> bool:
     """Run `work` in this task; if the client disconnects first, or stops reading past the
-    write timeout (`writes`), cancel it (which aborts the upstream request) and return True."""
+    write timeout (`writes`), cancel it (which aborts the upstream request) and return True.
+
+    Under the proxy's own uvicorn protocol the server says when the client is gone
+    (ON_GONE); elsewhere a task of its own waits on `receive` for `http.disconnect`."""
     task = asyncio.current_task()
     assert task is not None
-    disconnected = asyncio.Event()
-    watcher = asyncio.create_task(_watch_disconnect(receive, disconnected, task))
+    gone = False
+
+    def cancel() -> None:
+        nonlocal gone
+        gone = True
+        task.cancel()
+
+    watch = scope.get("extensions", {}).get(ON_GONE)
+    if watch is not None:
+        unwatch = watch(cancel)
+    else:
+        unwatch = asyncio.create_task(_watch_disconnect(receive, cancel)).cancel
     if writes is not None:
-        writes.start(lambda: (disconnected.set(), task.cancel()))
+        writes.start(cancel)
     try:
         await work
     except asyncio.CancelledError:
-        if not disconnected.is_set():
+        if not gone:
             raise
         task.uncancel()
         return True
     finally:
-        watcher.cancel()
+        unwatch()
         if writes is not None:
             writes.stop()
     return False
 
 
-async def _watch_disconnect(receive: Receive, flag: asyncio.Event, task: asyncio.Task[Any]) -> None:
+async def _watch_disconnect(receive: Receive, on_gone: Callable[[], None]) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            flag.set()
-            task.cancel()
+            on_gone()
             return
 
 

@@ -1,11 +1,16 @@
-"""What the proxy reads of the client's request: a header, and the body whole within a
+"""What the proxy reads of the client's request: a few headers, and the body whole within a
 size limit and a time limit (the proxy routes by what the body says)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from latency_proxy.types import Receive, Scope
+from latency_proxy.types import Receive
+
+# the scope extension that hands over a body already received whole (http_protocol.py)
+BODY_AT_HAND = "latency_proxy.body_at_hand"
 
 
 class BodyTooLarge(Exception):
@@ -20,19 +25,52 @@ class ClientGone(Exception):
     """The client disconnected before its body was complete."""
 
 
-def header(scope: Scope, name: bytes) -> bytes | None:
-    """The first value of header `name` (lowercase), or None."""
-    for key, value in scope["headers"]:
-        if key.lower() == name:
-            return value
-    return None
+# the headers whose first value the proxy reads (request id, trace context, body length)
+_READ = frozenset({b"x-request-id", b"traceparent", b"tracestate", b"content-length"})
 
 
-async def read_body(receive: Receive, limit: int, declared: int | None, timeout: float) -> bytes:
+@dataclass(slots=True)
+class Head:
+    """What the proxy reads of a request's headers, taken in one pass over them."""
+
+    first: dict[bytes, bytes]  # the first value of each header in _READ that is present
+    hosts: int  # Host lines
+    size: int  # bytes of every name and value
+
+
+def read_head(headers: Iterable[tuple[bytes, bytes]]) -> Head:
+    first: dict[bytes, bytes] = {}
+    hosts = size = 0
+    for name, value in headers:
+        size += len(name) + len(value)
+        if name == b"host":
+            hosts += 1
+            continue
+        lower = name.lower()
+        if lower in _READ and lower not in first:
+            first[lower] = value
+    return Head(first, hosts, size)
+
+
+async def read_body(
+    receive: Receive,
+    limit: int,
+    declared: int | None,
+    timeout: float,
+    at_hand: Callable[[], bytes | None] | None = None,
+) -> bytes:
     """The whole body, within `limit` bytes and `timeout` seconds of the call (the end of
-    the head): a deadline for the whole body, not for each read, so a trickle is cut too."""
+    the head): a deadline for the whole body, not for each read, so a trickle is cut too.
+
+    `at_hand` (the server's BODY_AT_HAND) gives a body that arrived whole with the head,
+    the usual small request: nothing is left to wait for, so no deadline is armed."""
     if declared is not None and declared > limit:
         raise BodyTooLarge
+    body = at_hand() if at_hand is not None else None
+    if body is not None:
+        if len(body) > limit:
+            raise BodyTooLarge
+        return body
     try:
         async with asyncio.timeout(timeout):
             return await _read(receive, limit)

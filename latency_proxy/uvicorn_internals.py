@@ -41,6 +41,9 @@ CYCLE_FIELDS = (
     "response_complete",
     "chunked_encoding",  # None until the head is sent, then whether the body is chunked
     "message_event",  # set to wake the app's receive()
+    "body",  # what arrived of the body and receive() has not returned yet (a bytearray)
+    "more_body",  # False once the body is complete
+    "waiting_for_100_continue",  # receive() still owes the client a 100 Continue
 )
 CYCLE_METHODS: dict[str, tuple[str, ...]] = {"send": ("self", "message")}
 # the cycle's flow control: whether the client's buffer is over the high-water mark, and

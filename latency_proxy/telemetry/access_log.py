@@ -30,7 +30,7 @@ _TIMING_KEYS = (
 _TIMING_GETTERS: dict[str, Callable[[RequestTiming], object]] = {
     "chunks": lambda t: t.content_events,
     "finish_reasons": lambda t: t.finish_reasons or None,
-    "reasoning_source": lambda t: t.reasoning_source and t.reasoning_source.value,
+    "reasoning_source": attrgetter("reasoning_source_value"),
 }
 # after method, path, route, model, operation, stream, status, outcome, error type, bytes, e2e
 TIMING_FIELDS: tuple[tuple[str, Callable[[RequestTiming], object]], ...] = tuple(

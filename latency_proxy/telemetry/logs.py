@@ -16,11 +16,9 @@ from typing import Any
 import orjson
 from opentelemetry.trace import SpanContext
 
-request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "request_id", default=None
-)
-trace_ids_var: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
-    "trace_ids", default=None
+# the current request's id and span context (its ids are formatted only for a line written)
+request_var: contextvars.ContextVar[tuple[str, SpanContext] | None] = contextvars.ContextVar(
+    "request", default=None
 )
 
 # set in a request's task once the proxy recorded why its response stays incomplete
@@ -35,8 +33,7 @@ _CONTROL = {c: f"\\x{c:02x}" for c in range(32)}
 
 def bind_request(request_id: str, context: SpanContext) -> None:
     """Stamp the log lines of the current task with a request's id and trace context."""
-    request_id_var.set(request_id)
-    trace_ids_var.set((format(context.trace_id, "032x"), format(context.span_id, "016x")))
+    request_var.set((request_id, context))
 
 
 def cut_recorded() -> None:
@@ -76,23 +73,33 @@ def safe_traceback(exc: BaseException) -> str:
     return " | ".join(lines)
 
 
+_second: tuple[int, str] = (-1, "")  # the last second formatted, and its text
+
+
 def _timestamp(created: float) -> str:
-    """time.time() as the lines' `ts`: UTC, milliseconds (as LogRecord computes them)."""
-    msecs = int((created - int(created)) * 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{msecs:03d}Z"
+    """time.time() as the lines' `ts`: UTC, milliseconds (as LogRecord computes them). The
+    second's text is formatted once per second (strftime is most of a line's clock)."""
+    global _second
+    second = int(created)
+    known, text = _second
+    if second != known:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second = (second, text)  # one assignment: safe for the exporters' threads
+    return f"{text}.{int((created - second) * 1000):03d}Z"
 
 
 def _line(created: float, level: str, name: str, msg: str) -> dict[str, Any]:
     """The keys every line starts with, in order."""
-    trace_ids = trace_ids_var.get()
+    bound = request_var.get()
+    context = bound[1] if bound else None
     return {
         "ts": _timestamp(created),
         "level": level,
         "logger": name,
         "msg": msg,
-        "request_id": request_id_var.get(),
-        "trace_id": trace_ids[0] if trace_ids else None,
-        "span_id": trace_ids[1] if trace_ids else None,
+        "request_id": bound[0] if bound else None,
+        "trace_id": format(context.trace_id, "032x") if context else None,
+        "span_id": format(context.span_id, "016x") if context else None,
     }
 
 

@@ -19,6 +19,11 @@ class MetricsWriter:
     def __init__(self, telemetry: Telemetry) -> None:
         self._telemetry = telemetry
         self._model_label = telemetry.model_label
+        # the rows this process observes, for a streamed answer and for any other: chosen
+        # once (the GenAI name set is fixed at start), not row by row per request
+        names = LATEST if telemetry.latest_gen_ai else OLD
+        kept = tuple(row for row in OBSERVED if row.names in (BOTH, names))
+        self._rows = {True: kept, False: tuple(row for row in kept if not row.stream)}
 
     def labels(self, exchange: Exchange) -> tuple[str, str, str]:
         """operation, model, route: the labels every per-request instrument carries."""
@@ -61,10 +66,7 @@ class MetricsWriter:
             return
         context = trace.set_span_in_context(exchange.client_span or exchange.server_span)
         stream = bool(exchange.call and exchange.call.stream)
-        names = LATEST if tel.latest_gen_ai else OLD
-        for row in OBSERVED:
-            if (row.stream and not stream) or row.names not in (BOTH, names):
-                continue
+        for row in self._rows[stream]:
             exemplar = trace_id if row.exemplar else None
             for extra, values in row.series(exchange, timing):
                 tel.instrument(row.spec).record_all(values, (*labels, *extra), exemplar, context)

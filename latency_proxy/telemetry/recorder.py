@@ -22,7 +22,7 @@ class Recorder:
     def __init__(self, write: Callable[[Exchange, float], None]) -> None:
         self._write = write  # recording.Recording.finish in the proxy
         self._pending: deque[tuple[Exchange, float]] = deque()
-        self._task: asyncio.Task[None] | None = None
+        self._next: asyncio.Handle | None = None  # the next loop turn's write
 
     def submit(self, exchange: Exchange, t_end: float) -> None:
         """Queue a finished exchange; t_end (its last byte) is already fixed.
@@ -33,17 +33,21 @@ class Recorder:
             oldest, oldest_end = self._pending.popleft()
             self._write(oldest, oldest_end)
         self._pending.append((exchange, t_end))
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._drain())
+        if self._next is None:
+            self._next = asyncio.get_running_loop().call_soon(self._write_one)
 
-    async def _drain(self) -> None:
+    def _write_one(self) -> None:
+        """One record, and the next one on the next loop turn (a callback, not a task: no
+        task to create and step for every record)."""
+        self._next = None
+        if not self._pending:
+            return  # flushed meanwhile
+        exchange, t_end = self._pending.popleft()
         try:
-            while self._pending:
-                exchange, t_end = self._pending.popleft()
-                self._write(exchange, t_end)
-                await asyncio.sleep(0)
+            self._write(exchange, t_end)
         finally:
-            self._task = None
+            if self._pending:
+                self._next = asyncio.get_running_loop().call_soon(self._write_one)
 
     def flush(self) -> None:
         """Write everything still queued (at shutdown, before exporters flush)."""

@@ -169,7 +169,7 @@ TIMING_ATTRIBUTES: tuple[tuple[str, Callable[[RequestTiming], Any], bool], ...] 
     # the server's signals (reasoning, cache, its own timings) and stalls
     (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, lambda t: t.cached_tokens, False),
     (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, lambda t: t.reasoning_tokens, False),
-    (sc.REASONING_SOURCE, lambda t: t.reasoning_source and t.reasoning_source.value, False),
+    (sc.REASONING_SOURCE, lambda t: t.reasoning_source_value, False),
     (sc.ANSWER_TTFT_S, lambda t: t.answer_ttft_s, False),
     (sc.REASONING_S, lambda t: t.reasoning_s, False),
     (sc.SERVER_QUEUE_S, lambda t: t.server_queue_s, False),

@@ -100,7 +100,7 @@ class UpstreamCaller:
         writes = WriteWatch(send, self._write_timeout)
         try:
             work = self._call(exchange, route, scope, headers, writes)
-            client_left = await cancel_on_disconnect(work, receive, writes)
+            client_left = await cancel_on_disconnect(work, scope, receive, writes)
         finally:
             self.in_flight -= counted
         if writes.stalled:  # a client that stopped reading: its socket goes at once

@@ -93,8 +93,10 @@ class Pool:
         """The response's head; its body follows through `Response.stream`."""
         head = self._head(method, target, headers, body)
         head_only = method == b"HEAD"
-        async with asyncio.timeout(self._connect_timeout):
-            connection = await self._acquire(attempt)
+        connection = self._reusable(attempt)  # at hand: nothing to wait for, no timer
+        if connection is None:
+            async with asyncio.timeout(self._connect_timeout):
+                connection = await self._acquire(attempt)
         try:
             return await self._exchange(connection, head, body, head_only)
         except ProtocolError as exc:
@@ -133,20 +135,27 @@ class Pool:
                 connection.abandon()
             raise
 
+    def _reusable(self, attempt: Attempt) -> Connection | None:
+        """The newest idle connection still fit to reuse (the unfit ones closed), or None."""
+        now = asyncio.get_running_loop().time()
+        while self._idle:
+            connection = self._idle.pop()
+            if (
+                not connection.closed
+                and now - connection.idle_since < IDLE_EXPIRY
+                and not connection.readable()
+            ):
+                connection.reused = attempt.reused = True
+                return connection
+            connection.close()
+        return None
+
     async def _acquire(self, attempt: Attempt) -> Connection:
         loop = asyncio.get_running_loop()
         while True:
-            now = loop.time()
-            while self._idle:
-                connection = self._idle.pop()
-                if (
-                    not connection.closed
-                    and now - connection.idle_since < IDLE_EXPIRY
-                    and not connection.readable()
-                ):
-                    connection.reused = attempt.reused = True
-                    return connection
-                connection.close()
+            connection = self._reusable(attempt)
+            if connection is not None:
+                return connection
             if self._open < self._limit:
                 return await self._connect()
             waiter: asyncio.Future[Connection | None] = loop.create_future()

@@ -45,6 +45,19 @@ _REPLACED_UPSTREAM = frozenset(
 )
 _NOT_TO_CLIENT_HEAD = frozenset({b"x-request-id"})
 _NOT_TO_CLIENT = _NOT_TO_CLIENT_HEAD | {b"content-length"}
+# what a request never takes upstream, by (identity encoding asked for, the route's own
+# credential sent): built once, not per request
+_DROP_UPSTREAM = {
+    (identity, credential): HOP_BY_HOP
+    | _REPLACED_UPSTREAM
+    | ({b"accept-encoding"} if identity else set())
+    | ({b"authorization"} if credential else set())
+    for identity in (False, True)
+    for credential in (False, True)
+}
+_DROP_TO_CLIENT = {
+    head: HOP_BY_HOP | (_NOT_TO_CLIENT_HEAD if head else _NOT_TO_CLIENT) for head in (False, True)
+}
 PROBE_CONNECTIONS = 4  # per route: readiness probes and listings are few, short, and apart
 
 
@@ -101,11 +114,10 @@ def request_headers(
     """End-to-end headers of the client's request, byte for byte, plus identity, trace
     context and the route's own credential."""
     incoming = list(incoming)
-    drop = HOP_BY_HOP | _REPLACED_UPSTREAM | _connection_tokens(incoming)
-    if identity_encoding:
-        drop = drop | {b"accept-encoding"}
-    if authorization is not None:
-        drop = drop | {b"authorization"}
+    drop = _DROP_UPSTREAM[identity_encoding, authorization is not None]
+    tokens = _connection_tokens(incoming)
+    if tokens:
+        drop = drop | tokens
     headers: list[tuple[bytes, bytes]] = []
     forwarded_for = None
     forwarded_proto = False
@@ -138,8 +150,15 @@ def response_headers(
     The body is re-framed for the client, so its length goes, but for a HEAD answer's
     (no body: the length a GET would get, RFC 9110 §9.3.2, kept as nginx keeps it)."""
     raw = list(raw)
-    drop = HOP_BY_HOP | (_NOT_TO_CLIENT_HEAD if head else _NOT_TO_CLIENT) | _connection_tokens(raw)
-    headers = [(name.lower(), value) for name, value in raw if name.lower() not in drop]
+    drop = _DROP_TO_CLIENT[head]
+    tokens = _connection_tokens(raw)
+    if tokens:
+        drop = drop | tokens
+    headers = []
+    for name, value in raw:
+        lower = name.lower()
+        if lower not in drop:
+            headers.append((lower, value))
     headers.append((b"x-request-id", request_id.encode()))
     if event_stream:
         headers.append((b"x-accel-buffering", b"no"))

@@ -17,7 +17,7 @@ def test_records_off_the_request_path_in_order_and_once() -> None:
         assert log == []  # nothing written inline
         await asyncio.sleep(0)
         assert len(log) == 1  # one record per loop turn
-        for _ in range(100):  # the drain task alone writes the rest: no flush here
+        for _ in range(100):  # the recorder alone writes the rest: no flush here
             if len(log) == 10:
                 break
             await asyncio.sleep(0)

@@ -102,6 +102,9 @@ def test_cycle_fields_mean_what_the_writer_reads(started) -> None:
     assert before["chunked_encoding"] is None and before["response_started"] is False
     assert before["keep_alive"] is True and before["disconnected"] is False
     assert isinstance(before["message_event"], asyncio.Event)
+    # the body came whole with the head: receive() would hand it over at once
+    assert before["more_body"] is False and before["waiting_for_100_continue"] is False
+    assert isinstance(before["body"], bytearray) and bytes(before["body"]) == b"x"
     # the head went out without a length: uvicorn chunks the body
     assert cycle.response_started is True and cycle.chunked_encoding is True
     assert cycle.flow.write_paused is False
