@@ -96,7 +96,7 @@ class RequestTiming:
 
     @property
     def reasoning_source_value(self) -> str | None:
-        """reasoning_source as text: what the log line and the CLIENT span record."""
+        """reasoning_source as text: what the log line, the CLIENT span and loadgen record."""
         return self.reasoning_source.value if self.reasoning_source is not None else None
 
 

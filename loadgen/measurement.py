@@ -124,5 +124,5 @@ class Measurement:
             response_id=timing.response_id,
             trace_id=self.trace_id,
             **{name: getattr(timing, name) for name in SIGNALS},
-            reasoning_source=source.value if (source := timing.reasoning_source) else None,
+            reasoning_source=timing.reasoning_source_value,
         )
