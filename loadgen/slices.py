@@ -22,7 +22,7 @@ import numpy as np
 
 from loadgen import stats
 from loadgen.records import Phase, Record
-from loadgen.slo import LABELS, METRICS, Slos, check, percentile_label
+from loadgen.slo import METRICS, Slos, check, named
 
 MIN_JUDGED = 5  # requests a slice needs before it is judged at all (a percentile may need more)
 PASS, FAIL, NOT_JUDGED = "pass", "fail", "not judged"
@@ -152,7 +152,7 @@ def _ms(seconds: float) -> str:
 
 
 def _name(judged: Mapping[str, Any], metric: str) -> str:
-    return f"{LABELS[metric]} {percentile_label(judged['percentile'])}"
+    return named(metric, judged["percentile"])
 
 
 def failures(s: Mapping[str, Any]) -> list[str]:

@@ -49,11 +49,6 @@ class Check:
     count: int  # the sample's size
 
     @property
-    def name(self) -> str:
-        """ "TTFT P90" """
-        return f"{LABELS[self.metric]} {percentile_label(self.percentile)}"
-
-    @property
     def held(self) -> bool | None:
         """At or under the limit; None when the sample cannot tell."""
         return None if self.value is None else self.value <= self.limit
@@ -76,6 +71,11 @@ def check(
 def percentile_label(key: str) -> str:
     """p90 -> P90, p999 -> P99.9."""
     return key.upper().replace("P999", "P99.9")
+
+
+def named(metric: str, pct: str) -> str:
+    """ttft, p90 -> "TTFT P90": an SLO's figure as every sentence names it."""
+    return f"{LABELS[metric]} {percentile_label(pct)}"
 
 
 def describe(limits: Mapping[str, float], percentiles: Mapping[str, str] | None = None) -> str:

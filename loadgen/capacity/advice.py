@@ -19,7 +19,7 @@ from typing import Any
 
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.verdict import MAX_FAILED, seconds
-from loadgen.slo import LABELS, Slos, percentile_label
+from loadgen.slo import Slos, named
 
 
 def slos_of(result: Mapping[str, Any]) -> Slos:
@@ -61,7 +61,7 @@ def binds(t: Mapping[str, Any], axis: Axis) -> str:
     failing = t["bracket"][1]
     slo = t.get("binding_slo")
     if slo:
-        name = f"{LABELS[slo['metric']]} {percentile_label(slo['percentile'])}"
+        name = named(slo["metric"], slo["percentile"])
         return (
             f" before {name} passes {seconds(slo['limit_s'])} "
             f"({seconds(slo['value_s'])} at {axis.amount(slo['level'])})"

@@ -20,7 +20,7 @@ from loadgen.charts import capacity as capacity_charts
 from loadgen.charts import png
 from loadgen.config import RunConfig
 from loadgen.html import capacity as html_capacity
-from loadgen.slo import LABELS, METRICS, Slos, percentile_label
+from loadgen.slo import LABELS, METRICS, Slos, named, percentile_label
 
 STOPPED = {
     "bracket": "every bracket is narrow enough (or nothing met at the lowest level tried)",
@@ -62,16 +62,16 @@ def binding_slo(probe: Mapping[str, Any] | None, slo: Mapping[str, Any]) -> dict
     }
 
 
+def _decided(probes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The probes a bracket stands on: not interrupted, not extended, not repeats."""
+    return [p for p in probes if not (p["interrupted"] or p["extended"] or p["repeat"] is not None)]
+
+
 def upgrade(result: dict[str, Any]) -> dict[str, Any]:
     """capacity.json from before `binding_slo`: each target's filled in from its probes."""
     for t in result["targets"].values():
         if "binding_slo" not in t:
-            failing = [
-                p
-                for p in t["probes"]
-                if p["level"] == t["bracket"][1]
-                and not (p["interrupted"] or p["extended"] or p["repeat"] is not None)
-            ]
+            failing = [p for p in _decided(t["probes"]) if p["level"] == t["bracket"][1]]
             t["binding_slo"] = binding_slo(failing[0] if failing else None, result["slo"])
     return result
 
@@ -91,8 +91,7 @@ def result(
     slo = {m: {"limit_s": v, "percentile": slos.percentile(m)} for m, v in slos.limits.items()}
     out: dict[str, Any] = {}
     for name, (search, probes) in targets.items():
-        judged = [p for p in probes if not p["interrupted"] and p["repeat"] is None]
-        decided = [p for p in judged if not p["extended"]]
+        decided = _decided(probes)
         at = {p["level"]: p for p in decided}
         knee = at.get(search.passing) if search.passing is not None else None
         failing = at.get(search.failing) if search.failing is not None else None
@@ -282,8 +281,7 @@ def _interval_cell(p: Mapping[str, Any], metric: str) -> str:
 
 def _probe_table(t: Mapping[str, Any], slos: Slos, by: str) -> list[str]:
     header = ["#", by, "verdict"] + [
-        f"{LABELS[m]} {percentile_label(slos.percentile(m))} [95% CI] vs "
-        f"{slos.limits[m] * 1e3:g} ms"
+        f"{named(m, slos.percentile(m))} [95% CI] vs {slos.limits[m] * 1e3:g} ms"
         for m in slos.limits
     ]
     header += ["warm-up s", "window s", "requests", "seed", "req/s", "run directory"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen import steady
-from loadgen.slo import LABELS, METRICS, Slos, percentile_label
+from loadgen.slo import METRICS, Slos, named
 
 MEETS, FAILS, UNDECIDED = "meets", "fails", "undecided"
 MAX_FAILED = 0.01  # a probe with more failed requests than this fails
@@ -77,7 +77,7 @@ def verdict(target: Mapping[str, Any], slos: Slos) -> Verdict:
         pct = slos.percentile(metric)
         block = target["metrics"][METRICS[metric]]
         value = block[pct]
-        name = f"{LABELS[metric]} {percentile_label(pct)}"
+        name = named(metric, pct)
         if value is None:
             unsure.append(f"{name}: too few samples")
             continue
