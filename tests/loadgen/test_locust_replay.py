@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from loadgen.locust.run import Roster
 from loadgen.processes import LOOPBACK, free_port, simulator, stop
 from tests.loadgen.test_locust import start, wait_for_line
 from tests.loadgen.test_replay import mooncake_trace, offsets, on_schedule, served
-from tests.support import ROOT
+from tests.support import run_module
 
 CONTEXT = 32768  # the simulator's max_model_len in fixed mode
 
@@ -38,13 +37,7 @@ def replay_args(url: str, trace: Path, out: Path) -> list[str]:
 
 
 def locust(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen.locust", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    return run_module("loadgen.locust", *args, timeout=90)
 
 
 def check_replayed(data: rundir.RunData, rows: list[dict], trace: Path) -> None:

@@ -13,18 +13,11 @@ import httpx
 
 from loadgen.processes import free_port
 from loadgen.sim import presets
-from tests.support import ROOT
+from tests.support import ROOT, run_module
 
 
-def sim(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen.sim", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=30,
-        **kwargs,
-    )  # type: ignore[call-overload]
+def sim(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_module("loadgen.sim", *args, timeout=30)
 
 
 @contextmanager
