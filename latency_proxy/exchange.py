@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opentelemetry.trace import Span
-
 from latency_proxy.config import Route
 from latency_proxy.meter import StreamMeter
 from latency_proxy.model_call import ModelCall
 from latency_proxy.outcome import Outcome, UpstreamErrorKind
+from latency_proxy.telemetry.tracing import RequestSpan
 
 CLIENT_CLOSED = 499  # nginx's status for a client that left before the answer ended
 
@@ -28,14 +27,14 @@ class Exchange:
     path: str
     t0: float  # perf_counter at arrival
     wall0_ns: int  # time_ns at arrival, to place span timestamps
-    server_span: Span
+    server_span: RequestSpan
     call: ModelCall | None = None  # what the body asked for (operation None off the API)
     route: Route | None = None
     status: int = 0  # 0 until a status line went out
     outcome: Outcome = Outcome.OK
     error_type: str | None = None
     upstream_error_kind: UpstreamErrorKind | None = None
-    client_span: Span | None = None
+    client_span: RequestSpan | None = None
     meter: StreamMeter | None = None  # set once an upstream answer is being measured
     not_measured: str | None = None  # why a model call's answer was passed on unmeasured
     t_upstream_call: float | None = None

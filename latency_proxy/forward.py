@@ -79,7 +79,7 @@ class Forwarder:
         server_span = self.recording.spans.start_server(
             scope, request_id, measured, extract(carrier), wall0
         )
-        bind_request(request_id, server_span.get_span_context())
+        bind_request(request_id, server_span.context)
         exchange = Exchange(request_id, method, path, t0, wall0, server_span)
         try:
             await self._handle(exchange, head, scope, receive, send, measured)

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from opentelemetry import trace
-
 from latency_proxy.coalescing import buffered
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
@@ -64,7 +62,7 @@ class MetricsWriter:
             tel.instrument(ins.OVERSIZED_EVENTS).record(exchange.oversized_events, labels)
         if timing is None:
             return
-        context = trace.set_span_in_context(exchange.client_span or exchange.server_span)
+        context = (exchange.client_span or exchange.server_span).as_parent()
         stream = bool(exchange.call and exchange.call.stream)
         for row in self._rows[stream]:
             exemplar = trace_id if row.exemplar else None

@@ -1,4 +1,5 @@
-"""OTel tracer and meter setup from the standard OTEL_* variables, and the Prometheus registry.
+"""OTel span export and meter setup from the standard OTEL_* variables, and the Prometheus
+registry.
 
 Export runs on the SDK's background threads, so a slow or dead collector never blocks a
 request; what cannot be exported is counted in latency_proxy_telemetry_dropped_total.
@@ -22,15 +23,15 @@ from opentelemetry.sdk.metrics.export import (
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import Tracer
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from latency_proxy.config import ConfigError
 from latency_proxy.telemetry import instruments
 from latency_proxy.telemetry import semconv as sc
+from latency_proxy.telemetry.tracing import Tracing
 
 log = logging.getLogger("latency_proxy.telemetry")
 OPENMETRICS = "application/openmetrics-text"
@@ -188,7 +189,7 @@ def _metric_exporter(env: Mapping[str, str]) -> MetricExporter:
 
 
 class Telemetry:
-    """Tracer, instruments and the Prometheus registry of one proxy process."""
+    """Tracing, instruments and the Prometheus registry of one proxy process."""
 
     def __init__(
         self,
@@ -216,12 +217,12 @@ class Telemetry:
             if spec is not instruments.TELEMETRY_DROPPED
         }
         self.instruments[instruments.TELEMETRY_DROPPED.name] = dropped
-        self.tracer_provider = TracerProvider(resource=resource)
+        processors = []
         if _exporting("TRACES", env):
-            self.tracer_provider.add_span_processor(
+            processors.append(
                 BatchSpanProcessor(_CountingSpanExporter(_span_exporter(env), dropped))
             )
-        self.tracer: Tracer = self.tracer_provider.get_tracer("latency_proxy")
+        self.tracing = Tracing(resource, processors, env)
 
     def instrument(self, spec: instruments.Spec) -> instruments.Instrument:
         return self.instruments[spec.name]
@@ -236,8 +237,7 @@ class Telemetry:
         """Flush and stop exporters, giving up after `timeout` seconds (collector down)."""
 
         def flush() -> None:
-            self.tracer_provider.force_flush(int(timeout * 1000))
-            self.tracer_provider.shutdown()
+            self.tracing.shutdown(int(timeout * 1000))
             if self._meter_provider is not None:
                 self._meter_provider.shutdown(timeout_millis=timeout * 1000)
 

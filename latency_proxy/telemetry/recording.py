@@ -40,7 +40,7 @@ class Recording:
         if exchange.finished:
             return
         exchange.finished = True
-        context = exchange.server_span.get_span_context()
+        context = exchange.server_span.context
         bind_request(exchange.request_id, context)  # may run outside the request's task
         timing = self._timing(exchange, t_end)
         model = exchange.model

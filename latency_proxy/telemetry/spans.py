@@ -3,12 +3,13 @@ call upstream (GenAI semantic conventions), both ended with the exchange's figur
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
-from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace import Event
+from opentelemetry.trace import SpanKind
 
 from latency_proxy.exchange import Exchange
 from latency_proxy.meter import RequestTiming
@@ -16,19 +17,20 @@ from latency_proxy.outcome import Outcome
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip
 from latency_proxy.telemetry.providers import Telemetry
+from latency_proxy.telemetry.tracing import RequestSpan
 from latency_proxy.types import Scope
 
 
 class SpanWriter:
     def __init__(self, telemetry: Telemetry) -> None:
-        self._tracer = telemetry.tracer
+        self._tracing = telemetry.tracing
         self._provider_name = telemetry.provider_name
         self._model_label = telemetry.model_label
         self._latest_gen_ai = telemetry.latest_gen_ai
 
     def start_server(
         self, scope: Scope, request_id: str, measured: bool, parent: Context, wall0_ns: int
-    ) -> Span:
+    ) -> RequestSpan:
         method, path = scope["method"], scope["path"]
         name = f"{method} {path}" if measured or path == "/v1/models" else method
         attributes: dict[str, Any] = {
@@ -50,11 +52,9 @@ class SpanWriter:
         client = scope.get("client")
         if client:
             attributes[sc.CLIENT_ADDRESS] = str(client[0])
-        return self._tracer.start_span(
-            name, parent, SpanKind.SERVER, attributes, start_time=wall0_ns
-        )
+        return self._tracing.start(name, parent, SpanKind.SERVER, attributes, wall0_ns)
 
-    def start_client(self, exchange: Exchange) -> Span:
+    def start_client(self, exchange: Exchange) -> RequestSpan:
         """The upstream call's span, a child of the SERVER span, kept on the exchange."""
         call, route = exchange.call, exchange.route
         assert route is not None
@@ -72,9 +72,12 @@ class SpanWriter:
                 attributes[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.max_tokens
             if call.temperature is not None:
                 attributes[sc.GEN_AI_REQUEST_TEMPERATURE] = call.temperature
-        context = trace.set_span_in_context(exchange.server_span)
-        span = self._tracer.start_span(
-            self._client_name(exchange), context, SpanKind.CLIENT, attributes
+        span = self._tracing.start(
+            self._client_name(exchange),
+            exchange.server_span.as_parent(),
+            SpanKind.CLIENT,
+            attributes,
+            time.time_ns(),
         )
         exchange.client_span = span
         return span
@@ -94,8 +97,10 @@ class SpanWriter:
         t_end: float,
         content: dict[str, str],
     ) -> None:
-        """Each span's closing attributes set in one call (the SDK validates and locks per
-        call), then its status and its end at the exchange's last byte."""
+        """Each span's closing attributes and status, then its end at the exchange's last
+        byte."""
+        if not self._tracing.exporting:
+            return  # the contexts went upstream and into the log line; nothing takes the rest
         server, client = exchange.server_span, exchange.client_span
         status, kind = exchange.status, exchange.upstream_error_kind
         error_type = exchange.error_type or str(status)
@@ -111,31 +116,29 @@ class SpanWriter:
         failed = status >= 500 or transport_failed or exchange.outcome is Outcome.PROXY_ERROR
         if failed:
             closing[sc.ERROR_TYPE] = error_type
-        server.set_attributes(closing)
-        if failed:
-            server.set_status(Status(StatusCode.ERROR))
+        server.attributes.update(closing)
+        server.failed = failed
+        end_ns = exchange.wall_ns(t_end)
         if client is not None:
-            closing = {}
+            attributes = client.attributes
             model = self._model_label.recorded(exchange.model)
             if model is not None:
-                closing[sc.GEN_AI_REQUEST_MODEL] = model
-                client.update_name(self._client_name(exchange))
+                attributes[sc.GEN_AI_REQUEST_MODEL] = model
+                client.name = self._client_name(exchange)
             if timing is not None:
-                self._timing_attributes(exchange, client, timing, closing)
+                self._timing_attributes(exchange, client, timing, attributes)
             if exchange.not_measured is not None:
-                closing[sc.NOT_MEASURED] = exchange.not_measured
-            closing.update(content)
-            closing[sc.HTTP_RESPONSE_STATUS_CODE] = status
+                attributes[sc.NOT_MEASURED] = exchange.not_measured
+            attributes.update(content)
+            attributes[sc.HTTP_RESPONSE_STATUS_CODE] = status
             if status >= 400 or kind is not None:
-                closing[sc.ERROR_TYPE] = error_type
-            client.set_attributes(closing)
-            if status >= 400 or kind is not None:
-                client.set_status(Status(StatusCode.ERROR))
-            client.end(exchange.wall_ns(t_end))
-        server.end(exchange.wall_ns(t_end))
+                attributes[sc.ERROR_TYPE] = error_type
+                client.failed = True
+            self._tracing.end(client, end_ns)
+        self._tracing.end(server, end_ns)
 
     def _timing_attributes(
-        self, exchange: Exchange, span: Span, timing: RequestTiming, into: dict[str, Any]
+        self, exchange: Exchange, span: RequestSpan, timing: RequestTiming, into: dict[str, Any]
     ) -> None:
         """The meter's figures as CLIENT span attributes (TIMING_ATTRIBUTES), and the
         first-token event."""
@@ -148,11 +151,8 @@ class SpanWriter:
         if self._latest_gen_ai and timing.time_to_first_chunk_s is not None:
             into[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = timing.time_to_first_chunk_s
         if stream and timing.ttft_s is not None:
-            span.add_event(
-                sc.GEN_AI_FIRST_TOKEN_EVENT,
-                {sc.TTFT_S: timing.ttft_s},
-                exchange.wall0_ns + int(timing.ttft_s * 1e9),
-            )
+            at = exchange.wall0_ns + int(timing.ttft_s * 1e9)
+            span.events.append(Event(sc.GEN_AI_FIRST_TOKEN_EVENT, {sc.TTFT_S: timing.ttft_s}, at))
 
 
 # (attribute, its value from the meter's figures or None for none, streamed answers only)

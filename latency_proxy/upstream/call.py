@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 
 import orjson
-from opentelemetry import trace
 from opentelemetry.propagate import inject
 
 from latency_proxy.config import Route
@@ -79,7 +78,7 @@ class UpstreamCaller:
         assert call is not None and route is not None
         client_span = self._spans.start_client(exchange)
         trace_headers: dict[str, str] = {}
-        inject(trace_headers, trace.set_span_in_context(client_span))
+        inject(trace_headers, client_span.as_parent())
         client = scope.get("client")
         headers = request_headers(
             scope["headers"],

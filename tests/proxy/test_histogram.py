@@ -17,6 +17,7 @@ import prometheus_client
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.trace import SpanKind
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from latency_proxy.config import Route
@@ -95,7 +96,7 @@ def scripted_exchanges(telemetry: Telemetry) -> list[tuple[Exchange, object, str
         ([0.003 * k for k in range(1, 70)], True, "d" * 32, Outcome.OK, None),
     ]
     for n, (gaps, usage, trace_id, outcome, kind) in enumerate(plans):
-        span = telemetry.tracer.start_span("s")
+        span = telemetry.tracing.start("s", None, SpanKind.SERVER, {}, 0)
         exchange = Exchange(f"r{n}", "POST", "/v1/chat/completions", 100.0, 0, span)
         exchange.call = ModelCall("chat", b"{}", model="m", stream=True)
         exchange.route = routes[n % 2]
@@ -111,7 +112,7 @@ def scripted_exchanges(telemetry: Telemetry) -> list[tuple[Exchange, object, str
         timing = meter.finish(100.0 + 0.06 + sum(gaps))
         out.append((exchange, timing, trace_id))
     # a non-streaming answer: duration, tokens and overheads only
-    span = telemetry.tracer.start_span("s")
+    span = telemetry.tracing.start("s", None, SpanKind.SERVER, {}, 0)
     plain = Exchange("plain", "POST", "/v1/chat/completions", 100.0, 0, span)
     plain.call = ModelCall("chat", b"{}", model="m", stream=False)
     plain.route, plain.status = routes[0], 200
