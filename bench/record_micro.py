@@ -8,7 +8,13 @@ handler). Beside it the OpenTelemetry SDK's floor: two spans started and ended w
 attributes passed in one dict, nothing else. The fastest of `--repeat` rounds of `--n`
 requests is shown per part (the least disturbed by the rest of a shared machine).
 
-    python bench/record_micro.py [--tokens 64] [--n 2000] [--repeat 15] [--otlp-metrics] [--json]
+    python bench/record_micro.py [--tokens 64] [--n 2000] [--repeat 15] [--export-spans]
+                                 [--otlp-metrics] [--json]
+
+Without --export-spans the spans have no processor, as in the proxy without an OTLP endpoint
+(their contexts are made, nothing else); with it, each ended span is encoded to OTLP protobuf
+as the OTLP/HTTP exporter encodes a batch, inline, and discarded, on both sides: the proxy's
+spans and the SDK's floor.
 
 --otlp-metrics also pushes the metrics over OTLP (as with OTEL_METRICS_EXPORTER=otlp): each
 value then goes to an OTel histogram as well, one call per value (OTel's API has no call for
@@ -26,6 +32,15 @@ from collections.abc import Callable
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import (
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+    SpanProcessor,
+)
 from opentelemetry.trace import SpanKind
 
 from latency_proxy.config import Route
@@ -37,6 +52,7 @@ from latency_proxy.sse import SSEParser
 from latency_proxy.telemetry import logs
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.recording import Recording
+from latency_proxy.telemetry.tracing import Tracing
 
 SCOPE = {
     "method": "POST",
@@ -64,11 +80,17 @@ def stream_reads(tokens: int) -> list[tuple[float, bytes]]:
 class Bookkeeping:
     """The proxy's per-request steps, each callable on its own."""
 
-    def __init__(self, tokens: int, otlp_metrics: bool = False) -> None:
+    def __init__(self, tokens: int, otlp_metrics: bool = False, export: bool = False) -> None:
         # metrics pushed over OTLP too (to a port nothing listens on: the export every
         # minute fails, the recording path is what is timed)
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_TRACES_EXPORTER": "none"}
         self.telemetry = Telemetry([ROUTE.name], env=env if otlp_metrics else {})
+        resource = Resource.create({"service.name": "latency-proxy"})
+        processors: list[SpanProcessor] = [SimpleSpanProcessor(_Encoding())] if export else []
+        self.telemetry.tracing = Tracing(resource, processors, {})
+        self.sdk = TracerProvider(resource=resource, shutdown_on_exit=False)
+        for processor in processors:
+            self.sdk.add_span_processor(processor)
         self.recording = Recording(self.telemetry, ContentPolicy())
         events = []
         parser = SSEParser()
@@ -100,7 +122,7 @@ class Bookkeeping:
 
     def sdk_floor(self) -> None:
         """Two spans, attributes in one dict each, started and ended: the SDK's own cost."""
-        tracer = self.telemetry.tracer
+        tracer = self.sdk.get_tracer("latency_proxy")
         wall0 = time.time_ns()
         server = tracer.start_span(
             "POST /v1/chat/completions", Context(), SpanKind.SERVER, SERVER_ATTRS, start_time=wall0
@@ -166,8 +188,8 @@ def fastest(step: Callable[[], None], n: int, repeat: int) -> float:
     return best * 1e6
 
 
-def measure(tokens: int, n: int, repeat: int, otlp_metrics: bool) -> dict[str, float]:
-    book = Bookkeeping(tokens, otlp_metrics)
+def measure(tokens: int, n: int, repeat: int, otlp_metrics: bool, export: bool) -> dict[str, float]:
+    book = Bookkeeping(tokens, otlp_metrics, export)
     recording = book.recording
 
     def prepared() -> tuple[Exchange, object, float]:
@@ -206,6 +228,14 @@ def measure(tokens: int, n: int, repeat: int, otlp_metrics: bool) -> dict[str, f
     }
 
 
+class _Encoding(SpanExporter):
+    """Encodes each span as the OTLP exporters do, then drops it."""
+
+    def export(self, spans) -> SpanExportResult:
+        encode_spans(spans).SerializeToString()
+        return SpanExportResult.SUCCESS
+
+
 class _Done:
     """A meter whose figures are already computed (finish is timed apart)."""
 
@@ -221,18 +251,21 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--export-spans", action="store_true", help="spans encoded as OTLP")
     parser.add_argument("--otlp-metrics", action="store_true", help="OTel histograms as well")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     devnull = open(os.devnull, "w")  # noqa: SIM115 - the log stream for the whole run
     logs.configure("info", "json")
     logging.root.handlers[0].setStream(devnull)
-    figures = measure(args.tokens, args.n, args.repeat, args.otlp_metrics)
+    figures = measure(args.tokens, args.n, args.repeat, args.otlp_metrics, args.export_spans)
     if args.json:
         print(json.dumps(figures, indent=2))
         return
     pushed = ", metrics pushed over OTLP too" if args.otlp_metrics else ""
-    print(f"{args.tokens} tokens, fastest of {args.repeat} rounds of {args.n} requests{pushed}\n")
+    encoded = ", spans encoded as OTLP" if args.export_spans else ", spans not exported"
+    rounds = f"fastest of {args.repeat} rounds of {args.n} requests"
+    print(f"{args.tokens} tokens, {rounds}{encoded}{pushed}\n")
     print("| part | µs/request |\n|---|---|")
     for part, us in figures.items():
         print(f"| {part} | {us:.1f} |")
