@@ -69,7 +69,7 @@ pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
 events {{ worker_connections 8192; }}
 http {{
-    access_log off;
+    access_log {tmp}/access.log;  # one line per request, as the proxy writes its own
     client_body_temp_path {tmp}/body;
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
