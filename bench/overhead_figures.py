@@ -87,7 +87,11 @@ def compare(rows: list[dict]) -> None:
 def fit(rows: Iterable[dict]) -> list[dict]:
     """Per repeat, target and concurrency: CPU per request = intercept + slope × events per
     request, least squares over the streaming cells' token counts (8/64/256): the intercept
-    is the per-request cost, the slope the per-event cost, each free of the other."""
+    is the per-request cost, the slope the per-event cost, each free of the other.
+
+    Each cell's residual is weighted by 1 / its CPU per request: a cell's noise grows with
+    its CPU (a 256-token request's ±10% is more than a short request's whole cost), so an
+    unweighted fit lets the longest cell alone decide the intercept."""
     groups: dict[tuple[int, str, int], list[dict]] = defaultdict(list)
     for r in rows:
         if r["stream"] and r["cpu_us_per_request"] is not None:
@@ -98,7 +102,8 @@ def fit(rows: Iterable[dict]) -> list[dict]:
             continue
         x = [m["events_per_request"] for m in members]
         y = [m["cpu_us_per_request"] for m in members]
-        slope, intercept = np.polyfit(x, y, 1)
+        weights = [1 / value for value in y] if min(y) > 0 else None  # direct: no CPU of its own
+        slope, intercept = np.polyfit(x, y, 1, w=weights)
         fits.append(
             {
                 "repeat": repeat,
