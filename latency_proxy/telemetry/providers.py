@@ -181,6 +181,10 @@ def _exporter(signal: str, module: str, name: str, env: Mapping[str, str]) -> An
 
 
 def _span_exporter(env: Mapping[str, str]) -> SpanExporter:
+    if _protocol("TRACES", env) != "grpc":
+        from latency_proxy.telemetry import otlp_http  # loads the HTTP exporter: only if used
+
+        return otlp_http.span_exporter()
     return _exporter("TRACES", "trace_exporter", "OTLPSpanExporter", env)()
 
 
