@@ -12,9 +12,9 @@ requests is shown per part (the least disturbed by the rest of a shared machine)
                                  [--otlp-metrics] [--json]
 
 Without --export-spans the spans have no processor, as in the proxy without an OTLP endpoint
-(their contexts are made, nothing else); with it, each ended span is encoded to OTLP protobuf
-as the OTLP/HTTP exporter encodes a batch, inline, and discarded, on both sides: the proxy's
-spans and the SDK's floor.
+(their contexts are made, nothing else); with it, each ended span is encoded to OTLP protobuf,
+inline, and discarded: the proxy's spans by the proxy's encoder, the SDK's floor by the
+SDK's.
 
 --otlp-metrics also pushes the metrics over OTLP (as with OTEL_METRICS_EXPORTER=otlp): each
 value then goes to an OTel histogram as well, one call per value (OTel's API has no call for
@@ -28,18 +28,17 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
     SpanExportResult,
-    SpanProcessor,
 )
 from opentelemetry.trace import SpanKind
 
@@ -49,7 +48,7 @@ from latency_proxy.meter import StreamMeter
 from latency_proxy.model_call import ModelCall
 from latency_proxy.redact import ContentPolicy
 from latency_proxy.sse import SSEParser
-from latency_proxy.telemetry import logs
+from latency_proxy.telemetry import logs, otlp_encoding
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.recording import Recording
 from latency_proxy.telemetry.tracing import Tracing
@@ -86,11 +85,11 @@ class Bookkeeping:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_TRACES_EXPORTER": "none"}
         self.telemetry = Telemetry([ROUTE.name], env=env if otlp_metrics else {})
         resource = Resource.create({"service.name": "latency-proxy"})
-        processors: list[SpanProcessor] = [SimpleSpanProcessor(_Encoding())] if export else []
-        self.telemetry.tracing = Tracing(resource, processors, {})
+        own, sdk = _Encoding(otlp_encoding.encode_spans), _Encoding(_sdk_encoding)
+        self.telemetry.tracing = Tracing(resource, [SimpleSpanProcessor(own)] if export else [], {})
         self.sdk = TracerProvider(resource=resource, shutdown_on_exit=False)
-        for processor in processors:
-            self.sdk.add_span_processor(processor)
+        if export:
+            self.sdk.add_span_processor(SimpleSpanProcessor(sdk))
         self.recording = Recording(self.telemetry, ContentPolicy())
         events = []
         parser = SSEParser()
@@ -229,11 +228,19 @@ def measure(tokens: int, n: int, repeat: int, otlp_metrics: bool, export: bool) 
 
 
 class _Encoding(SpanExporter):
-    """Encodes each span as the OTLP exporters do, then drops it."""
+    """Encodes each span as an OTLP/HTTP exporter does (the proxy's or the SDK's), then
+    drops it."""
 
-    def export(self, spans) -> SpanExportResult:
-        encode_spans(spans).SerializeToString()
+    def __init__(self, encode: Callable[[Sequence[ReadableSpan]], bytes]) -> None:
+        self._encode = encode
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self._encode(spans)
         return SpanExportResult.SUCCESS
+
+
+def _sdk_encoding(spans: Sequence[ReadableSpan]) -> bytes:
+    return encode_spans(spans).SerializePartialToString()
 
 
 class _Done:
