@@ -46,8 +46,11 @@ VALUES = {
 }
 
 
+RESOURCE = Resource.create({"service.name": "latency-proxy"})
+
+
 def finished(
-    resource: Resource = Resource.create({"service.name": "latency-proxy"}),
+    resource: Resource = RESOURCE,
     limits: SpanLimits | None = None,
     scope: tuple[str, str | None] = ("latency_proxy", None),
 ) -> tuple[TracerProvider, InMemorySpanExporter, object]:
@@ -130,7 +133,7 @@ def test_a_value_it_does_not_know_is_an_error_naming_only_its_type() -> None:
     tracer.start_span("op").end()
     (span,) = exporter.get_finished_spans()
     span._attributes = {"prompt": object()}  # past the SDK's checks, as a bug would be
-    with pytest.raises(TypeError, match="^attribute value of type object$"):
+    with pytest.raises(TypeError, match=r"^attribute value of type object$"):
         encode_spans([span])
 
 
