@@ -44,7 +44,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from latency_proxy.units import parse_duration
-from loadgen.processes import free_port, running
+from loadgen.stack.processes import free_port, running
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

@@ -16,7 +16,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from loadgen import stats
+from loadgen.analysis import stats
 
 CELLS = ((0.5, 50), (0.5, 200), (0.9, 100), (0.9, 500), (0.99, 200), (0.99, 400), (0.99, 2000),
          (0.999, 4000))  # fmt: skip

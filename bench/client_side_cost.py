@@ -35,7 +35,7 @@ import orjson
 from overhead_client import Cell, run_cell  # bench/, beside this script
 
 from latency_proxy.units import parse_duration
-from loadgen.processes import free_port, running
+from loadgen.stack.processes import free_port, running
 
 HERE = Path(__file__).resolve().parent
 ANSWER = orjson.dumps(

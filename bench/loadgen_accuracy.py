@@ -17,11 +17,11 @@ import time
 import numpy as np
 import uvloop
 
-from loadgen.processes import simulator
-from loadgen.runner import Load, Runner
-from loadgen.schedule import plan
-from loadgen.targets import Target
-from loadgen.workload import Lengths, Workload
+from loadgen.engine.runner import Load, Runner
+from loadgen.engine.schedule import plan
+from loadgen.engine.targets import Target
+from loadgen.engine.workload import Lengths, Workload
+from loadgen.stack.processes import simulator
 
 
 def running(ttft: float, itl: float) -> contextlib.AbstractContextManager[str]:

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from loadgen import rundir
-from loadgen.processes import simulator
+from loadgen.stack.processes import simulator
 
 MODEL = "scripted"
 

@@ -19,8 +19,8 @@ import json
 import time
 from collections.abc import Callable, Sequence
 
-from latency_proxy.meter import StreamMeter
-from latency_proxy.sse import Event, SSEParser
+from latency_proxy.measure.meter import StreamMeter
+from latency_proxy.measure.sse import Event, SSEParser
 from loadgen.sim.requests import GenerationRequest
 from loadgen.sim.responses import ChunkWriter
 

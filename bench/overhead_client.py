@@ -20,8 +20,8 @@ import aiohttp
 import psutil
 import uvloop
 
-from latency_proxy.meter import StreamMeter
-from latency_proxy.sse import SSEParser
+from latency_proxy.measure.meter import StreamMeter
+from latency_proxy.measure.sse import SSEParser
 
 
 def process_tree(pid: int) -> list[int]:

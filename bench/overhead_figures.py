@@ -4,7 +4,7 @@ over the interleaved repeats with its interval, the fitted per-request cost, and
 The box is shared, so no absolute time is compared across cells: every "added" figure is taken
 against the direct path and every ratio against nginx *of the same repeat* (cells of one repeat
 run back to back), and only then summarised over repeats. A summary is the median of the
-repeats with loadgen.stats' distribution-free order-statistic 95% interval of that median
+repeats with loadgen.analysis.stats' distribution-free order-statistic 95% interval of that median
 (with 6 repeats: [min, max]; 5 cannot bound it at 95%, and the interval then says so with a
 None side), and the min and max: the spread.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from overhead_client import CellResult  # bench/, beside this module
 
-from loadgen import stats
+from loadgen.analysis import stats
 
 Shape = tuple[int, int, bool]  # streams, tokens, stream
 

@@ -41,14 +41,14 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("uvicorn/", "uvicorn: HTTP server, ASGI send (the client socket write is charged here)"),
     ("latency_proxy/upstream/connection.py", UPSTREAM),
     ("latency_proxy/upstream/pool.py", UPSTREAM),
-    ("latency_proxy/writers.py", PER_EVENT),  # ClientWriter: the direct body write
-    ("latency_proxy/http_protocol.py", PER_EVENT),  # resume_writing, on each drained buffer
-    ("latency_proxy/relay.py", PER_EVENT),
-    ("latency_proxy/sse.py", PER_EVENT),
-    ("latency_proxy/meter.py", PER_EVENT),
-    ("latency_proxy/event_shape.py", PER_EVENT),
-    ("latency_proxy/usage_filter.py", PER_EVENT),
-    ("latency_proxy/write_watch.py", PER_EVENT),
+    ("latency_proxy/server/writers.py", PER_EVENT),  # ClientWriter: the direct body write
+    ("latency_proxy/server/http_protocol.py", PER_EVENT),  # resume_writing, on each drained buffer
+    ("latency_proxy/forwarding/relay.py", PER_EVENT),
+    ("latency_proxy/measure/sse.py", PER_EVENT),
+    ("latency_proxy/measure/meter.py", PER_EVENT),
+    ("latency_proxy/measure/event_shape.py", PER_EVENT),
+    ("latency_proxy/forwarding/usage_filter.py", PER_EVENT),
+    ("latency_proxy/server/write_watch.py", PER_EVENT),
     ("latency_proxy/", PER_REQUEST),
     ("opentelemetry/", PER_REQUEST),
     # py-spy names site-packages files from the package down: OpenTelemetry's SDK modules
@@ -67,7 +67,7 @@ PARTS: tuple[tuple[str, str, str], ...] = (
     (
         "the request's task (forward.Forwarder.__call__)",
         "Forwarder.__call__",
-        "latency_proxy/forward.py",
+        "latency_proxy/forwarding/forward.py",
     ),
     ("starting the SERVER span", "SpanWriter.start_server", "latency_proxy/telemetry/spans.py"),
     ("starting the CLIENT span", "SpanWriter.start_client", "latency_proxy/telemetry/spans.py"),
@@ -76,7 +76,11 @@ PARTS: tuple[tuple[str, str, str], ...] = (
         "Recording.finish",
         "latency_proxy/telemetry/recording.py",
     ),
-    ("— the meter's figures (StreamMeter.finish)", "StreamMeter.finish", "latency_proxy/meter.py"),
+    (
+        "— the meter's figures (StreamMeter.finish)",
+        "StreamMeter.finish",
+        "latency_proxy/measure/meter.py",
+    ),
     ("— metric observations", "MetricsWriter.record", "latency_proxy/telemetry/metrics.py"),
     ("— ending the spans", "SpanWriter.end", "latency_proxy/telemetry/spans.py"),
     ("— the log line", "LogWriter.write", "latency_proxy/telemetry/access_log.py"),

@@ -5,7 +5,7 @@ proxy process, both against one bench/sse_upstream.py; then every round loads A 
 turn (ABBA: the order flips each round, so drift on a shared box falls on both alike) with
 bench/overhead_client.py's closed-loop client, and takes each proxy's CPU (user + system,
 psutil) over the measured window divided by the requests completed in it. The ratio B ÷ A
-is taken within each round and summarised as its median, range and the (loadgen.stats)
+is taken within each round and summarised as its median, range and the (loadgen.analysis.stats)
 order-statistic 95% interval of that median, as bench/overhead_figures.py summarises).
 
     python bench/proxy_ab.py REV_A REV_B [--tokens 1] [--streams 64] [--rounds 6]
@@ -35,7 +35,7 @@ from overhead_figures import spread
 from proxy_overhead import Pinning, start_otlp_sink, start_upstream
 
 from latency_proxy.units import parse_duration
-from loadgen.processes import free_port, running
+from loadgen.stack.processes import free_port, running
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

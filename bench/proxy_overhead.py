@@ -55,7 +55,7 @@ from overhead_client import Cell, CellResult, process_tree, run_cell
 from profile_layers import by_layer, parts, record_later
 
 from latency_proxy.units import parse_duration
-from loadgen.processes import free_port, running
+from loadgen.stack.processes import free_port, running
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

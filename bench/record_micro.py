@@ -43,14 +43,14 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.trace import SpanKind
 
 from latency_proxy.config import Route
-from latency_proxy.exchange import Exchange
-from latency_proxy.meter import StreamMeter
-from latency_proxy.model_call import ModelCall
-from latency_proxy.redact import ContentPolicy
-from latency_proxy.sse import SSEParser
+from latency_proxy.measure.meter import StreamMeter
+from latency_proxy.measure.sse import SSEParser
+from latency_proxy.record.exchange import Exchange
+from latency_proxy.record.model_call import ModelCall
 from latency_proxy.telemetry import logs, otlp_encoding
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.recording import Recording
+from latency_proxy.telemetry.redact import ContentPolicy
 from latency_proxy.telemetry.tracing import Tracing
 
 SCOPE = {

@@ -21,8 +21,8 @@ import time
 import httptools
 import uvloop
 
-from latency_proxy.meter import StreamMeter
-from latency_proxy.sse import SSEParser
+from latency_proxy.measure.meter import StreamMeter
+from latency_proxy.measure.sse import SSEParser
 
 
 def _no_delay(transport: asyncio.BaseTransport) -> None:

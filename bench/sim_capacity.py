@@ -37,9 +37,9 @@ import numpy as np
 import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
-from latency_proxy.sse import SSEParser
+from latency_proxy.measure.sse import SSEParser
 from latency_proxy.units import parse_duration
-from loadgen.processes import NotReady, free_port, stop, wait_ready
+from loadgen.stack.processes import NotReady, free_port, stop, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")

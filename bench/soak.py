@@ -56,10 +56,10 @@ from pathlib import Path
 import numpy as np
 
 from latency_proxy.units import parse_duration
-from loadgen import client
-from loadgen.processes import free_port, running, simulator
-from loadgen.server_metrics import FIGURES, Histogram, parse
-from loadgen.targets import Target
+from loadgen.analysis.server_metrics import FIGURES, Histogram, parse
+from loadgen.engine import client
+from loadgen.engine.targets import Target
+from loadgen.stack.processes import free_port, running, simulator
 
 REPO = Path(__file__).resolve().parent.parent
 FAULTS = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from latency_proxy.sse import MAX_EVENT_BYTES, SSEParser
+from latency_proxy.measure.sse import MAX_EVENT_BYTES, SSEParser
 
 CASES = (  # event size, read size, limit
     (50 * 10**6, 65536, MAX_EVENT_BYTES),

@@ -6,7 +6,7 @@ A page asks for a table with a marker, replaced by the table when the site is bu
     <!-- generated: flags loadgen.cli:build_parser search=True -->   keyword arguments
     <!-- generated: metrics latency_proxy.telemetry.instruments:ALL -->   every instrument
     <!-- generated: presets loadgen.sim.presets:load -->   every bundled preset's figures
-    <!-- fields: loadgen.records.Record -->   the page must name every field (checked)
+    <!-- fields: loadgen.analysis.records.Record -->   the page must name every field (checked)
     <!-- fields: latency_proxy.telemetry.access_log.TIMING_FIELDS -->   every key of a table
 
 so a flag's default, a metric's name and a record's keys each have one source, the code.

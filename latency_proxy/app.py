@@ -15,11 +15,11 @@ from starlette.applications import Starlette
 
 from latency_proxy.admin import create_admin_app
 from latency_proxy.config import Settings
-from latency_proxy.forward import Forwarder
-from latency_proxy.models_list import learn_models
-from latency_proxy.redact import ContentPolicy
+from latency_proxy.forwarding.forward import Forwarder
+from latency_proxy.forwarding.models_list import learn_models
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry.providers import Telemetry
+from latency_proxy.telemetry.redact import ContentPolicy
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream.routes import Upstreams
 

@@ -30,7 +30,11 @@ from latency_proxy.config import (
     load_settings,
     upstream_credentials,
 )
-from latency_proxy.http_protocol import REQUEST_LINE_ALLOWANCE, ConnectionLimits, protocol_class
+from latency_proxy.server.http_protocol import (
+    REQUEST_LINE_ALLOWANCE,
+    ConnectionLimits,
+    protocol_class,
+)
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry.logs import configure
 from latency_proxy.units import format_duration, format_size

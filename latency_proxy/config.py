@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from latency_proxy.meter import STALL_THRESHOLD_S
-from latency_proxy.redact import MODES, ContentPolicy, load_audit_hook
-from latency_proxy.sse import MAX_EVENT_BYTES
+from latency_proxy.measure.meter import STALL_THRESHOLD_S
+from latency_proxy.measure.sse import MAX_EVENT_BYTES
+from latency_proxy.telemetry.redact import MODES, ContentPolicy, load_audit_hook
 from latency_proxy.units import parse_duration, parse_size
 
 ENV_PREFIX = "LATENCY_PROXY_"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from latency_proxy.config import Settings
-from latency_proxy.redact import ContentPolicy
 from latency_proxy.telemetry.providers import Telemetry
+from latency_proxy.telemetry.redact import ContentPolicy
 from latency_proxy.upstream.routes import Upstreams
 
 

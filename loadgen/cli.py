@@ -17,16 +17,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from latency_proxy.meter import STALL_THRESHOLD_S
+from latency_proxy.measure.meter import STALL_THRESHOLD_S
 from latency_proxy.units import parse_duration, parse_size
-from loadgen import compare, merge, rebuild, run
+from loadgen import compare, rebuild, run
+from loadgen.analysis.records import SummarySettings
+from loadgen.analysis.slo import parse_slos
 from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
-from loadgen.records import SummarySettings
+from loadgen.engine.schedule import ARRIVALS
+from loadgen.engine.workload import NO_THINK, Durations, Lengths
 from loadgen.replay import flags as replay_flags
-from loadgen.schedule import ARRIVALS
-from loadgen.slo import parse_slos
-from loadgen.workload import NO_THINK, Durations, Lengths
+from loadgen.shards import merge
 
 EPILOG = """\
 defaults make a quick run (8 concurrent streams, 15 s per target after 2 s warmup, 512 input /

@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from loadgen import rundir, stats, steady
-from loadgen.html import compare as html_compare
-from loadgen.records import Record, RunData
-from loadgen.report import ms
-from loadgen.slo import LABELS, Slos, check, parse_slos, percentile_label
-from loadgen.summary import figures
+from loadgen import rundir
+from loadgen.analysis import stats, steady
+from loadgen.analysis.records import Record, RunData
+from loadgen.analysis.slo import LABELS, Slos, check, parse_slos, percentile_label
+from loadgen.analysis.summary import figures
+from loadgen.reports.html import compare as html_compare
+from loadgen.reports.run import ms
 
 COMPARED_METRICS = (
     ("ttft_s", "TTFT"),

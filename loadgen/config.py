@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen.records import SummarySettings
+from loadgen.analysis.records import SummarySettings
+from loadgen.analysis.settle import Settle
+from loadgen.engine.workload import NO_THINK, Durations, Lengths
 from loadgen.replay import ReplaySettings
-from loadgen.settle import Settle
-from loadgen.workload import NO_THINK, Durations, Lengths
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_DURATION = "15s"

@@ -15,9 +15,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadgen import compare, report, rundir
-from loadgen.capacity import report as capacity_report
-from loadgen.summary import summarize_run
+from loadgen import compare, rundir
+from loadgen.analysis.summary import summarize_run
+from loadgen.reports import capacity as capacity_report
+from loadgen.reports import run as report
 
 CAPACITY = "capacity.json"
 

@@ -22,17 +22,21 @@ from typing import Any
 import numpy as np
 import uvloop
 
-from loadgen import client, compare, embedded, gpu_metrics, replay, report, rundir, supervisor, sync
+from loadgen import compare, replay, rundir
+from loadgen.analysis.records import RunData
+from loadgen.analysis.summary import summarize_run
 from loadgen.config import RunConfig
-from loadgen.interrupt import default_signal_handlers, stop_on_signal
-from loadgen.progress import Progress
-from loadgen.records import RunData
-from loadgen.runner import Load, Runner
-from loadgen.schedule import Block, plan, shard_count
-from loadgen.sizing import calibrate
-from loadgen.summary import summarize_run
-from loadgen.targets import Target, load_file, resolve
-from loadgen.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
+from loadgen.engine import client
+from loadgen.engine.interrupt import default_signal_handlers, stop_on_signal
+from loadgen.engine.progress import Progress
+from loadgen.engine.runner import Load, Runner
+from loadgen.engine.schedule import Block, plan, shard_count
+from loadgen.engine.sizing import calibrate
+from loadgen.engine.targets import Target, load_file, resolve
+from loadgen.engine.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
+from loadgen.reports import run as report
+from loadgen.shards import supervisor, sync
+from loadgen.stack import embedded, gpu_metrics
 
 
 def main(config: RunConfig) -> int:

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from loadgen.records import GpuSample, Phase, Record, RunData, SummarySettings
-from loadgen.server_metrics import ServerWindow
+from loadgen.analysis.records import GpuSample, Phase, Record, RunData, SummarySettings
+from loadgen.analysis.server_metrics import ServerWindow
 
 REQUESTS = "requests.jsonl"
 RUN = "run.json"

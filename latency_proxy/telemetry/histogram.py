@@ -8,7 +8,7 @@ collector yields exactly the samples prometheus_client's Histogram would for the
 values in the same order — the same names, labels, float values, sum (added one value at a
 time, in order, so even its rounding is the same) and exemplar (the largest value of the
 call carries it, on its bucket) — so /metrics is byte-identical
-(tests/proxy/test_histogram.py compares the two expositions).
+(tests/proxy/telemetry/test_histogram.py compares the two expositions).
 """
 
 from __future__ import annotations

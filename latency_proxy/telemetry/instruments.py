@@ -139,7 +139,7 @@ NOT_RETRIED = Spec(
 COALESCED_STREAMS = Spec(
     "latency_proxy.coalesced_streams",
     "",
-    "Streams that arrived from upstream in bursts (latency_proxy/coalescing.py): something "
+    "Streams that arrived from upstream in bursts (latency_proxy/measure/coalescing.py): something "
     "before the proxy buffers, so ITL and TPOT are not the server's",
     "counter",
 )

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from latency_proxy.coalescing import buffered
-from latency_proxy.exchange import Exchange
-from latency_proxy.meter import RequestTiming
+from latency_proxy.measure.coalescing import buffered
+from latency_proxy.measure.meter import RequestTiming
+from latency_proxy.record.exchange import Exchange
 from latency_proxy.telemetry import instruments as ins
 from latency_proxy.telemetry.providers import Telemetry
 

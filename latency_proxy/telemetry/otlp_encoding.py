@@ -5,7 +5,7 @@ serialise them: ~170 µs for a request's two spans (~45 attributes), on the expo
 against the event loop for the GIL. The wire format is simple enough to write as bytes,
 and most of what a span carries repeats from span to span (the attribute keys, the
 resource, the scope), so those are encoded once. The bytes are those the SDK's encoder
-serialises for the same spans (tests/proxy/test_otlp_encoding.py).
+serialises for the same spans (tests/proxy/telemetry/test_otlp_encoding.py).
 
 Field numbers: opentelemetry-proto, trace/v1/trace.proto and common/v1/common.proto.
 """

@@ -3,7 +3,7 @@
 Everything the SDK's exporter sets up from `OTEL_EXPORTER_OTLP_*` stays its own: endpoint,
 headers, TLS, compression, timeout, retries, the request size limit and its opt-in
 self-metrics. Only the bytes change, which needs the private fields below; they are not a
-contract the SDK keeps, so tests/proxy/test_otlp_encoding.py checks each on the installed
+contract the SDK keeps, so tests/proxy/telemetry/test_otlp_encoding.py checks each on the installed
 exporter and `span_exporter` falls back to the SDK's own exporter, slower, when one is
 missing.
 """

@@ -13,7 +13,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from latency_proxy.exchange import Exchange
+from latency_proxy.record.exchange import Exchange
 
 MAX_PENDING = 256  # covers a large batch of streams ending together
 

@@ -12,14 +12,14 @@ import logging
 
 import orjson
 
-from latency_proxy.exchange import Exchange
-from latency_proxy.meter import RequestTiming
-from latency_proxy.redact import ContentPolicy
+from latency_proxy.measure.meter import RequestTiming
+from latency_proxy.record.exchange import Exchange
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.access_log import LogWriter
 from latency_proxy.telemetry.logs import bind_request
 from latency_proxy.telemetry.metrics import MetricsWriter
 from latency_proxy.telemetry.providers import Telemetry
+from latency_proxy.telemetry.redact import ContentPolicy
 from latency_proxy.telemetry.spans import SpanWriter
 
 log = logging.getLogger("latency_proxy.access")

@@ -11,9 +11,9 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event
 from opentelemetry.trace import SpanKind
 
-from latency_proxy.exchange import Exchange
-from latency_proxy.meter import RequestTiming
-from latency_proxy.outcome import Outcome
+from latency_proxy.measure.meter import RequestTiming
+from latency_proxy.record.exchange import Exchange
+from latency_proxy.record.outcome import Outcome
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip
 from latency_proxy.telemetry.providers import Telemetry

@@ -1,1 +1,2 @@
-"""The upstream side: one HTTP/1.1 connection, a route's pool, the routes, the call."""
+"""The upstream side, the proxy's own HTTP/1.1 client: one connection, a route's pool, the routes.
+"""

@@ -17,9 +17,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from loadgen.analysis.slo import Slos, named
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.verdict import MAX_FAILED, seconds
-from loadgen.slo import Slos, named
 
 
 def slos_of(result: Mapping[str, Any]) -> Slos:

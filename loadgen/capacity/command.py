@@ -20,15 +20,17 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from loadgen import embedded, replay, run, steady
-from loadgen.capacity import report as capacity_report
+from loadgen import replay, run
+from loadgen.analysis import steady
+from loadgen.analysis.settle import Settle
+from loadgen.analysis.slo import LABELS
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import PRECISION, Search, probe_requests
 from loadgen.capacity.verdict import FAILS, UNDECIDED, verdict
 from loadgen.config import RunConfig
-from loadgen.settle import Settle
-from loadgen.slo import LABELS
-from loadgen.targets import load_file, resolve
+from loadgen.engine.targets import load_file, resolve
+from loadgen.reports import capacity as capacity_report
+from loadgen.stack import embedded
 
 PROBE_METRICS = ("ttft_s", "tpot_s", "e2e_s")
 WINDOW_E2ES = 10  # a probe's window lasts at least this many typical request durations

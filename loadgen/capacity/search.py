@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen import stats
+from loadgen.analysis import stats
+from loadgen.analysis.slo import LABELS, Slos, percentile_label
 from loadgen.capacity.axis import Axis
 from loadgen.capacity.verdict import FAILS, MEETS, UNDECIDED
-from loadgen.slo import LABELS, Slos, percentile_label
 
 PRECISION = 0.05  # a bracket this narrow (relative to its lower end) ends the search
 MIN_PROBE = 30  # requests: fewer cannot show a trend of TTFT (steady state)

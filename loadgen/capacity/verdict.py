@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen import steady
-from loadgen.slo import METRICS, Slos, named
+from loadgen.analysis import steady
+from loadgen.analysis.slo import METRICS, Slos, named
 
 MEETS, FAILS, UNDECIDED = "meets", "fails", "undecided"
 MAX_FAILED = 0.01  # a probe with more failed requests than this fails

@@ -20,9 +20,9 @@ import gevent
 import orjson
 from geventhttpclient import HTTPClient
 
-from loadgen.client import context_limit, first_model_id, token_count, tokenize_body
-from loadgen.measurement import Measurement
-from loadgen.targets import Target
+from loadgen.engine.client import context_limit, first_model_id, token_count, tokenize_body
+from loadgen.engine.measurement import Measurement
+from loadgen.engine.targets import Target
 
 SETUP_TIMEOUT_S = 10.0  # /tokenize and /v1/models, as loadgen's client allows them
 

@@ -47,11 +47,11 @@ from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from loadgen.engine.targets import resolve
 from loadgen.locust.client import StreamingClient
 from loadgen.locust.node import CLOSE, READY, RECORDS, START, Node, trace_window
 from loadgen.locust.options import Options, add_arguments
 from loadgen.locust.run import Collector, Final, Outbox, Roster, write
-from loadgen.targets import resolve
 
 START_MARGIN_S = 1.0  # the last node's ready to a distributed replay's start: room for the word
 LOCUSTFILE = Path(__file__).parent.parent / "locustfile.py"
@@ -237,7 +237,7 @@ class Engine:
         out = options.out or Path("loadgen-runs") / time.strftime("%Y%m%d-%H%M%S")
         data = self.collector.run_data(options.summary, self._meta(options, first))
         summary = write(out, data)
-        from loadgen.report import console_table  # as write's: workers never import it
+        from loadgen.reports.run import console_table  # as write's: workers never import it
 
         print(console_table(summary))
         print(

@@ -21,17 +21,17 @@ from locust.exception import StopUser
 from locust.runners import WorkerRunner
 
 from loadgen import replay
+from loadgen.analysis.records import Record
+from loadgen.engine.measurement import Clock, Measurement
+from loadgen.engine.runner import LOOP_LAG_INTERVAL_S
+from loadgen.engine.sizing import calibrate
+from loadgen.engine.targets import Target, resolve
+from loadgen.engine.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
 from loadgen.locust.client import StreamingClient
 from loadgen.locust.options import Options
 from loadgen.locust.run import Final, Outbox
 from loadgen.locust.table import fire
 from loadgen.locust.window import Window
-from loadgen.measurement import Clock, Measurement
-from loadgen.records import Record
-from loadgen.runner import LOOP_LAG_INTERVAL_S
-from loadgen.sizing import calibrate
-from loadgen.targets import Target, resolve
-from loadgen.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
 
 RECORDS = "loadgen_records"  # node -> master: a batch of records, lag samples, a last word
 CLOSE = "loadgen_close"  # master -> nodes: the test is stopping, close the measured window

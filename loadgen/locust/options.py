@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from latency_proxy.meter import STALL_THRESHOLD_S
+from latency_proxy.measure.meter import STALL_THRESHOLD_S
 from latency_proxy.units import parse_duration
-from loadgen.records import SummarySettings
+from loadgen.analysis.records import SummarySettings
+from loadgen.analysis.slo import parse_slos
+from loadgen.engine.workload import Lengths
 from loadgen.replay import ReplaySettings
 from loadgen.replay import flags as replay_flags
-from loadgen.slo import parse_slos
-from loadgen.workload import Lengths
 
 if TYPE_CHECKING:
     from locust.argument_parser import LocustArgumentParser

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.records import Phase, Record, RunData, SummarySettings
+from loadgen.analysis.records import Phase, Record, RunData, SummarySettings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,8 +98,9 @@ def write(out: str | Path, data: RunData) -> dict[str, Any]:
     """requests.jsonl, run.json, summary.json and report.md, as loadgen writes them."""
     # imported here: only the collecting process writes, and report's matplotlib would add
     # a second to every worker's start
-    from loadgen import compare, report, rundir
-    from loadgen.summary import summarize_run
+    from loadgen import compare, rundir
+    from loadgen.analysis.summary import summarize_run
+    from loadgen.reports import run as report
 
     summary = summarize_run(data)
     rundir.write(out, data, summary)

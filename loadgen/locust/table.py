@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from locust.env import Environment
 
-from loadgen.records import Record
+from loadgen.analysis.records import Record
 
 
 class StreamFailed(Exception):

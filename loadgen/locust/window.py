@@ -1,11 +1,11 @@
-"""One Locust node's measured window: loadgen's rule (loadgen/window.py), closed when the
+"""One Locust node's measured window: loadgen's rule (loadgen/engine/window.py), closed when the
 test stops, then sealed once its measured requests have finished (pure)."""
 
 from __future__ import annotations
 
-from loadgen import window
-from loadgen.measurement import Clock
-from loadgen.records import Phase
+from loadgen.analysis.records import Phase
+from loadgen.engine import window
+from loadgen.engine.measurement import Clock
 
 
 class Window(window.Window):

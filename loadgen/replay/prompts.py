@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loadgen.engine.workload import LEAD, Prompt, Sizing, synthetic_text
 from loadgen.replay.formats import TraceRecord
-from loadgen.workload import LEAD, Prompt, Sizing, synthetic_text
 
 DEFAULT_BLOCK_TOKENS = 512  # Mooncake's published traces
 _CHUNK_WORDS = 256  # a part's words come in chunks, each its own draw, so growing one is stable

@@ -25,7 +25,7 @@ import httpx
 import pytest
 import yaml
 
-from loadgen.processes import free_port, running
+from loadgen.stack.processes import free_port, running
 from tests.support.dashboards import (
     ROOT,
     dashboards,

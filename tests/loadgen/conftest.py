@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from loadgen.processes import free_port, running
+from loadgen.stack.processes import free_port, running
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 
 from loadgen import rundir
 from loadgen.cli import _shard, main
-from loadgen.workload import WORDS
+from loadgen.engine.workload import WORDS
 from tests.support import ROOT
 from tests.support.scripted_upstream import control, running
 from tests.support.timing import on_time

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.processes import simulator
 from loadgen.sim.script import GENERATION_PATHS
+from loadgen.stack.processes import simulator
 from tests.support import ROOT
 
 SECONDS = float(os.environ.get("CHAOS_SECONDS", "10"))

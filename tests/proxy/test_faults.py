@@ -11,7 +11,7 @@ import uuid
 import httpx
 import pytest
 
-from loadgen.processes import free_port
+from loadgen.stack.processes import free_port
 from tests.support.proxy import disconnect_mid_stream, read_raw
 
 BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}

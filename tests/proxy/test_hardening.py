@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from latency_proxy.sse import SSEParser
+from latency_proxy.measure.sse import SSEParser
 from tests.support.proxy import proxy_env
 from tests.support.raw_upstream import RawRequest, RawUpstream, Reply, response
 from tests.support.scripted_upstream import Upstream, serve

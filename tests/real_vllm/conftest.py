@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadgen.processes import free_port
+from loadgen.stack.processes import free_port
 from tests.support.otlp_receiver import OTLPReceiver
 from tests.support.proxy import ProxyProcess, proxy_env
 

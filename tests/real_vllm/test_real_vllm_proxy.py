@@ -10,7 +10,7 @@ import httpx
 import orjson
 import pytest
 
-from latency_proxy.sse import SSEParser
+from latency_proxy.measure.sse import SSEParser
 from tests.real_vllm.conftest import MAX_MODEL_LEN, MODEL, VLLMServer
 from tests.support.otlp_receiver import OTLPReceiver, ReceivedSpan
 from tests.support.proxy import ProxyProcess

@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from latency_proxy.meter import StreamMeter
-from latency_proxy.sse import SSEParser
-from loadgen.processes import free_port
+from latency_proxy.measure.meter import StreamMeter
+from latency_proxy.measure.sse import SSEParser
 from loadgen.sim.app import create_app
 from loadgen.sim.serving import Serving
+from loadgen.stack.processes import free_port
 from tests.real_vllm.conftest import MODEL, START_TIMEOUT, VLLMServer, vllm_python
 from tests.support.otlp_receiver import OTLPReceiver
 from tests.support.proxy import ProxyProcess, proxy_env

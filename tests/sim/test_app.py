@@ -16,8 +16,8 @@ import orjson
 import pytest
 import uvicorn
 
-from latency_proxy.meter import RequestTiming, StreamMeter
-from latency_proxy.sse import SSEParser
+from latency_proxy.measure.meter import RequestTiming, StreamMeter
+from latency_proxy.measure.sse import SSEParser
 from loadgen.sim import presets
 from loadgen.sim.app import create_app
 from loadgen.sim.fixed import FixedTiming

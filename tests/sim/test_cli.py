@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from loadgen.processes import free_port
 from loadgen.sim import presets
+from loadgen.stack.processes import free_port
 from tests.support import ROOT, run_module
 
 

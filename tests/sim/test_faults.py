@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from latency_proxy.sse import SSEParser
-from loadgen.processes import free_port
+from latency_proxy.measure.sse import SSEParser
 from loadgen.sim.app import create_app
 from loadgen.sim.faults import Injector, Rule, parse
+from loadgen.stack.processes import free_port
 from tests.sim.test_cli import sim
 from tests.support.scripted_upstream import ServerThread
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import loadgen.sim
 
 SIM = Path(loadgen.sim.__file__).parent
-PROXY_CORE = ("latency_proxy.units", "latency_proxy.sse")
+PROXY_CORE = ("latency_proxy.units", "latency_proxy.measure.sse")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -54,8 +54,8 @@ def test_no_file_of_the_simulator_imports_the_load_generator() -> None:
 def test_the_scan_sees_an_import_of_the_load_generator() -> None:
     tree = SIM / "engine.py"
     assert "loadgen.sim.sequence" in imported_modules(tree)
-    assert outside_the_simulator("loadgen.workload") and outside_the_simulator("loadgen")
-    assert outside_the_simulator("latency_proxy.forward")
+    assert outside_the_simulator("loadgen.engine.workload") and outside_the_simulator("loadgen")
+    assert outside_the_simulator("latency_proxy.forwarding.forward")
     assert not outside_the_simulator("loadgen.sim.requests")
 
 

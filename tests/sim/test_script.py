@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from latency_proxy.sse import SSEParser
-from loadgen.processes import free_port
+from latency_proxy.measure.sse import SSEParser
 from loadgen.sim.app import create_app
+from loadgen.stack.processes import free_port
 from tests.support.scripted_upstream import ServerThread, Upstream, arrivals, control, serve
 
 CHAT = {"model": "any-name", "messages": [{"role": "user", "content": "a b c"}]}

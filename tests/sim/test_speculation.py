@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from latency_proxy.meter import StreamMeter
-from latency_proxy.sse import SSEParser
+from latency_proxy.measure.meter import StreamMeter
+from latency_proxy.measure.sse import SSEParser
 from loadgen.sim import cli, presets, speculation, vllm_args
 from loadgen.sim.app import create_app
 

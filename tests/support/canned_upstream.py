@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from loadgen.processes import free_port
+from loadgen.stack.processes import free_port
 from tests.support.scripted_upstream import ServerThread
 
 EVENT_STREAM = [(b"content-type", b"text/event-stream")]

@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from loadgen.processes import free_port, running
+from loadgen.stack.processes import free_port, running
 
 NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")  # not on every PATH
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from loadgen.processes import NotReady, free_port, stop, wait_ready
+from loadgen.stack.processes import NotReady, free_port, stop, wait_ready
 from tests.support import ROOT
 from tests.support.otlp_receiver import OTLPReceiver
 

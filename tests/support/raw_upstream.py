@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from loadgen.processes import free_port
+from loadgen.stack.processes import free_port
 
 
 def _listing(head: bytes) -> bool:

@@ -19,10 +19,10 @@ from typing import Any
 
 import uvicorn
 
-from loadgen.processes import free_port, simulator
 from loadgen.sim.app import create_app
 from loadgen.sim.connection import HttpProtocol
 from loadgen.sim.script import Received, Scripting
+from loadgen.stack.processes import free_port, simulator
 
 MODEL = "scripted"
 # What the proxy's tests expect of every answer unless a request scripts otherwise: five

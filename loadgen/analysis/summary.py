@@ -1,0 +1,362 @@
+"""Records in, summary.json out. Pure, no I/O: merge and run.py both call `summarize`.
+
+Keys under targets.<name> are a contract (DESIGN.md). Each target's throughput is over its
+own active time (the union of its blocks), so interleaving does not halve anyone's rate.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from latency_proxy.measure.coalescing import stream_shape
+from loadgen.analysis import server_metrics, slices, stats, steady
+from loadgen.analysis.records import FIRST_N, GpuSample, Phase, Record, RunData, SummarySettings
+from loadgen.analysis.server_metrics import ServerWindow
+
+LATENCY_METRICS = (
+    "ttft_s",
+    "tpot_s",
+    "itl_s",
+    "e2e_s",
+    "time_to_first_chunk_s",
+    "ttf3t_s",
+    "answer_ttft_s",
+    "server_queue_s",
+    "server_ttft_s",
+    "server_decode_s",
+)
+
+
+def active_seconds(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of [start, end] intervals."""
+    total = 0.0
+    current_start = current_end = None
+    for start, end in sorted(intervals):
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
+
+
+def _within(at: float, intervals: Sequence[tuple[float, float]]) -> bool:
+    return any(start <= at <= end for start, end in intervals)
+
+
+def _lag_block(values: Sequence[float]) -> dict[str, float | int | None]:
+    data = np.asarray(values, dtype=np.float64)
+    if not len(data):
+        return {"p50": None, "p99": None, "max": None, "count": 0}
+    p50, p99 = np.quantile(data, [0.5, 0.99])
+    return {"p50": float(p50), "p99": float(p99), "max": float(data.max()), "count": len(data)}
+
+
+def figures(record: Record, metric: str) -> list[float]:
+    """One request's values of a metric: its ITL gaps, or its one figure when defined."""
+    if metric == "itl_s":
+        return record.itl_s
+    value = record.ttfnt_s.get(str(FIRST_N)) if metric == "ttf3t_s" else getattr(record, metric)
+    return [] if value is None else [value]
+
+
+def _compat(ok: Sequence[Record]) -> dict[str, Any]:
+    """The same requests under vLLM bench serve's and AIPerf's definitions (from actual send)."""
+    ttft = [r.ttft_s - r.send_lag_s for r in ok if r.ttft_s is not None]
+    e2e = [r.e2e_s - r.send_lag_s for r in ok if r.e2e_s is not None]
+    decode = [
+        (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
+        for r in ok
+        if r.ttft_s is not None and r.e2e_s is not None and (r.output_tokens or 0) >= 2
+    ]
+    itl = [gap for r in ok for gap in r.itl_s]
+    # both tools define these three alike: described once, shown under each tool's names
+    first, per_token, whole = (stats.describe(v, ci=False) for v in (ttft, decode, e2e))
+    return {
+        "vllm_bench": {
+            "definition": "from actual send; tpot = (e2e - ttft) / (output_tokens - 1); "
+            "itl = gaps between chunks",
+            "ttft_s": first,
+            "tpot_s": per_token,
+            "itl_s": stats.describe(itl, ci=False),
+            "e2el_s": whole,
+        },
+        "aiperf": {
+            "definition": "from actual send; inter_token_latency = "
+            "(request_latency - ttft) / (output_tokens - 1)",
+            "time_to_first_token_s": first,
+            "inter_token_latency_s": per_token,
+            "request_latency_s": whole,
+        },
+    }
+
+
+def _gpu(samples: Sequence[GpuSample], intervals: Sequence[tuple[float, float]]) -> dict | None:
+    per_gpu: dict[str, dict[str, list[float]]] = {}
+    for s in samples:
+        if not _within(s.at, intervals):
+            continue
+        entry = per_gpu.setdefault(f"{s.source} gpu={s.gpu}", {"memory": [], "power": []})
+        if s.memory_mib is not None:
+            entry["memory"].append(s.memory_mib)
+        if s.power_w is not None:
+            entry["power"].append(s.power_w)
+    if not per_gpu:
+        return None
+    gpus = {
+        key: {
+            "peak_memory_mib": max(v["memory"]) if v["memory"] else None,
+            "mean_power_w": float(np.mean(v["power"])) if v["power"] else None,
+        }
+        for key, v in per_gpu.items()
+    }
+    peaks = [g["peak_memory_mib"] for g in gpus.values() if g["peak_memory_mib"] is not None]
+    powers = [g["mean_power_w"] for g in gpus.values() if g["mean_power_w"] is not None]
+    return {
+        "gpus": gpus,
+        "peak_memory_mib": max(peaks) if peaks else None,
+        "mean_power_w_total": float(sum(powers)) if powers else None,
+    }
+
+
+def _target(
+    name: str,
+    records: Sequence[Record],
+    phases: Sequence[Phase],
+    loop_lag: Sequence[tuple[float, float]],
+    gpu: Sequence[GpuSample],
+    settings: SummarySettings,
+    server: Sequence[ServerWindow],
+) -> dict[str, Any]:
+    active = active_seconds((p.start_at, p.end_at) for p in phases if p.target == name)
+    intervals = [p.busy for p in phases if p.target == name]
+    measured = [r for r in records if r.target == name and not r.excluded]
+    ok = [r for r in measured if r.ok]
+    metrics = {
+        metric: stats.describe([v for r in ok for v in figures(r, metric)])
+        for metric in LATENCY_METRICS
+    }
+    metrics["input_tokens"] = stats.describe([r.input_tokens for r in ok], ci=False)
+    metrics["output_tokens"] = stats.describe([r.output_tokens for r in ok], ci=False)
+    output_tokens = sum(r.output_tokens or 0 for r in ok)
+    good = sum(
+        stats.meets_slo({"ttft": r.ttft_s, "tpot": r.tpot_s, "e2e": r.e2e_s}, settings.slo)
+        for r in ok
+    )
+    send_lag = _lag_block([r.send_lag_s for r in measured])
+    loop = _lag_block([lag for at, lag in loop_lag if _within(at, intervals)])
+    reasons = []
+    cut = [p for p in phases if p.interrupted]
+    if cut:
+        when = time.strftime("%H:%M:%S UTC", time.gmtime(cut[0].done_at or cut[0].end_at))
+        reasons.append(
+            f"interrupted at {when} in block {cut[0].target}#{cut[0].block}: fewer blocks than "
+            "planned, and requests in flight then were cancelled and are not counted"
+        )
+    if not ok:
+        reasons.append("no successful requests")
+    if send_lag["p99"] is not None and send_lag["p99"] > settings.max_send_lag_s:
+        reasons.append(
+            f"client send lag P99 {send_lag['p99'] * 1e3:.1f} ms > "
+            f"{settings.max_send_lag_s * 1e3:.0f} ms: the client was the bottleneck"
+        )
+    if loop["p99"] is not None and loop["p99"] > settings.max_loop_lag_s:
+        reasons.append(
+            f"client event-loop lag P99 {loop['p99'] * 1e3:.1f} ms > "
+            f"{settings.max_loop_lag_s * 1e3:.0f} ms: timings are blurred by the client"
+        )
+    per_s = (lambda n: n / active) if active > 0 else (lambda n: None)
+    summary: dict[str, Any] = {
+        "metrics": metrics,
+        "requests": {
+            "ok": len(ok),
+            "failed": len(measured) - len(ok),
+            "excluded": dict(
+                Counter(r.excluded for r in records if r.target == name and r.excluded)
+            ),
+            "errors": dict(Counter(r.error for r in measured if not r.ok)),
+        },
+        "throughput": {
+            "requests_per_s": per_s(len(ok)),
+            "output_tokens_per_s": per_s(output_tokens),
+            "active_s": active,
+        },
+        "goodput": {
+            "requests_per_s": per_s(good),
+            "fraction": good / len(measured) if measured else None,
+            "slo": dict(settings.slo),
+        },
+        "client": {"send_lag_s": send_lag, "loop_lag_s": loop},
+        "valid": not reasons,
+        "invalid_reasons": reasons,
+        "compat": _compat(ok),
+        "gpu": _gpu(gpu, intervals),
+        "mbu": _mbu(ok, active, metrics, settings),
+        "server": server_metrics.server_block([w for w in server if w.target == name]),
+        "stream": asdict(stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok)),
+        "signals": signals(ok),
+    }
+    if settings.slice_s:
+        mine = [p for p in phases if p.target == name]
+        summary["slices"] = slices.slices(measured, mine, settings.slice_s, settings.slos)
+    return summary
+
+
+def signals(ok: Sequence[Record]) -> dict[str, Any]:
+    """What the servers said about the requests: reasoning, the prefix cache, stalls. A
+    figure over the requests that carried it; None when none did."""
+    reasoned = [r for r in ok if r.reasoning_tokens is not None and r.output_tokens]
+    cached = [r for r in ok if r.cached_tokens is not None and r.input_tokens]
+    streams = [r for r in ok if r.stalls is not None]
+    input_tokens = sum(r.input_tokens or 0 for r in cached)
+    return {
+        "reasoning": {
+            "requests": len(reasoned),
+            "share": (
+                sum(r.reasoning_tokens or 0 for r in reasoned)
+                / sum(r.output_tokens or 0 for r in reasoned)
+                if reasoned
+                else None
+            ),
+            "tokens": stats.describe([r.reasoning_tokens for r in reasoned], ci=False),
+            "reasoning_s": stats.describe(
+                [r.reasoning_s for r in ok if r.reasoning_s is not None], ci=False
+            ),
+        },
+        "cache": {
+            "requests": len(cached),
+            "hit_fraction": (
+                sum(r.cached_tokens or 0 for r in cached) / input_tokens if input_tokens else None
+            ),
+            "requests_with_hits": sum(1 for r in cached if r.cached_tokens),
+        },
+        "stalls": {
+            "streams": len(streams),
+            "stalls": sum(r.stalls or 0 for r in streams),
+            "streams_with_stalls": sum(1 for r in streams if r.stalls),
+            "max_itl_s": stats.describe(
+                [r.max_itl_s for r in streams if r.max_itl_s is not None], ci=False
+            ),
+        },
+    }
+
+
+def _mbu(
+    ok: Sequence[Record], active: float, metrics: dict[str, Any], settings: SummarySettings
+) -> float | None:
+    tpot = metrics["tpot_s"]["mean"]
+    if not (settings.weight_bytes and settings.gpu_bandwidth_bytes_s and tpot and active):
+        return None
+    context = np.mean([(r.input_tokens or 0) + (r.output_tokens or 0) / 2 for r in ok])
+    streams = sum(r.e2e_s or 0.0 for r in ok) / active  # Little's law
+    return stats.mbu(
+        tpot,
+        settings.weight_bytes,
+        settings.kv_bytes_per_token,
+        float(context),
+        streams,
+        settings.gpu_bandwidth_bytes_s,
+        settings.gpus,
+    )
+
+
+def _level(
+    records: Sequence[Record],
+    phases: Sequence[Phase],
+    loop_lag: Sequence[tuple[float, float]],
+    gpu: Sequence[GpuSample],
+    settings: SummarySettings,
+    server: Sequence[ServerWindow],
+) -> dict[str, Any]:
+    names = list(dict.fromkeys([p.target for p in phases] + [r.target for r in records]))
+    return {name: _target(name, records, phases, loop_lag, gpu, settings, server) for name in names}
+
+
+def _judge_steady(
+    targets: dict[str, Any], records: Sequence[Record], phases: Sequence[Phase], open_loop: bool
+) -> None:
+    """Each target's steady_state at this level (steady.py)."""
+    for name, t in targets.items():
+        t["steady_state"] = steady.judge(
+            [r for r in records if r.target == name],
+            [p for p in phases if p.target == name],
+            t["throughput"]["active_s"],
+            open_loop,
+            server=t["server"]["gauges"] if t["server"] else None,
+        )
+
+
+def _judge_queueing(points: list[dict[str, Any]]) -> None:
+    """Closed-loop sweep points beyond what each target's server runs at once: not steady."""
+    names = dict.fromkeys(n for p in points for n in p["targets"])
+    for name in names:
+        levels = [(p["level"], p["targets"][name]) for p in points if name in p["targets"]]
+        rates = [t["throughput"]["requests_per_s"] for _, t in levels]
+        ttfts = [t["metrics"]["ttft_s"]["p50"] for _, t in levels]
+        found = steady.queueing(list(zip([c for c, _ in levels], rates, ttfts, strict=True)))
+        for level, t in levels:
+            if level in found:
+                t["steady_state"]["reasons"].append(found[level])
+                t["steady_state"]["steady"] = False
+
+
+def summarize(
+    records: Sequence[Record],
+    phases: Sequence[Phase],
+    loop_lag: Sequence[tuple[float, float]],
+    gpu: Sequence[GpuSample],
+    settings: SummarySettings,
+    sweep: str | None = None,
+    *,
+    server: Sequence[ServerWindow] = (),
+) -> dict[str, Any]:
+    """The whole summary.json; a function of its inputs alone.
+
+    A sweep (several load levels) gets one point per level under `sweep.points`, and the
+    top-level `targets` describe its highest level.
+    """
+    levels = sorted({p.level for p in phases if p.level is not None})
+    interrupted = any(p.interrupted for p in phases)
+    open_loop = sweep in ("rate", "replay")  # a trace's arrivals do not wait for answers
+    if len(levels) <= 1:
+        targets = _level(records, phases, loop_lag, gpu, settings, server)
+        _judge_steady(targets, records, phases, open_loop)
+        return {"version": 1, "interrupted": interrupted, "targets": targets}
+    points = []
+    for level in levels:
+        level_phases = [p for p in phases if p.level == level]
+        level_records = [r for r in records if r.level == level]
+        level_server = [w for w in server if w.level == level]
+        targets = _level(level_records, level_phases, loop_lag, gpu, settings, level_server)
+        _judge_steady(targets, level_records, level_phases, open_loop)
+        points.append({"level": level, "targets": targets})
+    if not open_loop:
+        _judge_queueing(points)
+    return {
+        "version": 1,
+        "interrupted": interrupted,
+        "targets": points[-1]["targets"],
+        "sweep": {"kind": sweep, "points": points},
+    }
+
+
+def summarize_run(data: RunData) -> dict[str, Any]:
+    """summarize() of everything a run directory holds."""
+    return summarize(
+        data.records,
+        data.phases,
+        data.loop_lag,
+        data.gpu,
+        data.settings,
+        data.meta.get("sweep"),
+        server=data.server,
+    )

@@ -1,0 +1,472 @@
+"""Drives the load: blocks of closed- or open-loop requests, interleaved across targets.
+
+Closed loop: each of N workers sends, waits for the whole response, and sends again; the
+next request's intended time is the moment the previous one ended. Workers start spread over
+the block's ramp-up so they do not arrive as one synchronised herd. Open loop: a dispatcher
+sleeps until each scheduled arrival and starts the request as its own task, however many are
+in flight. A block ends when its last measured request has finished (load goes on meanwhile,
+see loadgen/engine/window.py), so targets never load each other.
+
+The client watches itself: every request records its send lag (actual − intended), and a
+monitor samples event-loop lag, so a run where the client was the bottleneck can be told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from latency_proxy.measure.meter import STALL_THRESHOLD_S
+from loadgen.analysis import server_metrics, settle
+from loadgen.analysis.records import Phase, Record
+from loadgen.analysis.server_metrics import ServerWindow, Snapshot
+from loadgen.engine import client
+from loadgen.engine.budget import Budget
+from loadgen.engine.measurement import Clock
+from loadgen.engine.schedule import Block, arrivals
+from loadgen.engine.targets import Target
+from loadgen.engine.workload import Workload
+from loadgen.replay.prompts import PromptBook
+from loadgen.replay.window import Arrival
+
+LOOP_LAG_INTERVAL_S = 0.02
+SETTLE_SAMPLE_S = 0.25  # a settling warm-up counts the client's requests in flight this often
+SERVER_SAMPLE_S = 1.0  # ... and the server's (running + waiting) this often
+RAMP_SAMPLE = 1000  # recent records a later block's ramp-up is sized from
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """How hard to push: closed loop at `concurrency`, open loop at `rate` requests/s, or a
+    trace's records each at its own offset (`replay`)."""
+
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str = "poisson"
+    gamma_shape: float = 0.5
+    replay: list[Arrival] | None = None
+
+
+@dataclass(slots=True)
+class RunResult:
+    records: list[Record] = field(default_factory=list)
+    phases: list[Phase] = field(default_factory=list)
+    loop_lag: list[tuple[float, float]] = field(default_factory=list)  # (epoch, lag_s)
+    server: list[ServerWindow] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Runner:
+    targets: dict[str, Target]
+    models: dict[str, str]  # target name -> model to ask for
+    workload: Workload
+    rng: np.random.Generator
+    timeout_s: float = 600.0
+    shard: int = 0
+    stall_threshold_s: float = STALL_THRESHOLD_S
+    on_record: Callable[[Record], None] | None = None
+    book: PromptBook | None = None  # replayed records' prompts
+    record_models: bool = False  # a replayed record's model wins over the target's
+    server_metrics: tuple[str, ...] = ()  # scraped when each block's measured window opens/closes
+    clock: Clock = field(default_factory=Clock)
+    result: RunResult = field(default_factory=RunResult)
+    stopped: bool = False
+    _budget: Budget | None = None
+    _sending: int = 0  # requests sent and not finished, of every kind
+    _sent: int = 0  # requests sent so far
+
+    def stop(self) -> None:
+        """End the run now, keeping what was measured (Ctrl-C, SIGTERM).
+
+        The block under way ends at once and is marked interrupted; its requests in flight
+        are cancelled (a cut-off stream has no E2E to report) and later blocks do not start.
+        """
+        self.stopped = True
+        if self._budget is not None:
+            self._budget.interrupt()
+
+    def cut_short(self) -> None:
+        """Mark the last block interrupted: the run ends before its plan does, even when the
+        stop came between two blocks."""
+        if self.result.phases:
+            self.result.phases[-1].interrupted = True
+
+    async def run(self, blocks: list[Block], load: Load, sweep_level: float | None = None) -> None:
+        sessions = {name: client.session() for name in self.targets}
+        monitor = asyncio.create_task(self._watch_loop())
+        try:
+            for block in blocks:
+                if self.stopped:
+                    self.cut_short()
+                    break
+                ramp = block.warmup_s if block.index == 0 else self._ramp(block)
+                if load.replay is not None:
+                    ramp = block.warmup_s  # a trace's head is its own ramp-up
+                http = sessions[block.target]
+                cap = ramp if block.settle is None else max(ramp, block.settle.max_s)
+                budget = self._budget = Budget(block, time.perf_counter(), cap)
+                warming = asyncio.create_task(self._warm_up(block, budget, ramp))
+                opening = self._scrape_when_open(budget) if self.server_metrics else None
+                try:
+                    if load.concurrency is not None:
+                        await self._closed(block, budget, ramp, load.concurrency, http, sweep_level)
+                    else:
+                        await self._open(block, budget, load, http, sweep_level)
+                finally:
+                    warming.cancel()
+                    await asyncio.gather(warming, return_exceptions=True)
+                epoch = self.clock.epoch
+                self.result.phases.append(
+                    Phase(
+                        target=block.target,
+                        block=block.index,
+                        start_at=epoch(budget.warm_end),
+                        end_at=epoch(budget.closed_at or budget.warm_end),
+                        level=sweep_level,
+                        done_at=epoch(budget.done_at or time.perf_counter()),
+                        interrupted=budget.interrupted,
+                        warmup_s=None if block.settle is None else budget.warm_end - budget.start,
+                        settled=budget.settled,
+                        warmup_in_flight=budget.warmup_in_flight,
+                    )
+                )
+                if opening is not None:
+                    await self._close_window(block, opening, budget.closing, sweep_level)
+        finally:
+            monitor.cancel()
+            for http in sessions.values():
+                await http.close()
+
+    async def _warm_up(self, block: Block, budget: Budget, ramp: float) -> None:
+        """Open the block's measured window: after `ramp`, or, for a block that settles, once
+        the in-flight counts stopped growing (settle.py), at the latest after its cap."""
+        if block.settle is None:
+            await asyncio.sleep(ramp)
+            budget.opened.set()
+            return
+        deadline = budget.start + block.settle.max_s
+        counts: list[tuple[float, float]] = []
+        server: list[tuple[float, float]] = []
+        sent = self._sent
+        scraped_at = -math.inf
+        while True:
+            now = time.perf_counter()
+            counts.append((now, self._sending))
+            rate = (self._sent - sent) / max(now - budget.start, SETTLE_SAMPLE_S)
+            if self.server_metrics and now - scraped_at >= SERVER_SAMPLE_S:
+                scraped_at = now
+                found = _server_in_flight(await self._scrape())
+                if found is not None:
+                    server.append((now, found))
+            e2e = self._typical_e2e(block)
+            series = [counts, server] if server else [counts]
+            if now >= budget.start + ramp and settle.settled(series, e2e, rate):
+                budget.open(now, True, e2e)
+                return
+            warm = now >= budget.start + ramp  # never before the warm-up asked for
+            runaway = warm and any(settle.ran_away(s, e2e) for s in series)
+            if now >= deadline or runaway:
+                budget.warmup_in_flight = settle.quarters(counts)
+                budget.open(now, False, None)  # a window of its own length: no E2E to go by
+                return
+            await asyncio.sleep(SETTLE_SAMPLE_S)
+
+    def _typical_e2e(self, block: Block) -> float | None:
+        """The median E2E of the block's requests finished so far."""
+        e2e = [
+            r.e2e_s
+            for r in self.result.records[-RAMP_SAMPLE:]
+            if r.target == block.target and r.block == block.index and r.ok and r.e2e_s
+        ]
+        return float(np.median(e2e)) if e2e else None
+
+    async def _one(
+        self,
+        http: aiohttp.ClientSession,
+        block: Block,
+        intended: float,
+        excluded: str | None,
+        level: float | None,
+        replayed: Arrival | None = None,
+        talk: _Talk | None = None,
+    ) -> Record:
+        target = self.targets[block.target]
+        if talk is None:
+            body, answer = self._body(block.target, replayed), None
+        else:
+            body, answer = self.workload.turn(self.models[block.target], talk.history), []
+        self._sending += 1
+        self._sent += 1
+        try:
+            record = await client.send(
+                http,
+                target,
+                self.workload.path,
+                body,
+                intended,
+                self.clock,
+                self.timeout_s,
+                answer,
+                self.stall_threshold_s,
+            )
+        finally:
+            self._sending -= 1
+        record.excluded = excluded
+        record.block = block.index
+        record.shard = self.shard
+        record.level = level
+        if replayed is not None:
+            record.replay_index = replayed.record.line
+        if talk is not None:
+            record.session, record.turn = talk.session, len(talk.history) // 2 + 1
+            talk.history += [body["messages"][-1], {"role": "assistant", "content": answer[0]}]
+        self.result.records.append(record)
+        if self.on_record is not None:
+            self.on_record(record)
+        return record
+
+    async def _session(
+        self,
+        http: aiohttp.ClientSession,
+        block: Block,
+        intended: float,
+        budget: Budget,
+        level: float | None,
+    ) -> bool:
+        """One conversation of --turns requests, each after the answer to the one before and
+        a think time; False once the block is over. A failed turn ends the conversation."""
+        talk = _Talk(uuid.uuid4().hex[:16])
+        for turn in range(self.workload.turns):
+            if turn:
+                intended = time.perf_counter() + self.workload.think.draw(self.rng)
+                await asyncio.sleep(max(0.0, intended - time.perf_counter()))
+            excluded = budget.take(intended)
+            if budget.over.is_set():
+                return False
+            record = await self._one(http, block, intended, excluded, level, talk=talk)
+            budget.finished(excluded)
+            if not record.ok:
+                break
+        return True
+
+    def _body(self, target: str, replayed: Arrival | None) -> dict[str, Any]:
+        if replayed is None:
+            return self.workload.body(self.models[target])
+        assert self.book is not None, "a replay has a prompt book"
+        trace = replayed.record
+        model = trace.model if self.record_models and trace.model else self.models[target]
+        return self.workload.body(model, self.book.prompt(trace))
+
+    def _ramp(self, block: Block) -> float:
+        """A later block's ramp-up: one mean E2E of its target so far, at most the warmup.
+
+        Closed-loop workers spread evenly over one E2E is the loop's steady state, reached
+        without the synchronised herd an idle server would otherwise get at a block start.
+        """
+        e2e = [
+            r.e2e_s
+            for r in self.result.records[-RAMP_SAMPLE:]
+            if r.target == block.target and r.ok and r.excluded is None and r.e2e_s is not None
+        ]
+        return min(block.warmup_s, sum(e2e) / len(e2e)) if e2e else block.warmup_s
+
+    async def _closed(
+        self,
+        block: Block,
+        budget: Budget,
+        ramp: float,
+        concurrency: int,
+        http: aiohttp.ClientSession,
+        level: float | None,
+    ) -> None:
+        start = budget.start
+        # workers start spread over the ramp, so they do not hit the server as one herd
+        stagger = ramp / max(1, concurrency)
+
+        async def worker(number: int) -> None:
+            intended = start + number * stagger
+            await asyncio.sleep(max(0.0, intended - time.perf_counter()))
+            while True:
+                if self.workload.turns > 1:
+                    if not await self._session(http, block, intended, budget, level):
+                        return
+                else:
+                    excluded = budget.take(intended)
+                    if budget.over.is_set():
+                        return
+                    await self._one(http, block, intended, excluded, level)
+                    budget.finished(excluded)
+                intended = time.perf_counter()  # the worker is free again
+
+        if concurrency > 0:
+            workers = [worker(i) for i in range(concurrency)]
+            await _run_until(budget.over, workers, self._scrape_closing(budget))
+
+    async def _open(
+        self,
+        block: Block,
+        budget: Budget,
+        load: Load,
+        http: aiohttp.ClientSession,
+        level: float | None,
+    ) -> None:
+        start = budget.start
+
+        async def one(intended: float, excluded: str | None, replayed: Arrival | None) -> None:
+            await self._one(http, block, intended, excluded, level, replayed)
+            budget.finished(excluded)
+
+        async def conversation(intended: float) -> None:
+            await self._session(http, block, intended, budget, level)
+
+        async def dispatch() -> None:
+            for offset, replayed in _schedule(load, self.rng):
+                intended = start + offset
+                if budget.end is not None and intended > budget.end:
+                    # a slow schedule must not keep the block open past its end
+                    while (now := time.perf_counter()) < budget.end:
+                        await asyncio.sleep(budget.end - now)  # timers may fire a bit early
+                    budget.check()
+                delay = intended - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if self.workload.turns > 1:  # an arrival is a conversation's start
+                    if budget.over.is_set():
+                        return
+                    spawn(conversation(intended))
+                    continue
+                excluded = budget.take(intended)
+                if budget.over.is_set():
+                    return
+                spawn(one(intended, excluded, replayed))
+            budget.check()  # a trace ends: its last measured requests still run
+            await budget.over.wait()
+
+        tasks: set[asyncio.Task[None]] = set()
+
+        def spawn(coro: Coroutine[Any, Any, None]) -> None:
+            task = asyncio.create_task(coro)
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        try:
+            await _run_until(budget.over, [dispatch()], self._scrape_closing(budget))
+        finally:
+            await _cancel(tasks)
+
+    def _scrape_when_open(self, budget: Budget) -> asyncio.Task[list[Snapshot]]:
+        """Scrape the servers when the block's measured window opens (after its warmup)."""
+
+        async def later() -> list[Snapshot]:
+            await budget.opened.wait()
+            return await self._scrape()
+
+        return asyncio.create_task(later())
+
+    async def _scrape(self) -> list[Snapshot]:
+        return await server_metrics.scrape(
+            self.server_metrics, self.clock.epoch(time.perf_counter())
+        )
+
+    async def _scrape_closing(self, budget: Budget) -> None:
+        """The window's closing scrape: once the last measured request finished, while the
+        cooldown requests still hold the load, so the gauges read the level, not a drain."""
+        if self.server_metrics:
+            budget.closing = await self._scrape()
+
+    async def _close_window(
+        self,
+        block: Block,
+        opening: asyncio.Task[list[Snapshot]],
+        closing: list[Snapshot],
+        level: float | None,
+    ) -> None:
+        """Keep the difference of the two scrapes for each endpoint read both times. A block
+        cut short before its window opened has none."""
+        if not opening.done():
+            opening.cancel()
+            await asyncio.gather(opening, return_exceptions=True)
+            return
+        opened = {s.source: s for s in opening.result()}
+        for closed in closing:
+            if closed.source in opened:
+                self.result.server.append(
+                    server_metrics.difference(
+                        opened[closed.source],
+                        closed,
+                        target=block.target,
+                        block=block.index,
+                        level=level,
+                    )
+                )
+
+    async def _watch_loop(self) -> None:
+        samples = self.result.loop_lag
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(LOOP_LAG_INTERVAL_S)
+            after = time.perf_counter()
+            lag = max(0.0, after - before - LOOP_LAG_INTERVAL_S)
+            samples.append((self.clock.epoch(after), lag))
+
+
+def _schedule(load: Load, rng: np.random.Generator) -> Iterator[tuple[float, Arrival | None]]:
+    """Open-loop offsets from the block's start: a trace's, else the arrival process's."""
+    if load.replay is not None:
+        return ((a.offset_s, a) for a in load.replay)
+    assert load.rate is not None
+    return ((t, None) for t in arrivals(load.rate, load.arrival, rng, load.gamma_shape))
+
+
+@dataclass(slots=True)
+class _Talk:
+    """A conversation under way: its id and what was said (user and assistant, in turn)."""
+
+    session: str
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def _run_until(
+    event: asyncio.Event,
+    coros: list[Coroutine[Any, Any, None]],
+    before_cancel: Coroutine[Any, Any, None],
+) -> None:
+    """Run coroutines (which end only once the event is set, or by failing) until the event
+    is set; then await before_cancel, cancel what is left and raise what failed."""
+    tasks = {asyncio.create_task(c) for c in coros}
+    waiter = asyncio.create_task(event.wait())
+    try:
+        await asyncio.wait({waiter, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+        if event.is_set():
+            await before_cancel
+    finally:
+        before_cancel.close()  # a no-op once awaited; an un-awaited coroutine must not warn
+        await _cancel({waiter, *tasks})
+
+
+async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
+    pending = list(tasks)
+    for task in pending:
+        task.cancel()
+    results = await asyncio.gather(*pending, return_exceptions=True)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+
+
+def _server_in_flight(snapshots: list[Snapshot]) -> float | None:
+    """vLLM's running + waiting requests, over the endpoints that export them."""
+    counts = [
+        sum(s.scalars[name] for name in server_metrics.GAUGES.values() if name in s.scalars)
+        for s in snapshots
+        if any(name in s.scalars for name in server_metrics.GAUGES.values())
+    ]
+    return sum(counts) if counts else None

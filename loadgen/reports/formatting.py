@@ -1,0 +1,33 @@
+"""How a figure is written, in report.md, report.html and the console alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadgen.analysis import stats
+
+
+def ms(value: float | None) -> str:
+    return "—" if value is None else f"{value * 1e3:.1f}"
+
+
+def pct(block: dict[str, Any], key: str) -> str:
+    """A percentile in ms with its 95% CI; "n/a (needs ≥N)" where the sample cannot bound it."""
+    value = block.get(key)
+    if value is None:
+        need = stats.min_samples(stats.PERCENTILES[key])
+        return f"n/a (needs ≥{need})" if block.get("count") else "—"
+    ci = (block.get("ci95") or {}).get(key)
+    if not ci:
+        return ms(value)
+    low, high = ("…" if bound is None else ms(bound) for bound in ci)  # … a side left unbounded
+    return f"{ms(value)} [{low}–{high}]"
+
+
+def rate(value: float | None, unit: str = "") -> str:
+    return "—" if value is None else f"{value:.2f}{unit}"
+
+
+def trace_link(template: str | None, trace_id: str) -> str | None:
+    """--trace-url's template with the trace id filled in."""
+    return template.replace("{trace_id}", trace_id) if template else None

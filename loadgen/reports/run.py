@@ -1,0 +1,349 @@
+"""Human outputs beside summary.json: report.md, report.html, the PNG plots, the console table.
+
+Every percentile is printed with its sample count and CI; one the sample cannot support
+prints as "n/a (needs ≥N)" rather than a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from loadgen.analysis import slices, stats, steady, timesplit
+from loadgen.analysis.records import Record, RunData
+from loadgen.reports.charts import png
+from loadgen.reports.charts import run as charts
+from loadgen.reports.charts.model import Figure
+from loadgen.reports.formatting import ms, trace_link
+from loadgen.reports.formatting import pct as _pct
+from loadgen.reports.formatting import rate as _rate
+from loadgen.reports.html import run as html_run
+
+SHOWN = (
+    ("ttft_s", "TTFT"),
+    ("tpot_s", "TPOT"),
+    ("itl_s", "ITL"),
+    ("e2e_s", "E2E"),
+    ("time_to_first_chunk_s", "first chunk"),
+    ("ttf3t_s", "TTF3T"),
+    ("answer_ttft_s", "answer TTFT"),
+    ("server_queue_s", "server queue"),
+    ("server_ttft_s", "server TTFT"),
+)
+
+
+def target_section(name: str, t: dict[str, Any]) -> list[str]:
+    lines = [f"## {name}", ""]
+    if not t["valid"]:
+        lines += [f"**INVALID**: {'; '.join(t['invalid_reasons'])}", ""]
+    saturated = steady.label(t.get("steady_state"))
+    if saturated:
+        lines += [f"**{saturated[:1].upper()}{saturated[1:]}.**", ""]
+    lines += [
+        f"| metric (ms{', saturated' if saturated else ''}) "
+        "| P50 [95% CI] | P90 | P99 [95% CI] | P99.9 | mean | n |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, label in SHOWN:
+        m = t["metrics"].get(key)
+        if m is None or (key in SIGNAL_METRICS and not m["count"]):
+            continue  # a summary from before the figure, or no server that sent it
+        row = [label] + [_pct(m, p) for p in stats.PERCENTILES] + [ms(m["mean"]), str(m["count"])]
+        lines.append("| " + " | ".join(row) + " |")
+    req, thr, good = t["requests"], t["throughput"], t["goodput"]
+    slo = ", ".join(f"{k.upper()} ≤ {v * 1e3:.0f} ms" for k, v in good["slo"].items())
+    lines += [
+        "",
+        f"- requests: {req['ok']} ok, {req['failed']} failed; excluded: "
+        + (", ".join(f"{n} {k}" for k, n in req["excluded"].items()) or "none"),
+        f"- throughput: {_rate(thr['requests_per_s'])} req/s, "
+        f"{_rate(thr['output_tokens_per_s'])} output tok/s over {thr['active_s']:.1f} s active",
+        f"- goodput ({slo}): {_rate(good['requests_per_s'])} req/s, "
+        f"fraction {_rate(good['fraction'])}",
+    ]
+    for said in (slices.sentence(name, t), slices.slo_sentence(name, t)):
+        if said:
+            lines.append(f"- {said}")
+    if req["errors"]:
+        errors = ", ".join(f"{k}: {v}" for k, v in sorted(req["errors"].items()))
+        lines.append(f"- errors: {errors}")
+    stream = t.get("stream")
+    if stream:
+        verdict = f"**{stream['verdict']}**" if stream["buffered"] else stream["verdict"]
+        lines.append(f"- stream: {verdict}")
+    client = t["client"]
+    lines.append(
+        f"- client: send lag P99 {ms(client['send_lag_s']['p99'])} ms, "
+        f"event-loop lag P99 {ms(client['loop_lag_s']['p99'])} ms"
+    )
+    if t.get("mbu") is not None:
+        lines.append(f"- MBU: {t['mbu']:.2f}")
+    gpu = t.get("gpu")
+    if gpu:
+        lines.append(
+            f"- GPU: peak memory {gpu['peak_memory_mib']} MiB, "
+            f"mean power (all GPUs) {_rate(gpu['mean_power_w_total'], ' W')}"
+        )
+    lines += signal_lines(t.get("signals"))
+    vb = t["compat"]["vllm_bench"]
+    lines.append(
+        "- as vLLM bench serve defines them (from actual send): "
+        f"TTFT P50 {ms(vb['ttft_s']['p50'])} ms, TPOT P50 {ms(vb['tpot_s']['p50'])} ms, "
+        f"ITL P50 {ms(vb['itl_s']['p50'])} ms"
+    )
+    return [*lines, "", *timesplit.markdown(name, t)]
+
+
+SIGNAL_METRICS = ("answer_ttft_s", "server_queue_s", "server_ttft_s")
+
+
+def signal_lines(signals: dict[str, Any] | None) -> list[str]:
+    """Reasoning share, cache-hit fraction and stalls, when the requests carried them."""
+    if not signals:
+        return []
+    lines = []
+    reasoning, cache, stalls = signals["reasoning"], signals["cache"], signals["stalls"]
+    if reasoning["requests"]:
+        lines.append(
+            f"- reasoning: {reasoning['share'] * 100:.1f}% of output tokens over "
+            f"{reasoning['requests']} requests; reasoning time P50 "
+            f"{ms(reasoning['reasoning_s']['p50'])} ms"
+        )
+    if cache["requests"]:
+        lines.append(
+            f"- prefix cache: {cache['hit_fraction'] * 100:.1f}% of prompt tokens cached; "
+            f"{cache['requests_with_hits']} of {cache['requests']} requests hit"
+        )
+    if stalls["streams"]:
+        lines.append(
+            f"- stalls: {stalls['stalls']} in {stalls['streams_with_stalls']} of "
+            f"{stalls['streams']} streams; largest gap P99 {ms(stalls['max_itl_s']['p99'])} ms, "
+            f"max {ms(stalls['max_itl_s']['p999'])} ms (P99.9)"
+        )
+    return lines
+
+
+def markdown(
+    summary: dict[str, Any],
+    meta: dict[str, Any],
+    plots: Sequence[str],
+    comparison: str | None = None,
+    slowest: Sequence[str] = (),
+) -> str:
+    lines = ["# loadgen report", ""]
+    if meta.get("command"):
+        lines += ["```", meta["command"], "```", ""]
+    if meta.get("replay"):
+        lines += _replay_lines(meta["replay"])
+    if summary.get("interrupted"):
+        by = meta.get("interrupted_by", "a signal")
+        lines += [f"**Interrupted** by {by}: partial results, the last block cut short.", ""]
+    for name, t in summary["targets"].items():
+        lines += target_section(name, t)
+    if summary.get("sweep"):
+        lines += sweep_section(summary["sweep"])
+    if comparison:
+        lines += [comparison]
+    lines += slowest
+    lines += [f"![{p}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def sweep_section(sweep: dict[str, Any]) -> list[str]:
+    """The sweep's table: one row per level and target."""
+    lines = [
+        f"## Sweep ({sweep['kind']})",
+        "",
+        "| level | target | req/s | TTFT P50 | TTFT P99 | TPOT P50 | valid | steady |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for point in sweep["points"]:
+        for name, t in point["targets"].items():
+            m = t["metrics"]
+            lines.append(
+                f"| {point['level']:g} | {name} | {_rate(t['throughput']['requests_per_s'])}"
+                f" | {ms(m['ttft_s']['p50'])} | {ms(m['ttft_s']['p99'])}"
+                f" | {ms(m['tpot_s']['p50'])} | {t['valid']} | {_steady_cell(t)} |"
+            )
+    return [*lines, ""]
+
+
+def _replay_lines(replay: dict[str, Any]) -> list[str]:
+    """What was replayed: the file, the window, the speed, what was left out."""
+    w = replay["window"]
+    lines = [
+        f"Replay of `{replay['file']}` ({replay['format']}, sha256 {replay['sha256'][:12]}…): "
+        f"{w['records']} records, lines {w['first_line']}–{w['last_line']}, from "
+        f"{w['start_s']:g} s into the trace, at {replay['speed']:g}x "
+        f"({w['span_s']:.1f} s of sending).",
+    ]
+    skipped, unreplayable = replay["bad_rows"]["skipped"], replay["unreplayable"]
+    if skipped:
+        first = replay["bad_rows"]["first"][0]
+        lines.append(
+            f"**{skipped} bad rows skipped** (--skip-bad-rows), the first at line "
+            f"{first['line']}: {first['reason']}."
+        )
+    if unreplayable:
+        lines.append(
+            f"{unreplayable} requests in the file had no lengths (failed) and were left out."
+        )
+    return [*lines, ""]
+
+
+def _steady_cell(t: dict[str, Any]) -> str:
+    """yes, SATURATED, or — for a summary from before steady state was judged."""
+    state = t.get("steady_state")
+    return "—" if state is None else ("yes" if state["steady"] else "SATURATED")
+
+
+def console_table(summary: dict[str, Any]) -> str:
+    header = (
+        "target",
+        "ok",
+        "failed",
+        "req/s",
+        "TTFT P50",
+        "TTFT P99",
+        "TPOT P50",
+        "TPOT P99",
+        "E2E P50",
+        "goodput",
+        "valid",
+        "steady",
+    )
+    rows = [header]
+    for name, t in summary["targets"].items():
+        m = t["metrics"]
+        rows.append(
+            (
+                name,
+                str(t["requests"]["ok"]),
+                str(t["requests"]["failed"]),
+                _rate(t["throughput"]["requests_per_s"]),
+                ms(m["ttft_s"]["p50"]),
+                ms(m["ttft_s"]["p99"]),
+                ms(m["tpot_s"]["p50"]),
+                ms(m["tpot_s"]["p99"]),
+                ms(m["e2e_s"]["p50"]),
+                _rate(t["goodput"]["fraction"]),
+                "yes" if t["valid"] else "NO",
+                _steady_cell(t),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    text = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    text.append("(latencies in ms)")
+    for name, t in summary["targets"].items():
+        for reason in t["invalid_reasons"]:
+            text.append(f"{name}: INVALID: {reason}")
+        saturated = steady.label(t.get("steady_state"))
+        if saturated:
+            text.append(f"{name}: {saturated.replace('saturated', 'SATURATED', 1)}")
+        stream = t.get("stream")
+        if stream and stream["buffered"]:
+            text.append(f"{name}: {stream['verdict']}")
+    return "\n".join(text)
+
+
+SLOWEST = 5
+
+
+def slowest(data: RunData) -> list[tuple[str, str, list[Record]]]:
+    """(target, "TTFT" or "E2E", its slowest measured requests, slowest first)."""
+    found = []
+    for name in dict.fromkeys(r.target for r in data.records):
+        ok = [r for r in data.records if r.target == name and r.ok and not r.excluded]
+        for label, key in (("TTFT", "ttft_s"), ("E2E", "e2e_s")):
+            ranked = sorted(
+                (r for r in ok if getattr(r, key) is not None),
+                key=lambda r, key=key: getattr(r, key),
+                reverse=True,
+            )[:SLOWEST]
+            if ranked:
+                found.append((name, label, ranked))
+    return found
+
+
+def slowest_requests(data: RunData) -> list[str]:
+    """The slowest measured requests of each target by TTFT and by E2E, with the ids that
+    find them in the proxy's log lines and traces (links when --trace-url gave a template)."""
+    lines = ["## Slowest requests", ""]
+    for name, label, ranked in slowest(data):
+        lines += [
+            f"{name}, by {label}:",
+            "",
+            "| " + " | ".join(SLOWEST_COLUMNS) + " |",
+            "|---" * len(SLOWEST_COLUMNS) + "|",
+        ]
+        for r in ranked:
+            trace = r.trace_id or "—"
+            link = r.trace_id and trace_link(data.meta.get("trace_url"), r.trace_id)
+            if link:
+                trace = f"[{r.trace_id}]({link})"
+            cells = [*slowest_cells(r), f"`{r.request_id}`", trace]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines if len(lines) > 2 else []
+
+
+SLOWEST_COLUMNS = (
+    "TTFT (ms)",
+    "answer TTFT",
+    "E2E (ms)",
+    "queue",
+    "server TTFT",
+    "network and proxy",
+    "stalls",
+    "request id",
+    "trace id",
+)
+
+
+def slowest_cells(r: Record) -> list[str]:
+    """A slow request's figures (ms), as both reports show them, before its ids."""
+    queue, server, rest = ttft_split(r)
+    figures = (r.ttft_s, r.answer_ttft_s, r.e2e_s, queue, server, rest)
+    return [*(ms(v) for v in figures), "—" if r.stalls is None else str(r.stalls)]
+
+
+def ttft_split(r: Record) -> tuple[float | None, float | None, float | None]:
+    """A request's TTFT as (server queue, server TTFT, the rest: network, proxy, client),
+    from the server's own timings; all None when it sent none."""
+    if r.ttft_s is None or r.server_queue_s is None or r.server_ttft_s is None:
+        return None, None, None
+    return r.server_queue_s, r.server_ttft_s, r.ttft_s - r.server_queue_s - r.server_ttft_s
+
+
+def page(
+    data: RunData, summary: dict[str, Any], figures: Sequence[Figure], comparison: str | None
+) -> str:
+    """report.html: report.md's sections and sentences, the same figures as SVG."""
+    sections = [line for n, t in summary["targets"].items() for line in target_section(n, t)]
+    text = {"figures": "\n".join(sections)}
+    if data.meta.get("replay"):
+        text["replay"] = "\n".join(_replay_lines(data.meta["replay"]))
+    if summary.get("sweep"):
+        text["sweep"] = "\n".join(sweep_section(summary["sweep"]))
+    if comparison:
+        text["comparison"] = comparison
+    ranked = [
+        (name, label, [(r, slowest_cells(r)) for r in found])
+        for name, label, found in slowest(data)
+    ]
+    return html_run.render(data, summary, figures, text, (SLOWEST_COLUMNS, ranked))
+
+
+def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | None = None) -> Path:
+    """report.md (with the comparison section, if any), its plots and report.html, all
+    from the same figures and sentences, into the run directory."""
+    figures = charts.figures(data, summary)
+    for figure in figures:
+        png.write(figure, out / figure.file)
+    path = out / "report.md"
+    plots = [f.file for f in figures]
+    path.write_text(markdown(summary, data.meta, plots, comparison, slowest_requests(data)))
+    (out / "report.html").write_text(page(data, summary, figures, comparison))
+    return path
