@@ -17,21 +17,23 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from latency_proxy.measure.meter import STALL_THRESHOLD_S
-from latency_proxy.units import parse_duration, parse_size
+from latency_proxy.units import format_duration, parse_duration, parse_size
 from loadgen import compare, rebuild, run
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
 from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
+from loadgen.engine import flags
 from loadgen.engine.schedule import ARRIVALS
-from loadgen.engine.workload import NO_THINK, Durations, Lengths
+from loadgen.engine.workload import NO_THINK, Durations
 from loadgen.replay import flags as replay_flags
 from loadgen.shards import merge
 
-EPILOG = """\
-defaults make a quick run (8 concurrent streams, 15 s per target after 2 s warmup, 512 input /
-64 output tokens). The seeds' methodology is one flag set away:
+EPILOG = f"""\
+defaults make a quick run ({DEFAULT_CONCURRENCY} concurrent streams, {DEFAULT_DURATION} per \
+target after {DEFAULT_WARMUP:g}s warmup, \
+{flags.shown("--input-tokens")} input / {flags.shown("--output-tokens")} output tokens).
+A long comparative run (100 streams, 512 input / 256 output tokens, 10 minutes per target):
   --concurrency 100 --input-tokens 512 --output-tokens 256 --duration 10m --warmup 30s
 and real traffic one flag: --replay FILE (an Azure LLM inference CSV, Mooncake JSONL, a run's
 requests.jsonl or the proxy's log), --slice 1m for its stretches
@@ -43,6 +45,8 @@ subcommands:
                                                     (or --replay FILE --by speed)
                                                     the most load that meets the SLOs, steady
 """
+SYNC_TIMEOUT_S = 600.0
+SEARCH_BUDGET_S = 900.0
 CAPACITY = "Find, per target, the most load at which every SLO holds and the server keeps up."
 CAPACITY_EPILOG = """\
 each probe is a run of one target at one level, in DIR/probe-NN-<target>-<level>/, with its
@@ -109,52 +113,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         "direct then name them, and --target proxy measures direct as well",
     )
     w = p.add_argument_group("workload")
-    w.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
-    w.add_argument(
-        "--input-tokens",
-        type=Lengths.parse,
-        default=Lengths(512, 512),
-        metavar="N|LO-HI",
-        help="prompt length (default 512)",
-    )
-    w.add_argument(
-        "--output-tokens",
-        type=Lengths.parse,
-        default=Lengths(64, 64),
-        metavar="N|LO-HI",
-        help="max_tokens (default 64)",
-    )
-    w.add_argument(
-        "--ignore-eos",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="ask vLLM to produce exactly max_tokens (default on)",
-    )
-    w.add_argument("--temperature", type=float, default=0.0)
-    w.add_argument(
-        "--dataset", metavar="FILE", help="JSONL of {prompt} or {messages}, or ShareGPT JSON"
-    )
-    w.add_argument(
-        "--tokenizer",
-        metavar="tokenizer.json",
-        help="size synthetic prompts with this local tokenizer instead of /tokenize "
-        "(it has no chat template: chat prompts then come out longer by the template)",
-    )
-    w.add_argument(
-        "--prompt-seed",
-        type=int,
-        metavar="N",
-        help="seed the synthetic prompts' words (default: fresh for every run, recorded in "
-        "run.json, so no prefix cache has seen them; --seed repeats lengths and arrivals)",
-    )
-    w.add_argument(
-        "--shared-prefix-tokens",
-        type=int,
-        default=0,
-        metavar="N",
-        help="every synthetic prompt opens with the same N tokens (a system prompt), drawn "
-        "once per run: what a server's prefix cache buys",
-    )
+    flags.add(w, flags.WORKLOAD)
     w.add_argument(
         "--turns",
         type=int,
@@ -229,30 +188,13 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     load.add_argument(
         "--sync-timeout",
         type=parse_duration,
-        default=600.0,
-        help="how long a shard waits for the others in --sync-dir (default 10m)",
+        default=SYNC_TIMEOUT_S,
+        help="how long a shard waits for the others in --sync-dir "
+        f"(default {format_duration(SYNC_TIMEOUT_S)})",
     )
-    load.add_argument(
-        "--timeout", type=parse_duration, default=600.0, help="per request (default 10m)"
-    )
-    load.add_argument(
-        "--stall-threshold",
-        type=parse_duration,
-        default=STALL_THRESHOLD_S,
-        metavar="DURATION",
-        help="a gap between tokens longer than this counts as a stall (default 1s, as the proxy's)",
-    )
-    load.add_argument("--seed", type=int, default=0)
+    flags.add(load, flags.REQUESTS)
     r = p.add_argument_group("results")
-    r.add_argument("--out", metavar="DIR", help="default loadgen-runs/<time>")
-    r.add_argument(
-        "--slo",
-        action="append",
-        default=[],
-        metavar="METRIC=DURATION[@pNN]",
-        help="ttft, tpot or e2e, judged at a percentile where a level is judged (default "
-        "ttft=800ms tpot=50ms, at p99); goodput counts requests within the limits",
-    )
+    flags.add(r, flags.RESULTS)
     r.add_argument(
         "--slice",
         type=parse_duration,
@@ -276,12 +218,6 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         help="a Prometheus /metrics (vLLM's, the proxy's admin port) to sample when each "
         "block's measured window opens and closes: where the time went (repeatable)",
     )
-    r.add_argument(
-        "--trace-url",
-        metavar="TEMPLATE",
-        help="a link to a trace with {trace_id} in it (Grafana Explore, Tempo): report.md "
-        "and report.html link the slowest requests to their traces",
-    )
     r.add_argument("--weight-bytes", type=parse_size, help="model weights, e.g. 140GB (for MBU)")
     r.add_argument("--kv-bytes-per-token", type=parse_size, default=0)
     r.add_argument(
@@ -295,18 +231,6 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="GPUs serving each target: MBU, and the report's output tok/s per GPU (default 1)",
-    )
-    r.add_argument(
-        "--max-send-lag",
-        type=parse_duration,
-        default=0.025,
-        help="client send lag P99 above this marks the run invalid (default 25ms)",
-    )
-    r.add_argument(
-        "--max-loop-lag",
-        type=parse_duration,
-        default=0.025,
-        help="client event-loop lag P99 above this marks it invalid (default 25ms)",
     )
     r.add_argument(
         "--progress",
@@ -335,8 +259,9 @@ def _add_search_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--budget",
         type=parse_duration,
-        default=900.0,
-        help="stop searching when the next probe would end past this (default 15m)",
+        default=SEARCH_BUDGET_S,
+        help="stop searching when the next probe would end past this "
+        f"(default {format_duration(SEARCH_BUDGET_S)})",
     )
     group.add_argument(
         "--repeat",

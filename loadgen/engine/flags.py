@@ -1,0 +1,133 @@
+"""The workload and result flags both engines take (loadgen's parser and the Locust engine's
+custom arguments), each defined once: its name, parser, default, and help that shows the
+default from its value.
+
+The Locust engine keeps values as text (a master hands its custom arguments to its workers
+through msgpack, its web UI hands a form back as text); `read` parses either form.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from latency_proxy.measure.meter import STALL_THRESHOLD_S
+from latency_proxy.units import format_duration, parse_duration
+from loadgen.engine.workload import Lengths
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One flag: `parse` reads its text; `shown` writes its default as a user would type it."""
+
+    name: str
+    help: str
+    parse: Callable[[str], Any] | None = None
+    default: Any = None
+    shown: Callable[[Any], str] = str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str:
+        return self.name.removeprefix("--").replace("-", "_")
+
+    def add(self, group: argparse._ArgumentGroup, *, text: bool) -> None:
+        kwargs: dict[str, Any] = dict(self.options)
+        help_text = self.help
+        if self.default is not None and "action" not in kwargs:
+            help_text += f" (default {self.shown(self.default)})"
+        if self.parse is not None:
+            if text:
+                default = None if self.default is None else self.shown(self.default)
+            else:
+                kwargs["type"] = self.parse
+                default = self.default
+            kwargs["default"] = default
+        elif "default" not in kwargs and self.default is not None:
+            kwargs["default"] = self.default
+        group.add_argument(self.name, help=help_text, **kwargs)
+
+
+def _lengths(value: Lengths) -> str:
+    return str(value.low) if value.low == value.high else f"{value.low}-{value.high}"
+
+
+FLAGS = {
+    flag.name: flag
+    for flag in (
+        Flag("--endpoint", "the OpenAI API to call", default="chat",
+             options={"choices": ("chat", "completions")}),
+        Flag("--input-tokens", "prompt length", Lengths.parse, Lengths(512, 512), _lengths,
+             {"metavar": "N|LO-HI"}),
+        Flag("--output-tokens", "max_tokens", Lengths.parse, Lengths(64, 64), _lengths,
+             {"metavar": "N|LO-HI"}),
+        Flag("--ignore-eos", "ask vLLM to produce exactly max_tokens (default on)",
+             options={"action": argparse.BooleanOptionalAction, "default": True}),
+        Flag("--temperature", "sampling temperature", float, 0.0, lambda v: f"{v:g}"),
+        Flag("--dataset", "JSONL of {prompt} or {messages}, or ShareGPT JSON",
+             options={"metavar": "FILE"}),
+        Flag("--tokenizer",
+             "size synthetic prompts with this local tokenizer instead of /tokenize (it has no "
+             "chat template: chat prompts then come out longer by the template)",
+             options={"metavar": "tokenizer.json"}),
+        Flag("--prompt-seed",
+             "seed the synthetic prompts' words (default: fresh for every run, recorded in "
+             "run.json, so no prefix cache has seen them; --seed repeats lengths and arrivals)",
+             int, options={"metavar": "N"}),
+        Flag("--shared-prefix-tokens",
+             "every synthetic prompt opens with the same N tokens (a system prompt), drawn "
+             "once per run: what a server's prefix cache buys", int, 0,
+             options={"metavar": "N"}),
+        Flag("--seed", "seeds lengths and arrivals (with a worker's index)", int, 0),
+        Flag("--timeout", "per request", parse_duration, 600.0, format_duration,
+             {"metavar": "DURATION"}),
+        Flag("--stall-threshold",
+             "a gap between tokens longer than this counts as a stall, as the proxy's",
+             parse_duration, STALL_THRESHOLD_S, format_duration, {"metavar": "DURATION"}),
+        Flag("--slo",
+             "ttft, tpot or e2e, judged at a percentile where a level is judged (default "
+             "ttft=800ms tpot=50ms, at p99); goodput counts requests within the limits",
+             options={"action": "append", "default": [], "metavar": "METRIC=DURATION[@pNN]"}),
+        Flag("--max-send-lag", "client send lag P99 above this marks the run invalid",
+             parse_duration, 0.025, format_duration, {"metavar": "DURATION"}),
+        Flag("--max-loop-lag", "client event-loop lag P99 above this marks it invalid",
+             parse_duration, 0.025, format_duration, {"metavar": "DURATION"}),
+        Flag("--out", "the run directory (default loadgen-runs/<time>)",
+             options={"metavar": "DIR"}),
+        Flag("--trace-url",
+             "a link to a trace with {trace_id} in it (Grafana Explore, Tempo): report.md "
+             "and report.html link the slowest requests to their traces",
+             options={"metavar": "TEMPLATE"}),
+    )
+}  # fmt: skip
+
+WORKLOAD = ("--endpoint", "--input-tokens", "--output-tokens", "--ignore-eos", "--temperature",
+            "--dataset", "--tokenizer", "--prompt-seed", "--shared-prefix-tokens")  # fmt: skip
+REQUESTS = ("--timeout", "--stall-threshold", "--seed")
+RESULTS = ("--out", "--slo", "--trace-url", "--max-send-lag", "--max-loop-lag")
+
+
+def add(group: argparse._ArgumentGroup, names: Iterable[str], *, text: bool = False) -> None:
+    """Add the named flags to a parser's group; `text` keeps their values text (Locust)."""
+    for name in names:
+        FLAGS[name].add(group, text=text)
+
+
+def shown(name: str) -> str:
+    """A flag's default as a user would type it."""
+    flag = FLAGS[name]
+    return flag.shown(flag.default)
+
+
+def read(args: Any, name: str) -> Any:
+    """A flag's value from parsed arguments, parsed when it is still text."""
+    flag = FLAGS[name]
+    value = getattr(args, flag.dest)
+    if flag.parse is None or not isinstance(value, str):
+        return value
+    try:
+        return flag.parse(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
