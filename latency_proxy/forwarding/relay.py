@@ -22,6 +22,7 @@ from latency_proxy.forwarding.usage_filter import InjectedUsageFilter
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import SSEParser
 from latency_proxy.record.exchange import Exchange
+from latency_proxy.server.extensions import ON_GONE
 from latency_proxy.server.write_watch import WriteWatch
 from latency_proxy.server.writers import BodyWriter
 from latency_proxy.types import Receive, Scope
@@ -29,9 +30,6 @@ from latency_proxy.upstream.connection import Response
 
 perf_counter = time.perf_counter
 MAX_MEASURED_BODY = 8 * 2**20  # non-streaming bodies kept for usage parsing up to this size
-# the scope extension that calls back once the client is gone (http_protocol.py): the
-# disconnect watch without a task per request
-ON_GONE = "latency_proxy.on_gone"
 
 
 class Backpressure:

@@ -9,9 +9,6 @@ from dataclasses import dataclass
 
 from latency_proxy.types import Receive
 
-# the scope extension that hands over a body already received whole (http_protocol.py)
-BODY_AT_HAND = "latency_proxy.body_at_hand"
-
 
 class BodyTooLarge(Exception):
     """Declared or received beyond the limit: answered 413 without reading the rest."""

@@ -3,21 +3,11 @@ JSON, so a client sees the same error shape whoever refused it."""
 
 from __future__ import annotations
 
-import orjson
-
 from latency_proxy.record.exchange import Exchange
+from latency_proxy.server.extensions import error_body
 from latency_proxy.types import Send
 
 Headers = list[tuple[bytes, bytes]]
-# message and type of the 431, whether the head was refused as it arrived or once complete
-HEADERS_TOO_LARGE = ("request headers too many or too large", "RequestHeaderFieldsTooLarge")
-
-
-def error_body(status: int, message: str, kind: str, param: str | None = None) -> bytes:
-    """An OpenAI-style error object."""
-    return orjson.dumps(
-        {"error": {"message": message, "type": kind, "param": param, "code": status}}
-    )
 
 
 async def send_json(

@@ -26,9 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from latency_proxy.forwarding.relay import ON_GONE
-from latency_proxy.forwarding.request import BODY_AT_HAND
-from latency_proxy.forwarding.responses import HEADERS_TOO_LARGE, error_body
+from latency_proxy.server.extensions import BODY_AT_HAND, HEADERS_TOO_LARGE, ON_GONE, error_body
 from latency_proxy.server.http10 import Http10Cycle
 from latency_proxy.server.uvicorn_internals import HttpToolsProtocol, RequestResponseCycle
 from latency_proxy.server.writers import ABORT, WRITER, ClientWriter
