@@ -15,9 +15,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadgen import compare, rundir
+from loadgen import rundir
 from loadgen.analysis.summary import summarize_run
 from loadgen.reports import capacity as capacity_report
+from loadgen.reports import comparison
 from loadgen.reports import run as report
 
 CAPACITY = "capacity.json"
@@ -27,7 +28,7 @@ def run_dir(path: Path) -> Path:
     data = rundir.read(path)
     summary = summarize_run(data)
     (path / rundir.SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
-    return report.write(path, data, summary, compare.of_run(data, summary))
+    return report.write(path, data, summary, comparison.of_run(data, summary))
 
 
 def capacity_dir(path: Path) -> list[Path]:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import uvloop
 
-from loadgen import compare, replay, rundir
+from loadgen import replay, rundir
 from loadgen.analysis.records import RunData
 from loadgen.analysis.summary import summarize_run
 from loadgen.config import RunConfig
@@ -34,6 +34,7 @@ from loadgen.engine.schedule import Block, plan, shard_count
 from loadgen.engine.sizing import calibrate
 from loadgen.engine.targets import Target, load_file, resolve
 from loadgen.engine.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
+from loadgen.reports import comparison
 from loadgen.reports import run as report
 from loadgen.shards import supervisor, sync
 from loadgen.stack import embedded, gpu_metrics
@@ -100,7 +101,7 @@ def measure(config: RunConfig) -> dict[str, Any]:
         raise KeyboardInterrupt  # stopped before any load was sent: nothing to write
     summary = summarize_run(data)
     rundir.write(config.out, data, summary)
-    report.write(config.out, data, summary, compare.of_run(data, summary))
+    report.write(config.out, data, summary, comparison.of_run(data, summary))
     return summary
 
 

@@ -1,4 +1,5 @@
-"""`python -m loadgen compare RUN RUN …`: side by side, relative differences, plain verdicts.
+"""Targets side by side: relative differences and plain verdicts, in Markdown (report.md's
+comparison section and `python -m loadgen compare`).
 
 Every target of every run is one series; the first is the baseline. Differences of P50, P99
 and P99.9 come with bootstrap CIs computed from the raw records of both sides, and a
@@ -7,22 +8,17 @@ difference whose CI spans zero is called indistinguishable rather than better or
 
 from __future__ import annotations
 
-import argparse
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from loadgen import rundir
 from loadgen.analysis import stats, steady
 from loadgen.analysis.records import Record, RunData
-from loadgen.analysis.slo import LABELS, Slos, check, parse_slos, percentile_label
+from loadgen.analysis.slo import LABELS, Slos, check, percentile_label
 from loadgen.analysis.summary import figures
-from loadgen.reports.html import compare as html_compare
-from loadgen.reports.run import ms
+from loadgen.reports.formatting import ms
 
 COMPARED_METRICS = (
     ("ttft_s", "TTFT"),
@@ -45,7 +41,7 @@ class Series:
         return [v for r in self.records for v in figures(r, metric)]
 
 
-def _series(data: RunData, summary: dict[str, Any], prefix: str = "") -> list[Series]:
+def series_of(data: RunData, summary: dict[str, Any], prefix: str = "") -> list[Series]:
     return [
         Series(
             prefix + name,
@@ -57,20 +53,9 @@ def _series(data: RunData, summary: dict[str, Any], prefix: str = "") -> list[Se
     ]
 
 
-def load_series(paths: Sequence[str | Path]) -> list[Series]:
-    """Every target of every run; labelled by run directory too where names repeat."""
-    loaded = [(Path(p), rundir.read(p), rundir.read_summary(p)) for p in paths]
-    names = Counter(name for _, _, s in loaded for name in s["targets"])
-    series = []
-    for path, data, summary in loaded:
-        repeated = any(names[name] > 1 for name in summary["targets"])
-        series += _series(data, summary, f"{path.name}/" if repeated else "")
-    return series
-
-
 def of_run(data: RunData, summary: dict[str, Any]) -> str | None:
     """The comparison section of a run's own report, when it measured several targets."""
-    series = _series(data, summary)
+    series = series_of(data, summary)
     if len(series) < 2:
         return None
     rng = np.random.default_rng(data.settings.seed)
@@ -230,43 +215,3 @@ def signal_verdicts(series: Sequence[Series]) -> list[str]:
                 f"{base.label} ({rate_a:.1f})"
             )
     return lines
-
-
-def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadgen compare",
-        description="Compare run directories: the first run's first target is the baseline.",
-    )
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    parser.add_argument(
-        "--slo",
-        action="append",
-        default=[],
-        metavar="METRIC=DURATION[@pNN]",
-        help="override the runs' SLOs (ttft, tpot, e2e), e.g. tpot=45ms or ttft=800ms@p90",
-    )
-    parser.add_argument(
-        "--slo-percentile",
-        choices=list(stats.PERCENTILES),
-        help="judge SLOs that name no @pNN at this percentile (default p99, or the highest "
-        "all runs support)",
-    )
-    parser.add_argument(
-        "--out",
-        metavar="FILE.md",
-        help="also write the comparison here, and as a page to FILE.html beside it",
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    series = load_series(args.runs)
-    if len(series) < 2:
-        parser.error("need at least two targets across the given runs")
-    slos = parse_slos(args.slo) if args.slo else series[0].slo
-    pct = args.slo_percentile or judged_percentile(series)
-    text = render(series, slos, pct, np.random.default_rng(args.seed))
-    print(text, end="")
-    if args.out:
-        out = Path(args.out)
-        out.write_text(text)
-        out.with_suffix(".html").write_text(html_compare.render(series, text, args.runs))
-    return 0

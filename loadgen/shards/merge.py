@@ -12,9 +12,10 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadgen import compare, rundir
+from loadgen import rundir
 from loadgen.analysis.records import RunData
 from loadgen.analysis.summary import summarize_run
+from loadgen.reports import comparison
 from loadgen.reports import run as report
 
 
@@ -45,7 +46,7 @@ def merge_dirs(
         data.meta["command"] = command
     summary = summarize_run(data)
     out = rundir.write(out, data, summary)
-    report.write(out, data, summary, compare.of_run(data, summary))
+    report.write(out, data, summary, comparison.of_run(data, summary))
     return data, summary
 
 

@@ -13,7 +13,7 @@ from loadgen.reports.html.run import chart_sections, comparison_verdicts
 
 
 def render(series: Sequence, text: str, runs: Sequence[str | Path]) -> str:
-    """series: compare.Series (label, records, summary); text: the comparison's Markdown."""
+    """series: comparison.Series (label, records, summary); text: the comparison's Markdown."""
     lines = comparison_verdicts(text)
     bad = any(" meets " in line and not line.startswith("all") for line in lines)
     figure = charts.latency_cdfs([(s.label, s.records, s.summary["metrics"]) for s in series])

@@ -14,6 +14,7 @@ from loadgen.analysis import timesplit
 from loadgen.analysis.records import Record, RunData, SummarySettings
 from loadgen.analysis.slo import Slos
 from loadgen.analysis.summary import summarize
+from loadgen.reports import comparison
 from loadgen.reports import run as report
 from tests.loadgen.analysis.test_summary import T0, phases, records
 
@@ -91,7 +92,7 @@ def test_compare_judges_the_signals(tmp_path: Path) -> None:
     run_dir(tmp_path / "A", with_signals(records("a", 400, 0.3, 4), 0, 0), "a")
     run_dir(tmp_path / "B", with_signals(records("b", 400, 0.3, 5), 384, 8), "b")
     series = compare.load_series([tmp_path / "A", tmp_path / "B"])
-    text = compare.render(series, Slos({"ttft": 1.0}), "p50", np.random.default_rng(0))
+    text = comparison.render(series, Slos({"ttft": 1.0}), "p50", np.random.default_rng(0))
     assert "answer TTFT P50 (ms)" in text
     assert "b's cache-hit fraction of prompt tokens (75.0%) is higher than a's (0.0%)" in text
     assert "b's reasoning share of output tokens (25.0%) is equal to a's (25.0%)" in text
@@ -104,7 +105,7 @@ def test_compare_reads_summaries_from_before_the_signals(tmp_path: Path) -> None
     series = compare.load_series([tmp_path / "A", tmp_path / "B"])
     for s in series:  # as a summary.json written before these figures existed
         del s.summary["signals"], s.summary["metrics"]["answer_ttft_s"]
-    text = compare.render(series, Slos({"ttft": 1.0}), "p50", np.random.default_rng(0))
+    text = comparison.render(series, Slos({"ttft": 1.0}), "p50", np.random.default_rng(0))
     assert "answer TTFT" not in text and "Server signals" not in text
 
 

@@ -15,6 +15,7 @@ from loadgen.analysis.records import GpuSample, Phase, Record, RunData, SummaryS
 from loadgen.analysis.slo import Slos, parse_slos
 from loadgen.analysis.summary import active_seconds, summarize
 from loadgen.engine.progress import Progress
+from loadgen.reports import comparison
 from loadgen.reports import run as report
 from loadgen.shards import merge
 from loadgen.stack import gpu_metrics
@@ -250,14 +251,14 @@ def test_compare_differences_and_verdicts(tmp_path: Path) -> None:
     series = compare.load_series([tmp_path / "A", tmp_path / "B"])
     assert [s.label for s in series] == ["a", "b"]
     slos = Slos({"ttft": 0.35, "tpot": 0.05})
-    text = compare.render(series, slos, "p50", np.random.default_rng(0))
+    text = comparison.render(series, slos, "p50", np.random.default_rng(0))
     assert "b's TTFT P50 is 2" in text and "% lower than a's (CI" in text  # ≈ 25% lower
     assert "b's TPOT P50 is indistinguishable from a's" in text
     assert "only b meets TTFT ≤ 350 ms at P50" in text
     assert "both meet TPOT ≤ 50 ms at P50" in text
     assert "| TTFT P99.9 (ms) | — (n=800) | — (n=800) |" in text
     at_p90 = Slos({"ttft": 0.35, "tpot": 0.05}, {"tpot": "p90"})  # tpot=50ms@p90
-    verdicts = compare.slo_verdicts(series, at_p90, "p50")
+    verdicts = comparison.slo_verdicts(series, at_p90, "p50")
     assert verdicts == ["only b meets TTFT ≤ 350 ms at P50", "both meet TPOT ≤ 50 ms at P90"]
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import compare, rundir
+from loadgen import rundir
 from loadgen.analysis.records import RunData
 from loadgen.analysis.summary import summarize_run
 from loadgen.cli import main
+from loadgen.reports import comparison
 from loadgen.reports import run as report
 from loadgen.reports.charts import run as charts
 from loadgen.reports.charts.model import MAX_CDF_POINTS, cdf, thin
@@ -31,7 +32,8 @@ TRACE = "http://127.0.0.1:3000/explore?trace={trace_id}"  # the fixture's --trac
 def page_of(data: RunData) -> str:
     """report.html of a run as report.write makes it (without drawing the PNGs)."""
     summary = summarize_run(data)
-    return report.page(data, summary, charts.figures(data, summary), compare.of_run(data, summary))
+    compared = comparison.of_run(data, summary)
+    return report.page(data, summary, charts.figures(data, summary), compared)
 
 
 @pytest.fixture

@@ -1,0 +1,72 @@
+"""`python -m loadgen compare RUN RUN …`: side by side, relative differences, plain verdicts.
+
+The comparison itself is reports/comparison.py; this reads the run directories and writes
+its outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from loadgen import rundir
+from loadgen.analysis import stats
+from loadgen.analysis.slo import parse_slos
+from loadgen.reports.comparison import Series, judged_percentile, render, series_of
+from loadgen.reports.html import compare as html_compare
+
+
+def load_series(paths: Sequence[str | Path]) -> list[Series]:
+    """Every target of every run; labelled by run directory too where names repeat."""
+    loaded = [(Path(p), rundir.read(p), rundir.read_summary(p)) for p in paths]
+    names = Counter(name for _, _, s in loaded for name in s["targets"])
+    series = []
+    for path, data, summary in loaded:
+        repeated = any(names[name] > 1 for name in summary["targets"])
+        series += series_of(data, summary, f"{path.name}/" if repeated else "")
+    return series
+
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadgen compare",
+        description="Compare run directories: the first run's first target is the baseline.",
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    parser.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="METRIC=DURATION[@pNN]",
+        help="override the runs' SLOs (ttft, tpot, e2e), e.g. tpot=45ms or ttft=800ms@p90",
+    )
+    parser.add_argument(
+        "--slo-percentile",
+        choices=list(stats.PERCENTILES),
+        help="judge SLOs that name no @pNN at this percentile (default p99, or the highest "
+        "all runs support)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="FILE.md",
+        help="also write the comparison here, and as a page to FILE.html beside it",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    series = load_series(args.runs)
+    if len(series) < 2:
+        parser.error("need at least two targets across the given runs")
+    slos = parse_slos(args.slo) if args.slo else series[0].slo
+    pct = args.slo_percentile or judged_percentile(series)
+    text = render(series, slos, pct, np.random.default_rng(args.seed))
+    print(text, end="")
+    if args.out:
+        out = Path(args.out)
+        out.write_text(text)
+        out.with_suffix(".html").write_text(html_compare.render(series, text, args.runs))
+    return 0
