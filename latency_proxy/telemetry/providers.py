@@ -35,7 +35,6 @@ from latency_proxy.telemetry.tracing import Tracing
 
 log = logging.getLogger("latency_proxy.telemetry")
 OPENMETRICS = "application/openmetrics-text"
-OTHER_MODEL = "other"
 prometheus_client.disable_created_metrics()
 
 
@@ -68,10 +67,6 @@ class ModelLabels:
         self._listed = set(list(merged)[: self._limit])
         self._confirmed.clear()
 
-    @property
-    def has_listing(self) -> bool:
-        return self._listed is not None
-
     def confirm(self, model: str) -> None:
         if self._listed is not None:
             return  # the upstreams said which models they serve
@@ -83,7 +78,7 @@ class ModelLabels:
             return ""
         if model in self._routes or model in self._confirmed or model in (self._listed or ()):
             return model
-        return OTHER_MODEL
+        return sc.OTHER_MODEL
 
     def recorded(self, model: str | None) -> str | None:
         """What a sink records for a request naming `model`; None when it names none."""

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from latency_proxy.telemetry.providers import OTHER_MODEL
+from latency_proxy.telemetry.semconv import OTHER_MODEL
 
 FORMATS = ("azure", "mooncake", "requests", "proxy")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
