@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from opentelemetry.propagate import extract
 
@@ -18,7 +19,6 @@ from latency_proxy.forwarding.call import UpstreamCaller
 from latency_proxy.forwarding.identity import request_id_from
 from latency_proxy.forwarding.models_list import list_models
 from latency_proxy.forwarding.request import (
-    BODY_AT_HAND,
     BodyTooLarge,
     BodyTooSlow,
     ClientGone,
@@ -26,21 +26,19 @@ from latency_proxy.forwarding.request import (
     read_body,
     read_head,
 )
-from latency_proxy.forwarding.responses import (
-    HEADERS_TOO_LARGE,
-    answer,
-    answer_error,
-    retry_after_header,
-)
+from latency_proxy.forwarding.responses import answer, answer_error, retry_after_header
 from latency_proxy.record.exchange import Exchange
 from latency_proxy.record.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.record.outcome import Outcome
-from latency_proxy.state import ProxyState
+from latency_proxy.server.extensions import BODY_AT_HAND, HEADERS_TOO_LARGE
 from latency_proxy.telemetry.logs import bind_request, cut_recorded
 from latency_proxy.telemetry.recorder import Recorder
 from latency_proxy.telemetry.recording import Recording
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream.routes import climbs_above_root
+
+if TYPE_CHECKING:  # the app hands its state down; forwarding/ never reaches back up
+    from latency_proxy.state import ProxyState
 
 log = logging.getLogger("latency_proxy.forward")
 perf_counter = time.perf_counter

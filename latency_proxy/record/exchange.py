@@ -10,12 +10,15 @@ learns it (routing, the upstream call, the relay).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from latency_proxy.config import Route
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.record.model_call import ModelCall
 from latency_proxy.record.outcome import Outcome, UpstreamErrorKind
-from latency_proxy.telemetry.tracing import RequestSpan
+
+if TYPE_CHECKING:  # the record holds the spans; telemetry/ makes and ends them
+    from latency_proxy.telemetry.tracing import RequestSpan
 
 CLIENT_CLOSED = 499  # nginx's status for a client that left before the answer ended
 
