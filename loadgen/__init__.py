@@ -1,1 +1,25 @@
-"""loadgen: comparative load runs against OpenAI-compatible streaming endpoints."""
+"""loadgen: comparative load runs against OpenAI-compatible streaming endpoints.
+
+The top level holds the commands and what they share; each folder below is a layer or a
+seam, and imports go down: the commands (and capacity/, locust/) over shards/, over reports/
+and engine/, over analysis/. sim/ stands apart: a server, not a client.
+
+- `cli.py` `python -m loadgen`: flags in, a RunConfig out
+- `run.py` a load run from its RunConfig
+- `compare.py` `python -m loadgen compare`
+- `rebuild.py` `python -m loadgen report`
+- `worker.py` one process of a --workers run
+- `locustfile.py` the ready locustfile for `locust -f`
+- `config.py` RunConfig: one run as its flags asked for it
+- `rundir.py` a run directory on disk
+- `extras.py` what a command needs beyond the core install
+- `capacity/` the capacity search
+- `locust/` the Locust engine
+- `shards/` one run over many processes or machines
+- `reports/` what a person reads of each command
+- `engine/` drives the load and measures each request
+- `replay/` traces read and timed
+- `stack/` the processes beside a run
+- `analysis/` records in, figures and verdicts out (pure)
+- `sim/` a vLLM-like simulated server
+"""

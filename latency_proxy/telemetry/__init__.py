@@ -1,3 +1,19 @@
-"""Telemetry: the content policy, instruments and names, OTel/Prometheus providers, spans, metrics
-and logs; the single place a finished request is recorded.
+"""Telemetry: what a finished request leaves behind (spans, metric observations, one log line),
+under the content policy, with every name defined once.
+
+- `recording.py` the single place a finished request is recorded
+- `recorder.py` records written off the request path
+- `redact.py` the content policy: what of prompts and completions is recorded
+- `spans.py` the request's SERVER and CLIENT spans
+- `tracing.py` spans as plain records, handed to the SDK only when exported
+- `otlp_encoding.py` spans to OTLP protobuf bytes, written directly
+- `otlp_http.py` the SDK's OTLP/HTTP exporter sending that encoding
+- `metrics.py` a model call's metric observations
+- `instruments.py` the metric instruments, written to two sinks
+- `histogram.py` a Prometheus histogram that takes a request's values in one call
+- `buckets.py` histogram boundaries, one list per instrument
+- `access_log.py` the one log line per request
+- `logs.py` JSON log lines with the request's id and trace context
+- `providers.py` OTel export and meters from OTEL_*, and the Prometheus registry
+- `semconv.py` attribute, span and instrument names (OTel GenAI and HTTP conventions)
 """

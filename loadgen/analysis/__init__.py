@@ -1,4 +1,13 @@
 """Analysis, pure (no I/O but the one scrape in server_metrics): records in, figures and
-verdicts out: percentiles and intervals, summaries, steady state, SLOs, slices, and where the
-time went.
+verdicts out.
+
+- `records.py` the raw data of a run
+- `summary.py` records in, summary.json out
+- `stats.py` percentiles, confidence intervals, goodput, MBU
+- `steady.py` steady state or saturated
+- `settle.py` when a warm-up has reached its steady state
+- `slo.py` the latency limits runs are judged against
+- `slices.py` a run in time slices
+- `timesplit.py` where the time went, from the servers' parts
+- `server_metrics.py` the servers' own Prometheus metrics around a window
 """

@@ -1,3 +1,16 @@
 """The engine: drives a run's load (blocks, schedules, workloads, targets) and measures each
 request on the client side. It writes records; analysis/ judges them.
+
+- `runner.py` blocks of closed- or open-loop requests, interleaved across targets
+- `budget.py` a block's budget: its window, warm-up and end
+- `window.py` which part of a load a request belongs to
+- `schedule.py` arrival schedules and the block plan (pure)
+- `client.py` the streaming client: one request in, one Record out
+- `measurement.py` one request's measurement, whatever client streams it
+- `workload.py` what each request asks for: prompts and lengths
+- `sizing.py` synthetic prompts calibrated against a tokenizer
+- `targets.py` where load goes
+- `flags.py` the flags both engines take, each defined once
+- `progress.py` the live progress line
+- `interrupt.py` Ctrl-C and SIGTERM during a run
 """

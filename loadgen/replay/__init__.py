@@ -1,5 +1,10 @@
-"""Replaying a trace: formats.py reads it, window.py picks and times the records,
-prompts.py gives them text. `load` is the one place a trace file is read."""
+"""Replaying a trace: `load` is the one place a trace file is read.
+
+- `formats.py` trace files in, TraceRecords out
+- `window.py` which records a run replays, and when each is due
+- `prompts.py` prompt text for replayed records
+- `flags.py` --replay and its companions, for both engines
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
-"""Every chart of a report, computed once: series in, PNG (matplotlib) and SVG (HTML) out.
+"""Every chart of a report, computed once: series in, PNG (matplotlib) and SVG (HTML) out,
+so the picture in report.md and the chart in report.html cannot disagree.
 
-`model` holds what a chart is (points, axes, labels, marks), `run` and `capacity` compute
-them from a run's records and summary or from capacity.json, and `png` and `svg` draw the
-same objects, so the picture in report.md and the chart in report.html cannot disagree.
+- `model.py` what a chart is (points, axes, labels, marks), independent of drawing
+- `run.py` a run's charts: CDFs, timeline, sweep
+- `slices.py` the time-slices chart
+- `capacity.py` a capacity search's charts
+- `png.py` drawn with matplotlib
+- `svg.py` drawn as inline SVG
 """

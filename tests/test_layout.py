@@ -1,0 +1,134 @@
+"""The layout holds: each package's docstring names exactly the modules it has (the module
+map, which cannot drift), and imports go down the layers, never back up."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = sorted(
+    path.parent
+    for top in ("latency_proxy", "loadgen")
+    for path in (ROOT / top).rglob("__init__.py")
+)
+NAMED = re.compile(r"^- `(\w+)(\.py|/)`", re.M)
+
+# What each layer may import beyond itself (packages by dotted name; a root module, such as
+# latency_proxy.cli, belongs to its top package). Shared by every layer: the settings, as
+# uvicorn's protocols read uvicorn.config; units and ASGI types; the telemetry names.
+SHARED = {
+    "latency_proxy.config",
+    "latency_proxy.types",
+    "latency_proxy.units",
+    "latency_proxy.telemetry.semconv",
+}
+PROXY = "latency_proxy"
+LOADGEN = "loadgen"
+MAY_IMPORT: dict[str, set[str]] = {
+    PROXY: {"*"},
+    f"{PROXY}.forwarding": {
+        f"{PROXY}.{p}" for p in ("server", "upstream", "telemetry", "record", "measure")
+    },
+    f"{PROXY}.server": set(),
+    f"{PROXY}.upstream": set(),
+    f"{PROXY}.telemetry": {f"{PROXY}.record", f"{PROXY}.measure"},
+    f"{PROXY}.record": {f"{PROXY}.measure"},
+    f"{PROXY}.measure": set(),
+    # the commands: the top level, and the two command folders
+    LOADGEN: {"*"},
+    f"{LOADGEN}.capacity": {"*"},
+    f"{LOADGEN}.locust": {"*"},
+    f"{LOADGEN}.shards": {
+        f"{LOADGEN}.{p}" for p in ("config", "rundir", "reports", "engine", "stack", "analysis")
+    },
+    f"{LOADGEN}.reports": {
+        f"{LOADGEN}.config",
+        f"{LOADGEN}.analysis",
+        *(f"{LOADGEN}.capacity.{m}" for m in ("advice", "axis", "search", "verdict")),
+    },
+    f"{LOADGEN}.stack": {f"{LOADGEN}.engine", f"{LOADGEN}.analysis"},
+    f"{LOADGEN}.engine": {f"{LOADGEN}.analysis", f"{LOADGEN}.replay"},
+    # replayed prompts are made of the same text as synthetic ones
+    f"{LOADGEN}.replay": {f"{LOADGEN}.analysis", f"{LOADGEN}.engine.workload"},
+    f"{LOADGEN}.analysis": set(),
+    f"{LOADGEN}.sim": set(),
+}
+# what loadgen takes of the proxy: the measuring core, and the names and units it shares
+FROM_THE_PROXY = {f"{PROXY}.measure", f"{PROXY}.units", f"{PROXY}.telemetry.semconv"}
+
+
+def _modules(package: Path) -> set[str]:
+    files = {p.stem for p in package.glob("*.py")} - {"__init__", "__main__"}
+    folders = {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
+    return files | folders
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_package_docstring_names_each_module_it_has(package: Path) -> None:
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    named = {name for name, _ in NAMED.findall(doc)}
+    assert sorted(_modules(package) - named) == [], "modules the package docstring misses"
+    assert sorted(named - _modules(package)) == [], "named in the docstring, not in the folder"
+
+
+def _layer(module: str) -> str:
+    """The layer a module belongs to: its package, or its top package for a root module."""
+    parts = module.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        candidate = ".".join(parts[:depth])
+        if candidate in MAY_IMPORT:
+            return candidate
+    return parts[0]
+
+
+def _imports(path: Path) -> set[str]:
+    """What a module imports when it runs (not what `if TYPE_CHECKING:` names for types)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            return
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return {n for n in names if n.split(".")[0] in (PROXY, LOADGEN)}
+
+
+def _allowed(source: str, target: str) -> bool:
+    if target in SHARED or any(target.startswith(s + ".") for s in SHARED):
+        return True
+    if source.startswith(LOADGEN) and target.startswith(PROXY):
+        return any(target == s or target.startswith(s + ".") for s in FROM_THE_PROXY)
+    layer = _layer(source)
+    if _layer(target) == layer:
+        return True
+    allowed = MAY_IMPORT[layer]
+    return "*" in allowed or any(target == a or target.startswith(a + ".") for a in allowed)
+
+
+def _source_files() -> list[Path]:
+    return sorted(p for top in (PROXY, LOADGEN) for p in (ROOT / top).rglob("*.py"))
+
+
+def test_imports_go_down_the_layers() -> None:
+    wrong = []
+    for path in _source_files():
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        wrong += [f"{module} -> {t}" for t in sorted(_imports(path)) if not _allowed(module, t)]
+    assert wrong == []
+
+
+def test_the_layer_rules_catch_an_import_back_up() -> None:
+    assert not _allowed("latency_proxy.measure.meter", "latency_proxy.forwarding.relay")
+    assert not _allowed("loadgen.analysis.summary", "loadgen.engine.runner")
+    assert not _allowed("loadgen.engine.runner", "latency_proxy.forwarding.relay")
+    assert _allowed("latency_proxy.forwarding.relay", "latency_proxy.measure.meter")
