@@ -1,6 +1,6 @@
 """StreamMeter: timestamps + parsed SSE events -> RequestTiming. Pure, no I/O.
 
-This is the one definition of every figure (DESIGN.md, "Timing definitions"); the proxy and
+This is the one definition of every figure (docs/reference/timing.md); the proxy and
 loadgen both feed it, each with its own t0. Times are seconds from any monotonic clock.
 """
 
@@ -101,7 +101,7 @@ class RequestTiming:
 
 
 def classify(payload: Any) -> EventKind:
-    """Content, usage-only or other, per DESIGN.md's definition of a content event."""
+    """Content, usage-only or other, as docs/reference/timing.md defines a content event."""
     if not isinstance(payload, dict):
         return EventKind.OTHER
     choices = payload.get("choices")

@@ -92,7 +92,7 @@ def test_summary_is_complete(loadgen_runs: dict[str, Run], endpoint: str) -> Non
             assert {"p50", "p99"} <= stats["ci95"].keys()
             assert stats["p50"] is not None and stats["count"] > 0
         # a random-weight model can stream only partial UTF-8 (every text empty): such a
-        # request has tokens but no content event, hence no TTFT (DESIGN's definition)
+        # request has tokens but no content event, hence no TTFT (docs/reference/timing.md)
         with_ttft = [r for r in run.measured(role) if r["ttft_s"] is not None]
         assert target["metrics"]["ttft_s"]["count"] == len(with_ttft) > 0
         assert target["requests"]["ok"] == len(run.measured(role))

@@ -1,4 +1,4 @@
-"""The meter's figures against hand-computed values (DESIGN.md's timing definitions)."""
+"""The meter's figures against hand-computed values (docs/reference/timing.md)."""
 
 from __future__ import annotations
 

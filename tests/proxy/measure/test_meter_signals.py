@@ -1,5 +1,5 @@
 """The meter's server signals: answer TTFT and reasoning, cached tokens, the server's own
-timings, stalls (DESIGN.md's timing definitions). Lazy and full parsing must agree."""
+timings, stalls (docs/reference/timing.md). Lazy and full parsing must agree."""
 
 from __future__ import annotations
 
