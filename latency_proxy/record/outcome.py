@@ -1,7 +1,8 @@
 """How a request ended, and what went wrong upstream.
 
 The values are the `outcome` and `kind` metric labels, the `latency_proxy.outcome` span
-attribute and the log line's `outcome` (DESIGN.md): str-valued, so they are written as is.
+attribute and the log line's `outcome` (docs/proxy/metrics.md): str-valued, so they are
+written as is.
 """
 
 from __future__ import annotations

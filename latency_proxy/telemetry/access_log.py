@@ -1,4 +1,4 @@
-"""The one log line per request (logger latency_proxy.access; keys in DESIGN.md).
+"""The one log line per request (logger latency_proxy.access; keys: docs/reference/log-line.md).
 
 The line is one dict, built in key order from the two tables below (a new key is one row)
 and written as one orjson dump (logs.write_fields).

@@ -1,4 +1,5 @@
-"""The metric instruments of DESIGN.md's table, defined once and written to two sinks.
+"""The metric instruments, defined once and written to two sinks (docs/proxy/metrics.md's
+table is built from ALL).
 
 Each instrument feeds a Prometheus collector (for the admin port's /metrics) and, when an
 OTLP metrics endpoint is configured, an OTel instrument; the Prometheus names and labels

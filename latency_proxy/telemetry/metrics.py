@@ -1,5 +1,6 @@
 """A model call's metric observations: counted in flight while it runs, then one request
-count and its figures (telemetry/instruments.py defines the instruments, DESIGN.md the figures)."""
+count and its figures (telemetry/instruments.py defines the instruments,
+docs/reference/timing.md the figures)."""
 
 from __future__ import annotations
 
