@@ -1,7 +1,8 @@
 """Records in, summary.json out. Pure, no I/O: merge and run.py both call `summarize`.
 
-Keys under targets.<name> are a contract (DESIGN.md). Each target's throughput is over its
-own active time (the union of its blocks), so interleaving does not halve anyone's rate.
+Keys under targets.<name> are a contract (docs/reference/summary-json.md). Each target's
+throughput is over its own active time (the union of its blocks), so interleaving does not
+halve anyone's rate.
 """
 
 from __future__ import annotations
