@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 # Upper bounds for a preset's efficiencies, in datasheet terms. Measured on one H200
-# (calibration/h200-roofline.json): bare weight streaming reached 0.77 of the datasheet
+# (docs/sim/h200-roofline.json): bare weight streaming reached 0.77 of the datasheet
 # bandwidth and bare bf16 matmuls 0.68 of the datasheet FLOP/s. A serving engine adds
 # attention, sampling and scheduling on top, so a preset must stay below both.
 MBU_CEILING = 0.77

@@ -173,7 +173,7 @@ def test_required_presets_and_their_served_names() -> None:
 
 
 def test_llama2_7b_h200_preset_is_slower_than_the_bare_roofline() -> None:
-    # calibration/h200-roofline.json: 3.63 ms per step at 1 token, 42 ms at 2,048 (no attention)
+    # docs/sim/h200-roofline.json: 3.63 ms per step at 1 token, 42 ms at 2,048 (no attention)
     perf = presets.load("llama-2-7b-bf16-h200").perf
     assert perf.step_time(1, 0).total > 3.63e-3
     assert perf.step_time(2048, 0).total > 42e-3
