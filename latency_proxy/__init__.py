@@ -10,6 +10,7 @@ back through forwarding/'s relay into server/'s writers; telemetry/ records it a
 - `admin.py` the admin port: /metrics, /healthz, /readyz
 - `state.py` what the main and admin apps of one process share
 - `config.py` Settings, read by every layer (as uvicorn's own config is)
+- `setting_types.py` each setting's declared type and range (loadgen's flags share them)
 - `units.py` durations and sizes as people write them
 - `types.py` the ASGI interface the proxy is written against
 - `server/` the client side on uvicorn

@@ -11,22 +11,33 @@ import ipaddress
 import os
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from latency_proxy.measure.meter import STALL_THRESHOLD_S
 from latency_proxy.measure.sse import MAX_EVENT_BYTES
+from latency_proxy.setting_types import (
+    Duration,
+    ExistingFile,
+    Flag,
+    Integer,
+    ListOf,
+    SettingType,
+    Size,
+    Text,
+    certificate_bundle,
+    regular_expression,
+    shown,
+)
 from latency_proxy.telemetry.redact import MODES, ContentPolicy, load_audit_hook
-from latency_proxy.units import parse_duration, parse_size
 
 ENV_PREFIX = "LATENCY_PROXY_"
 DEFAULT_ROUTE = "default"
 CONTENT_CAPTURE_MODES = MODES
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("json", "text")
-SIZE_SETTINGS = ("max_body_size", "max_header_bytes", "max_event_bytes")  # read as sizes
 
 
 class ConfigError(ValueError):
@@ -113,17 +124,105 @@ class Settings:
 FIELDS = {f.name: f for f in dataclasses.fields(Settings) if f.name != "routes"}
 
 
+def parse_route(spec: str) -> Route:
+    """'URL' is the default route; 'MODEL=URL' routes requests whose body names MODEL."""
+    name, sep, url = spec.partition("=")
+    if not sep or "://" in name:
+        name, url = DEFAULT_ROUTE, spec
+    url = url.rstrip("/")
+    shown = repr(_USERINFO.sub(r"\1…@", spec))  # a password in the URL stays unshown
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # '[::1' (no ']'), a port that is no number or past 65535
+        raise ValueError(f"{shown} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{shown}: expected URL or MODEL=URL with an http(s) URL")
+    if port == 0:
+        raise ValueError(f"{shown}: port 0 is not a port to connect to; give 1 to 65535")
+    if parts.path.rstrip("/").endswith("/v1"):
+        raise ValueError(f"{shown}: give the base URL without /v1")
+    if not name:
+        raise ValueError(f"{shown}: empty model name before '='")
+    return Route(name=name, url=url)
+
+
+def api_key_source(spec: str) -> None:
+    route, sep, source = spec.partition("=")
+    if not sep or not route or source.partition(":")[0] not in ("env", "file"):
+        raise ValueError(f"{_redacted_spec(spec)}: expected ROUTE=env:VAR or ROUTE=file:PATH")
+
+
+_USERINFO = re.compile(r"(://)[^/@]*@")
+_PORT = Integer(0, 65535, "a TCP port")  # 0: any free one
+
+# Each setting's one type and range, whatever its source; a new setting is one line here.
+SETTING_TYPES: dict[str, SettingType] = {
+    "upstream": ListOf(Text(), parse=parse_route),
+    "host": Text(),
+    "port": _PORT,
+    "admin_host": Text(),
+    "admin_port": _PORT,
+    "content_capture": Text(CONTENT_CAPTURE_MODES),
+    "content_hash_key_file": ExistingFile(),
+    "content_max_chars": Integer(1, 10**9, "a character count"),
+    "redact_pattern": ListOf(Text(), split=False, parse=regular_expression),
+    "audit_hook": Text(),
+    "log_level": Text(LOG_LEVELS),
+    "log_format": Text(LOG_FORMATS),
+    "connect_timeout": Duration(),
+    "read_timeout": Duration(),
+    "pool_max_connections": Integer(1, 100_000, "a connection count"),
+    "max_body_size": Size(),
+    "drain_timeout": Duration(positive=False),
+    "write_timeout": Duration(positive=False),
+    "first_n_tokens": ListOf(Integer(1, 1_000_000, "a token count"), sort=True),
+    "stall_threshold": Duration(),
+    "continuous_usage": Flag(),
+    "provider_name": Text(),
+    "max_concurrent_requests": Integer(0, 1_000_000, "a request count (0: no limit)"),
+    "retry_after": Duration(positive=False),
+    "max_headers": Integer(1, 10_000, "a header count"),
+    "max_header_bytes": Size(),
+    "header_timeout": Duration(),
+    "body_timeout": Duration(),
+    "idle_timeout": Duration(),
+    "max_event_bytes": Size(),
+    "ca_bundle": ExistingFile(certificate_bundle),
+    "upstream_api_key": ListOf(Text(), parse=api_key_source),
+    "admin_token_file": ExistingFile(),
+    "config": ExistingFile(),
+}
+SIZE_SETTINGS = tuple(name for name, kind in SETTING_TYPES.items() if isinstance(kind, Size))
+
+
 def load_settings(flags: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> Settings:
-    """Merge the sources in precedence order and validate the result."""
-    merged: dict[str, Any] = {}
-    config_path = flags.get("config") or environ.get(ENV_PREFIX + "CONFIG")
-    if config_path:
-        merged.update(_from_file(config_path))
-    merged.update(_from_env(environ))
-    merged.update({k: v for k, v in flags.items() if v is not None})
-    values = {name: _coerce(name, value) for name, value in merged.items()}
-    settings = Settings(**values)
-    return _validated(settings)
+    """Read each source, lowest precedence first, each value checked against its type
+    with the source named; then the checks across settings."""
+    values: dict[str, Any] = {}
+    env = _from_env(environ)
+    given = {k: v for k, v in flags.items() if v is not None}
+    if "config" in given or "config" in env:
+        where = "--config" if "config" in given else ENV_PREFIX + "CONFIG"
+        path = _read("config", given.get("config", env.get("config")), where)
+        values.update(_from_file(path))
+    for name, value in env.items():
+        values[name] = _read(name, value, ENV_PREFIX + name.upper())
+    for name, value in given.items():
+        values[name] = _read(name, value, _flag(name))
+    return _validated(Settings(**values))
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _read(name: str, value: Any, where: str) -> Any:
+    """The value as its setting's type holds it; else one line naming the source."""
+    try:
+        return SETTING_TYPES[name].read(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -146,86 +245,32 @@ def _from_file(path: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in data.items():
         name = key.replace("-", "_")
-        if name == "routes" and isinstance(value, dict):
-            values.setdefault("upstream", [])
-            values["upstream"] = list(values["upstream"]) + [f"{k}={v}" for k, v in value.items()]
-            continue
-        if name not in FIELDS:
-            known = ", ".join(sorted(n.replace("_", "-") for n in FIELDS))
+        if name == "routes":
+            values["upstream"] = values.get("upstream", ()) + _routes_table(path, value)
+        elif name in FIELDS and name != "config":
+            read = _read(name, value, f"{path}: {key}")
+            values[name] = values.get(name, ()) + read if name == "upstream" else read
+        else:
+            known = ", ".join(sorted(n.replace("_", "-") for n in FIELDS if n != "config"))
             raise ConfigError(f"config file {path}: unknown key {key!r} (known: {known}, routes)")
-        values[name] = value
     return values
 
 
-_SPLIT = re.compile(r"[,\s]+")
-
-
-def _as_list(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [item for item in _SPLIT.split(value) if item]
-    if isinstance(value, Sequence):
-        return [str(item) for item in value]
-    return [str(value)]
-
-
-def _coerce(name: str, value: Any) -> Any:
-    flag = "--" + name.replace("_", "-")
-    try:
-        if name in ("upstream", "upstream_api_key"):
-            return tuple(_as_list(value))
-        if name == "redact_pattern":
-            return tuple(value) if isinstance(value, list | tuple) else (str(value),)
-        if name == "first_n_tokens":
-            return tuple(sorted({int(item) for item in _as_list(value)}))
-        if name in (
-            "port",
-            "admin_port",
-            "pool_max_connections",
-            "max_concurrent_requests",
-            "max_headers",
-            "content_max_chars",
-        ):
-            return int(value)
-        if name in (
-            "connect_timeout",
-            "read_timeout",
-            "drain_timeout",
-            "write_timeout",
-            "retry_after",
-            "header_timeout",
-            "body_timeout",
-            "idle_timeout",
-            "stall_threshold",
-        ):
-            return parse_duration(value)
-        if name in SIZE_SETTINGS:
-            return parse_size(value)
-        if name == "continuous_usage":
-            if isinstance(value, bool):
-                return value
-            return str(value).strip().lower() in ("1", "true", "yes", "on")
-        return value if value is None else str(value)
-    except ValueError as exc:
-        raise ConfigError(f"{flag}: {exc}") from None
-
-
-def parse_route(spec: str) -> Route:
-    """'URL' is the default route; 'MODEL=URL' routes requests whose body names MODEL."""
-    name, sep, url = spec.partition("=")
-    if not sep or "://" in name:
-        name, url = DEFAULT_ROUTE, spec
-    url = url.rstrip("/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--upstream {spec!r}: expected URL or MODEL=URL with an http(s) URL")
-    if parts.path.rstrip("/").endswith("/v1"):
-        raise ConfigError(f"--upstream {spec!r}: give the base URL without /v1")
-    if not name:
-        raise ConfigError(f"--upstream {spec!r}: empty model name before '='")
-    return Route(name=name, url=url)
+def _routes_table(path: str, table: Any) -> tuple[str, ...]:
+    """A config file's [routes]: MODEL = "URL" lines, each checked as --upstream MODEL=URL."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: routes: expected a table of MODEL = URL, got {shown(table)}")
+    specs: tuple[str, ...] = ()
+    for model, url in table.items():
+        where = f"{path}: routes.{model}"
+        if not isinstance(url, str):
+            raise ConfigError(f"{where}: expected a URL string, got {shown(url)}")
+        specs += _read("upstream", f"{model}={url}", where)
+    return specs
 
 
 def _validated(s: Settings) -> Settings:
+    """The checks across settings; each setting alone was checked as it was read."""
     if not s.upstream:
         raise ConfigError(
             "no upstream: give --upstream URL (or MODEL=URL, repeatable), "
@@ -236,42 +281,11 @@ def _validated(s: Settings) -> Settings:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ConfigError(f"--upstream: route {', '.join(duplicates)} given more than once")
-    if s.content_capture not in CONTENT_CAPTURE_MODES:
-        raise ConfigError(
-            f"--content-capture {s.content_capture!r}: "
-            f"choose one of {', '.join(CONTENT_CAPTURE_MODES)}"
-        )
-    if s.log_level not in LOG_LEVELS:
-        raise ConfigError(f"--log-level {s.log_level!r}: choose one of {', '.join(LOG_LEVELS)}")
-    if s.log_format not in LOG_FORMATS:
-        raise ConfigError(f"--log-format {s.log_format!r}: choose one of {', '.join(LOG_FORMATS)}")
-    for name in ("port", "admin_port"):
-        if not 0 <= getattr(s, name) <= 65535:
-            raise ConfigError(f"--{name.replace('_', '-')}: not a TCP port")
     if s.port == s.admin_port and s.port != 0:
         raise ConfigError("--port and --admin-port must differ")
-    if s.pool_max_connections < 1:
-        raise ConfigError("--pool-max-connections must be at least 1")
-    if not s.first_n_tokens or min(s.first_n_tokens) < 1:
-        raise ConfigError("--first-n-tokens: give positive token counts, e.g. 3 or 1,3,10")
-    if s.stall_threshold <= 0:
-        raise ConfigError("--stall-threshold: give a positive duration, e.g. 1s")
-    if s.max_event_bytes < 1:
-        raise ConfigError("--max-event-bytes: give a size, e.g. 4MiB")
-    for name in (
-        "header_timeout",
-        "body_timeout",
-        "idle_timeout",
-        "connect_timeout",
-        "read_timeout",
-    ):
-        if getattr(s, name) <= 0:
-            raise ConfigError(f"--{name.replace('_', '-')}: give a positive duration, e.g. 10s")
-    if s.max_concurrent_requests < 0:
-        raise ConfigError("--max-concurrent-requests: 0 (unlimited) or more")
     for spec in s.upstream_api_key:
-        route, sep, _ = spec.partition("=")
-        if not sep or route not in names:
+        route = spec.partition("=")[0]
+        if route not in names:
             raise ConfigError(
                 f"--upstream-api-key {_redacted_spec(spec)}: expected ROUTE=env:VAR "
                 f"or ROUTE=file:PATH with ROUTE one of {', '.join(names)}"
@@ -312,8 +326,6 @@ def content_policy(s: Settings, environ: Mapping[str, str] = os.environ) -> Cont
             audit_hook=hook,
             max_chars=s.content_max_chars,
         )
-    except re.error as exc:
-        raise ConfigError(f"--redact-pattern: not a regular expression ({exc.msg})") from None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -56,9 +56,9 @@ def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
         ({"upstream": ["http://x"], "content_capture": "everything"}, "--content-capture"),
         ({"upstream": ["http://x"], "port": "9464"}, "must differ"),
         ({"upstream": ["http://x"], "first_n_tokens": "0"}, "--first-n-tokens"),
-        ({"upstream": ["http://x"], "read_timeout": "0s"}, "--read-timeout: give a positive"),
-        ({"upstream": ["http://x"], "connect_timeout": "0"}, "--connect-timeout: give a positive"),
-        ({"upstream": ["http://x"], "stall_threshold": "0s"}, "--stall-threshold: give a positive"),
+        ({"upstream": ["http://x"], "read_timeout": "0s"}, "--read-timeout: 0 is zero"),
+        ({"upstream": ["http://x"], "connect_timeout": "0"}, "--connect-timeout: 0 is zero"),
+        ({"upstream": ["http://x"], "stall_threshold": "0s"}, "--stall-threshold: 0 is zero"),
     ],
 )
 def test_bad_settings_say_what_and_how(flags: dict, message: str) -> None:
@@ -82,7 +82,7 @@ def test_cli_exits_2_with_a_one_line_error() -> None:
         timeout=30,
     )
     assert run.returncode == 2
-    assert run.stderr.strip().startswith("latency-proxy: error: --upstream 'nope'")
+    assert run.stderr.strip().startswith("latency-proxy: error: --upstream: 'nope'")
     assert "Traceback" not in run.stderr
 
 

@@ -1,0 +1,244 @@
+"""The declared type and range of each setting, read the same from every source.
+
+A value arrives as a flag's or an environment variable's text, or as a TOML value (a
+number, a boolean, a list, a table). Each type reads either, and refuses what it cannot
+hold with the reason (wrong type, not finite, negative, out of range, a file that is not
+there), so no value the proxy cannot run with gets past the start: a NaN timeout would
+break every request later, a boolean read as a port would bind port 1.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from latency_proxy.units import format_duration, format_size, parse_duration, parse_size
+
+WEEK_S = 7 * 24 * 3600.0  # longer than any timeout a proxy needs; bounds the loop's timers
+MAX_SIZE = 2**32  # 4 GiB: past any body, head or event a proxy should hold
+_SPLIT = re.compile(r"[,\s]+")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+class SettingType(Protocol):
+    """Reads one setting's value from any source; ValueError says what is wrong with it."""
+
+    def read(self, value: Any) -> Any: ...
+
+    @property
+    def limits(self) -> str:
+        """The range as --help states it; empty where there is none to state."""
+        ...
+
+
+def shown(value: Any) -> str:
+    """A value as the message names it: TOML's spelling for the types TOML has."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value) if isinstance(value, int) else type(value).__name__
+
+
+def _within(number: float, low: float, high: float, zero_ok: bool, hint: str) -> None:
+    """Refuses a number past its range, naming which way."""
+    if math.isnan(number) or math.isinf(number):
+        problem = "is not finite"
+    elif number < 0 <= low:
+        problem = "is negative"
+    elif number == 0 and not zero_ok:
+        problem = "is zero"
+    elif number < low:
+        problem = f"is less than {low:g}"
+    elif number > high:
+        problem = f"is more than {high:g}"
+    else:
+        return
+    raise ValueError(f"{shown(number)} {problem}; give {hint}")
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """Seconds, finite; text may carry a unit (300ms, 30s, 10m)."""
+
+    positive: bool = True  # False: 0 is allowed (it means 'never' or 'at once')
+    high: float = WEEK_S
+
+    @property
+    def limits(self) -> str:
+        return f"{'above 0' if self.positive else '0'} up to {format_duration(self.high)}"
+
+    def read(self, value: Any) -> float:
+        hint = f"a duration {'' if self.positive else 'from '}{self.limits}, e.g. 30s"
+        if isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                number = parse_duration(value)  # its own message: not a duration
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+        else:
+            raise ValueError(f"expected {hint}, got {shown(value)}")
+        _within(number, 0.0, self.high, not self.positive, hint)
+        return number
+
+
+@dataclass(frozen=True, slots=True)
+class Integer:
+    """A whole number in [low, high]; a float or a boolean is refused, not rounded."""
+
+    low: int
+    high: int
+    hint: str = "a whole number"
+
+    @property
+    def limits(self) -> str:
+        return f"{self.low} to {self.high}"
+
+    def read(self, value: Any) -> int:
+        if isinstance(value, str):
+            if re.fullmatch(r"\s*[+-]?\d+\s*", value) is None:
+                raise ValueError(f"{shown(value)} is not {self.hint}")
+            number = int(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            raise ValueError(f"expected {self.hint}, got {shown(value)}")
+        return self._ranged(number)
+
+    def _ranged(self, number: int) -> int:
+        hint = f"{self.hint} from {self.low} to {self.high}"
+        _within(number, self.low, self.high, self.low <= 0, hint)
+        return number
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """Bytes; text may carry a unit (4096, 64KiB, 16MiB)."""
+
+    limits = f"1 byte to {format_size(MAX_SIZE)}"
+
+    def read(self, value: Any) -> int:
+        hint = f"a size from {self.limits}, e.g. 16MiB"
+        if isinstance(value, str):
+            if value.strip().startswith("-"):
+                raise ValueError(f"{shown(value)} is negative; give {hint}")
+            number = parse_size(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            raise ValueError(f"expected {hint}, got {shown(value)}")
+        _within(number, 1, MAX_SIZE, False, hint)
+        return number
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """true or false; text says so in words (true/false, yes/no, on/off, 1/0)."""
+
+    limits = ""
+
+    def read(self, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+            return value.strip().lower() in _TRUE
+        raise ValueError(f"expected true or false, got {shown(value)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A string, optionally one of a fixed set."""
+
+    choices: tuple[str, ...] = ()
+    limits = ""
+
+    def read(self, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"expected {self._hint()}, got {shown(value)}")
+        if self.choices and value not in self.choices:
+            raise ValueError(f"{shown(value)} is not {self._hint()}")
+        return value
+
+    def _hint(self) -> str:
+        return "one of " + ", ".join(self.choices) if self.choices else "a non-empty string"
+
+
+@dataclass(frozen=True, slots=True)
+class ExistingFile:
+    """A path to a regular file this process can read, and, if `check` is given, one that
+    check accepts (it raises ValueError saying what the file is not)."""
+
+    check: Callable[[str], None] | None = None
+    limits = ""
+
+    def read(self, value: Any) -> str:
+        path = Text().read(value)
+        if not os.path.isfile(path):
+            problem = "is a directory" if os.path.isdir(path) else "does not exist"
+            raise ValueError(f"{path} {problem}; give a file")
+        if not os.access(path, os.R_OK):
+            raise ValueError(f"{path} is not readable by this process")
+        if self.check is not None:
+            self.check(path)
+        return path
+
+
+def certificate_bundle(path: str) -> None:
+    """Loads the file as TLS does at start, so a file that holds no certificate is refused
+    now rather than failing every https connection later."""
+    try:
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, ValueError):
+        raise ValueError(f"{path} holds no PEM certificate; give a CA bundle") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    """One or more items, each read by `item`: a TOML list, a repeated flag, or text split
+    at commas and spaces (unless `split` is False: then the whole text is one item)."""
+
+    item: SettingType
+    split: bool = True
+    parse: Callable[[Any], Any] | None = None  # each read item, checked further
+    sort: bool = False  # sorted, each item once
+
+    @property
+    def limits(self) -> str:
+        return self.item.limits
+
+    def read(self, value: Any) -> tuple[Any, ...]:
+        if isinstance(value, str):
+            items: list[Any] = [p for p in _SPLIT.split(value) if p] if self.split else [value]
+        elif isinstance(value, list | tuple):
+            items = list(value)
+        elif isinstance(value, dict):
+            raise ValueError(f"expected a list, got {shown(value)}")
+        else:
+            items = [value]
+        if not items:
+            raise ValueError("expected at least one item, got none")
+        read = [self.item.read(item) for item in items]
+        if self.parse is not None:
+            for item in read:
+                self.parse(item)
+        return tuple(sorted(set(read))) if self.sort else tuple(read)
+
+
+def regular_expression(pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{shown(pattern)} is not a regular expression ({exc.msg})") from None
