@@ -22,6 +22,7 @@ from latency_proxy.config import (
     FIELDS,
     LOG_FORMATS,
     LOG_LEVELS,
+    SETTING_TYPES,
     SIZE_SETTINGS,
     ConfigError,
     Settings,
@@ -187,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--version", action="version", version=f"%(prog)s {__version__}")
     for action in p._actions:
+        kind = SETTING_TYPES.get(action.dest)
+        if kind is not None and kind.limits:
+            action.help = f"{action.help}; {kind.limits}"
         shown = shown_default(action.dest)
         if shown is not None:
             action.help = f"{action.help} (default {shown})"
