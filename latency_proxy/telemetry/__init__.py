@@ -15,5 +15,6 @@ under the content policy, with every name defined once.
 - `access_log.py` the one log line per request
 - `logs.py` JSON log lines with the request's id and trace context
 - `providers.py` OTel export and meters from OTEL_*, and the Prometheus registry
+- `export.py` the span queue, and every span or metric point not delivered counted by why
 - `semconv.py` attribute, span and instrument names (OTel GenAI and HTTP conventions)
 """

@@ -153,9 +153,10 @@ OVERSIZED_EVENTS = Spec(
 TELEMETRY_DROPPED = Spec(
     "latency_proxy.telemetry.dropped",
     "",
-    "Spans or metric points that could not be exported",
+    "Spans or metric points that did not reach the sink, by why: queue_full, export_failed, "
+    "timeout",
     "counter",
-    (sc.SIGNAL,),
+    (sc.SIGNAL, sc.ERROR_TYPE),
 )
 
 ANSWER_TTFT = Spec(

@@ -2,7 +2,8 @@
 registry.
 
 Export runs on the SDK's background threads, so a slow or dead collector never blocks a
-request; what cannot be exported is counted in latency_proxy_telemetry_dropped_total.
+request; what cannot be exported is counted in latency_proxy_telemetry_dropped_total
+(export.py).
 """
 
 from __future__ import annotations
@@ -11,26 +12,22 @@ import importlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import prometheus_client
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    MetricExporter,
-    MetricExportResult,
-    MetricsData,
-    PeriodicExportingMetricReader,
-)
+from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from latency_proxy.config import ConfigError
 from latency_proxy.telemetry import instruments
 from latency_proxy.telemetry import semconv as sc
+from latency_proxy.telemetry.export import CountingMetricExporter, Drops, SpanQueue, export_timeout
 from latency_proxy.telemetry.tracing import Tracing
 
 log = logging.getLogger("latency_proxy.telemetry")
@@ -83,64 +80,6 @@ class ModelLabels:
     def recorded(self, model: str | None) -> str | None:
         """What a sink records for a request naming `model`; None when it names none."""
         return None if model is None else self(model)
-
-
-class _CountingSpanExporter(SpanExporter):
-    """Counts the spans its inner exporter failed to deliver."""
-
-    def __init__(self, inner: SpanExporter, dropped: instruments.Instrument) -> None:
-        self._inner = inner
-        self._dropped = dropped
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        try:
-            result = self._inner.export(spans)
-        except Exception:  # an exporter bug must not take the proxy down
-            result = SpanExportResult.FAILURE
-        if result is not SpanExportResult.SUCCESS:
-            self._dropped.record(len(spans), ("traces",))
-        return result
-
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._inner.force_flush(timeout_millis)
-
-
-class _CountingMetricExporter(MetricExporter):
-    """Counts the metric points its inner exporter failed to deliver."""
-
-    def __init__(self, inner: MetricExporter, dropped: instruments.Instrument) -> None:
-        super().__init__(
-            preferred_temporality=inner._preferred_temporality,
-            preferred_aggregation=inner._preferred_aggregation,
-        )
-        self._inner = inner
-        self._dropped = dropped
-
-    def export(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
-    ) -> MetricExportResult:
-        try:
-            result = self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
-        except Exception:  # an exporter bug must not take the proxy down
-            result = MetricExportResult.FAILURE
-        if result is not MetricExportResult.SUCCESS:
-            points = sum(
-                len(metric.data.data_points)
-                for rm in metrics_data.resource_metrics
-                for sm in rm.scope_metrics
-                for metric in sm.metrics
-            )
-            self._dropped.record(points, ("metrics",))
-        return result
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return self._inner.force_flush(timeout_millis)
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
-        self._inner.shutdown(timeout_millis=timeout_millis, **kwargs)
 
 
 def _protocol(signal: str, env: Mapping[str, str]) -> str:
@@ -202,13 +141,17 @@ class Telemetry:
         self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
         self.model_label = ModelLabels(route_names)
         self._meter_provider: MeterProvider | None = None
+        self._metric_exporter: CountingMetricExporter | None = None
         meter = None
         dropped = instruments.Instrument(instruments.TELEMETRY_DROPPED, self.registry, None)
         if _exporting("METRICS", env):
-            reader = PeriodicExportingMetricReader(
-                _CountingMetricExporter(_metric_exporter(env), dropped)
+            drops = Drops(dropped, "metrics", export_timeout("METRICS", env))
+            self._metric_exporter = CountingMetricExporter(_metric_exporter(env), drops)
+            self._meter_provider = MeterProvider(
+                resource=resource,
+                metric_readers=[PeriodicExportingMetricReader(self._metric_exporter)],
+                shutdown_on_exit=False,  # shutdown() flushes, within its bound
             )
-            self._meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
             meter = self._meter_provider.get_meter("latency_proxy")
         self.instruments = {
             spec.name: instruments.Instrument(spec, self.registry, meter)
@@ -216,12 +159,11 @@ class Telemetry:
             if spec is not instruments.TELEMETRY_DROPPED
         }
         self.instruments[instruments.TELEMETRY_DROPPED.name] = dropped
-        processors = []
+        self._span_queue: SpanQueue | None = None
         if _exporting("TRACES", env):
-            processors.append(
-                BatchSpanProcessor(_CountingSpanExporter(_span_exporter(env), dropped))
-            )
-        self.tracing = Tracing(resource, processors, env)
+            drops = Drops(dropped, "traces", export_timeout("TRACES", env))
+            self._span_queue = SpanQueue(_span_exporter(env), drops, env)
+        self.tracing = Tracing(resource, [self._span_queue] if self._span_queue else [], env)
 
     def instrument(self, spec: instruments.Spec) -> instruments.Instrument:
         return self.instruments[spec.name]
@@ -233,15 +175,25 @@ class Telemetry:
         return prometheus_client.generate_latest(self.registry), CONTENT_TYPE_LATEST
 
     def shutdown(self, timeout: float) -> None:
-        """Flush and stop exporters, giving up after `timeout` seconds (collector down)."""
-
-        def flush() -> None:
-            self.tracing.shutdown(int(timeout * 1000))
-            if self._meter_provider is not None:
-                self._meter_provider.shutdown(timeout_millis=timeout * 1000)
-
-        worker = threading.Thread(target=flush, name="telemetry-flush", daemon=True)
-        worker.start()
-        worker.join(timeout)
-        if worker.is_alive():
-            log.warning("telemetry flush did not finish in %.1fs; exiting without it", timeout)
+        """Flush and stop both exporters at once, giving up after `timeout` seconds whatever
+        the sink does; what did not go out by then is counted and logged."""
+        flushes = [lambda: self.tracing.shutdown(int(timeout * 1000))]
+        if self._meter_provider is not None:
+            provider = self._meter_provider
+            flushes.append(lambda: provider.shutdown(timeout_millis=timeout * 1000))
+        workers = [threading.Thread(target=f, name="telemetry-flush", daemon=True) for f in flushes]
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        if any(worker.is_alive() for worker in workers):
+            spans = self._span_queue.abandon() if self._span_queue else 0
+            points = self._metric_exporter.drops.abandon() if self._metric_exporter else 0
+            log.warning(
+                "telemetry flush did not finish in %.1fs; exiting without it: "
+                "%d spans, %d metric points not exported",
+                timeout,
+                spans,
+                points,
+            )

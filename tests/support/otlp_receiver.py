@@ -253,6 +253,8 @@ class OTLPReceiver:
         self._raw: list[bytes] = []
         self._request_count = 0
         self._failing = False
+        self._behaviour, self._delay = "ok", 0.0
+        self._stopped = threading.Event()  # releases the requests a "never" receiver holds
         self._http: ThreadingHTTPServer | None = None
         self._connections: set[socket.socket] = set()
         self._grpc: grpc.Server | None = None
@@ -278,6 +280,7 @@ class OTLPReceiver:
         return self
 
     def stop(self) -> None:
+        self._stopped.set()
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
@@ -327,6 +330,14 @@ class OTLPReceiver:
         """While failing, every export is refused (HTTP 503, gRPC UNAVAILABLE) and not stored."""
         with self._changed:
             self._failing = failing
+
+    def set_behaviour(self, behaviour: str, delay: float = 0.0) -> None:
+        """How OTLP/HTTP exports are answered: "ok"; "late" (after `delay` seconds);
+        "never" (the request is read and held until stop); "garbage" (bytes that are not
+        HTTP, then the connection closes); "500". Each request is still counted."""
+        assert behaviour in BEHAVIOURS, behaviour
+        with self._changed:
+            self._behaviour, self._delay = behaviour, delay
 
     def clear(self) -> None:
         with self._changed:
@@ -430,6 +441,7 @@ class OTLPReceiver:
         )
 
 
+BEHAVIOURS = ("ok", "late", "never", "garbage", "500")
 _DECOMPRESS = {"gzip": gzip.decompress, "deflate": zlib.decompress, "": bytes, "identity": bytes}
 
 
@@ -455,12 +467,33 @@ def _handler_for(receiver: OTLPReceiver) -> type[BaseHTTPRequestHandler]:
             if signal not in _SIGNALS or encoding not in _DECOMPRESS:
                 self._reply(404 if signal not in _SIGNALS else 415, b"")
                 return
+            with receiver._changed:
+                behaviour, delay = receiver._behaviour, receiver._delay
+            if behaviour != "ok":
+                self._misbehave(behaviour, delay)
+                if behaviour != "late":
+                    return
             try:
                 self._reply(200, receiver._ingest(signal, _DECOMPRESS[encoding](body)))
             except RejectedError:
                 self._reply(503, b"")
             except DecodeError:
                 self._reply(400, b"")
+
+        def _misbehave(self, behaviour: str, delay: float) -> None:
+            if behaviour == "late":  # then answered as usual (and counted there)
+                receiver._stopped.wait(delay)
+                return
+            with receiver._changed:
+                receiver._request_count += 1
+            if behaviour == "never":
+                receiver._stopped.wait()
+                self.close_connection = True
+            elif behaviour == "garbage":
+                self.wfile.write(b"\x00\xff\x13 not HTTP at all\r\n\r\n")
+                self.close_connection = True
+            else:
+                self._reply(500, b"")
 
         def _reply(self, status: int, body: bytes) -> None:
             self.send_response(status)

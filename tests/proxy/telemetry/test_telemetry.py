@@ -243,7 +243,8 @@ def test_collector_down_requests_flow_and_drops_are_counted(start_proxy, upstrea
         dropped = 0.0
         while time.monotonic() < deadline and dropped == 0:
             match = re.search(
-                r'latency_proxy_telemetry_dropped_total\{signal="traces"\} (\S+)', proxy.metrics()
+                r'latency_proxy_telemetry_dropped_total\{error_type="\w+",signal="traces"\} (\S+)',
+                proxy.metrics(),
             )
             dropped = float(match.group(1)) if match else 0.0
             time.sleep(0.2)
