@@ -83,7 +83,7 @@ class Settings:
     read_timeout: float = 300.0
     pool_max_connections: int = 1024
     max_body_size: int = 16 * 2**20
-    drain_timeout: float = 30.0
+    drain_timeout: float = 20.0  # + the telemetry flush (5 s): within a pod's 30 s grace
     write_timeout: float = 30.0  # a client not reading for this long is let go; 0: never
     first_n_tokens: tuple[int, ...] = (3,)
     stall_threshold: float = STALL_THRESHOLD_S  # a longer gap between tokens is a stall

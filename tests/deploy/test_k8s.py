@@ -41,7 +41,7 @@ KUSTOMIZATIONS = [f"overlays/{name}" for name in OVERLAYS] + [
     "logging",
 ]
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
-PROXY_DRAIN_S = 30  # the proxy's default --drain-timeout, also set in base/deployment.yaml
+PROXY_DRAIN_S = 30  # the --drain-timeout base/deployment.yaml sets
 
 
 @cache
