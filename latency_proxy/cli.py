@@ -39,6 +39,7 @@ from latency_proxy.server.http_protocol import (
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry.logs import configure
 from latency_proxy.units import format_duration, format_size
+from latency_proxy.upstream.fd_limit import raise_soft_limit
 
 log = logging.getLogger("latency_proxy")
 
@@ -282,6 +283,7 @@ async def _serve(
 
 
 def serve(settings: Settings, app: ProxyApp) -> None:
+    open_files, raised_from = raise_soft_limit()
     main_sock = bind(settings.host, settings.port)
     admin_sock = bind(settings.admin_host, settings.admin_port)
     main = DrainingServer(_uvicorn_config(app, "on", settings.drain_timeout, settings), app.state)
@@ -294,6 +296,8 @@ def serve(settings: Settings, app: ProxyApp) -> None:
                 "admin": "{}:{}".format(*admin_sock.getsockname()[:2]),
                 "routes": {r.name: r.shown_url for r in settings.routes},
                 "content_capture": settings.content_capture,
+                "open_files_limit": open_files,  # the soft limit, raised to the hard one
+                "open_files_limit_raised_from": raised_from,  # the same when nothing to raise
                 "version": __version__,
             }
         },

@@ -52,9 +52,15 @@ def otlp() -> Iterator[OTLPReceiver]:
 def start_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     started: list[ProxyProcess] = []
 
-    def start(*args: str, env: dict[str, str] | None = None, ready: bool = True) -> ProxyProcess:
+    def start(
+        *args: str,
+        env: dict[str, str] | None = None,
+        ready: bool = True,
+        open_files: tuple[int, int] | None = None,
+    ) -> ProxyProcess:
         log_path = tmp_path_factory.mktemp("proxy") / "proxy.log"
-        proxy = ProxyProcess(list(args), env if env is not None else proxy_env(None), log_path)
+        env = env if env is not None else proxy_env(None)
+        proxy = ProxyProcess(list(args), env, log_path, open_files)
         started.append(proxy)
         return proxy.wait_ready() if ready else proxy
 

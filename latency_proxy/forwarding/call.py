@@ -30,7 +30,7 @@ from latency_proxy.telemetry.logs import cut_recorded
 from latency_proxy.telemetry.recording import Recording
 from latency_proxy.telemetry.redact import ContentPolicy, request_texts
 from latency_proxy.types import Receive, Scope, Send
-from latency_proxy.upstream.connection import ConnectError, Response, UpstreamError
+from latency_proxy.upstream.connection import ConnectError, OutOfFiles, Response, UpstreamError
 from latency_proxy.upstream.pool import Attempt
 from latency_proxy.upstream.routes import (
     Upstreams,
@@ -136,6 +136,13 @@ class UpstreamCaller:
             if attempt.waiting and isinstance(exc, TimeoutError):  # the proxy's own queue: full
                 exchange.fail(Outcome.REJECTED, "pool_timeout")
                 message = "no free upstream connection in time; retry later"
+                await answer_error(
+                    exchange, send, 503, message, "ServiceUnavailable", None, self._retry_after
+                )
+                return
+            if isinstance(exc, OutOfFiles):  # the proxy's own limit, not the upstream
+                exchange.fail(Outcome.PROXY_ERROR, "fd_limit")
+                message = "the proxy has no file descriptor left for a connection; retry later"
                 await answer_error(
                     exchange, send, 503, message, "ServiceUnavailable", None, self._retry_after
                 )

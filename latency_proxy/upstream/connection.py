@@ -40,6 +40,11 @@ class ConnectError(UpstreamError):
     """No connection: refused, unreachable, unknown host, or a failed TLS handshake."""
 
 
+class OutOfFiles(ConnectError):
+    """No connection because this process has no file descriptor left: the proxy's own
+    failure, not the upstream's (callers that only probe treat it as any connect error)."""
+
+
 class ProtocolError(UpstreamError):
     """The upstream broke the HTTP exchange."""
 

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from latency_proxy.config import Route
-from latency_proxy.upstream.connection import ConnectError, Connection, ProtocolError, Response
+from latency_proxy.upstream.connection import (
+    ConnectError,
+    Connection,
+    OutOfFiles,
+    ProtocolError,
+    Response,
+)
+from latency_proxy.upstream.fd_limit import EXHAUSTED, EXHAUSTION
 
 IDLE_EXPIRY = 15.0  # seconds an idle connection is kept (aiohttp's keep-alive default)
 # methods sent without a Content-Length when they carry no body (as httpx and aiohttp do)
@@ -191,6 +198,9 @@ class Pool:
             )
         except OSError as exc:  # refused, unreachable, DNS, TLS (ssl.SSLError is an OSError)
             self._slot_freed()
+            if exc.errno in EXHAUSTED:
+                EXHAUSTION.ran_out(exc.errno)
+                raise OutOfFiles(f"no file descriptor for a connection: {exc.strerror}") from None
             raise ConnectError(f"cannot connect to {origin.host}:{origin.port}: {exc}") from None
         except BaseException:
             self._slot_freed()

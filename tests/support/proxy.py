@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -21,7 +23,13 @@ from tests.support.otlp_receiver import OTLPReceiver
 class ProxyProcess:
     """`python -m latency_proxy …` in a subprocess, its JSON logs captured to a file."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        open_files: tuple[int, int] | None = None,  # RLIMIT_NOFILE (soft, hard) to start with
+    ) -> None:
         self.port = free_port()
         self.admin_port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -39,7 +47,12 @@ class ProxyProcess:
             *args,
         ]
         self.process = subprocess.Popen(
-            command, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+            command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+            preexec_fn=None if open_files is None else _limit_open_files(open_files),
         )
 
     def wait_ready(self, timeout: float = 20.0) -> ProxyProcess:
@@ -83,6 +96,10 @@ class ProxyProcess:
         code = stop(self.process, timeout, sig)
         self._log.close()
         return code
+
+
+def _limit_open_files(limits: tuple[int, int]) -> Callable[[], None]:
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, limits)
 
 
 def proxy_env(otlp: OTLPReceiver | None, **extra: str) -> dict[str, str]:
