@@ -2,9 +2,10 @@
 
 The proxy forwards upstream bytes unchanged, so every event keeps the exact bytes it was
 made of (`raw`) and the concatenation of all events' raw bytes is the stream itself; the
-meter only needs the joined `data` field. Line endings follow the WHATWG rules (CRLF, LF or
-a lone CR); a CR at the very end of a chunk waits for the next chunk, since it may be the
-first half of a CRLF.
+meter only needs the joined `data` field. A byte-order mark that starts the stream is an
+event without data of its own, so the first field is read as if it were not there. Line
+endings follow the WHATWG rules (CRLF, LF or a lone CR); a CR at the very end of a chunk
+waits for the next chunk, since it may be the first half of a CRLF.
 
 As bytes arrive only event boundaries (blank lines) are searched for, resuming where the
 last search stopped, so the search sees each byte once however the stream is split; an
@@ -27,6 +28,7 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 # two line ends in a row: an event's end (a CR followed by LF is one line end, not two)
 _BLANK_LINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r(?!\n))")
 MAX_EVENT_BYTES = 4 * 2**20
+BOM = "\ufeff".encode()  # one at the very start of a stream is ignored
 _IN_PLACE = 64 * 1024  # a pending event this big grows in place, not by a copy per read
 _new = tuple.__new__  # Event's own __new__ is Python code: twice the cost per event
 
@@ -47,7 +49,7 @@ class Event(NamedTuple):
 class SSEParser:
     """Feed chunks as they arrive; get back the events they complete."""
 
-    __slots__ = ("_buf", "_cr", "_line", "_max", "_skipping", "oversized")
+    __slots__ = ("_buf", "_cr", "_head", "_line", "_max", "_skipping", "oversized")
 
     def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buf: bytes | bytearray = b""  # the unfinished event (skipping: its last 2 bytes)
@@ -56,17 +58,20 @@ class SSEParser:
         self._max = max_event_bytes
         self._skipping = False  # inside an event past the limit, passed on unparsed
         self.oversized = 0  # events that were
+        self._head: bytes | None = b""  # the stream's first bytes, until a BOM is ruled out
 
     @property
     def pending(self) -> int:
         """Bytes received that belong to no complete event yet (and were not passed on)."""
-        return 0 if self._skipping else len(self._buf)
+        return 0 if self._skipping else len(self._buf) + len(self._head or b"")
 
     def remainder(self) -> bytes:
         """The bytes of the unfinished event (a stream that ended mid-event)."""
-        return b"" if self._skipping else bytes(self._buf)
+        return b"" if self._skipping else (self._head or b"") + bytes(self._buf)
 
     def feed(self, chunk: bytes) -> list[Event]:
+        if self._head is not None:
+            return self._feed_first(chunk)
         if (
             not self._buf  # never while skipping: then it holds the event's last bytes
             and chunk.find(10) == len(chunk) - 2
@@ -113,6 +118,19 @@ class SSEParser:
         if len(self._buf) > self._max:
             events.append(self._start_skipping())
         return events
+
+    def _feed_first(self, chunk: bytes) -> list[Event]:
+        """The stream's first bytes: one leading U+FEFF is no part of the first field's name
+        (WHATWG event-stream), so it comes out as an event of its own, without data."""
+        head = (self._head or b"") + chunk
+        if len(head) < len(BOM) and BOM.startswith(head):
+            self._head = head  # maybe a BOM split across reads
+            return []
+        self._head = None
+        if not head.startswith(BOM):
+            return self.feed(head)
+        rest = head[len(BOM) :]
+        return [_new(Event, (BOM, None, None)), *(self.feed(rest) if rest else ())]
 
     def _start_skipping(self) -> Event:
         """The event in progress is past the limit: pass on what came of it, keep its tail."""

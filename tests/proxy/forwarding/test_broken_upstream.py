@@ -10,6 +10,7 @@ import httpx
 import orjson
 import pytest
 
+from latency_proxy.measure.sse import BOM
 from tests.support.proxy import read_raw
 from tests.support.raw_upstream import RawRequest, RawUpstream, Reply, response
 
@@ -162,3 +163,22 @@ def test_an_event_past_max_event_bytes_passes_through_unmetered(start_proxy) -> 
     (line,) = proxy.request_logs(r.headers["x-request-id"])
     assert (line["outcome"], line["output_tokens"], line["input_tokens"]) == ("ok", 2, 3)
     assert re.search(r"latency_proxy_oversized_events_total\{[^}]*\} 1\.0", proxy.metrics())
+
+
+def test_a_stream_that_starts_with_a_byte_order_mark_is_measured_and_unchanged(
+    start_proxy,
+) -> None:
+    """WHATWG event-stream: one leading U+FEFF is ignored by a reader; the client still gets it."""
+    parts = [BOM[:2], BOM[2:] + EVENT, EVENT, b"data: [DONE]\n\n"]
+
+    def respond(request: RawRequest) -> Reply:
+        return Reply(CHUNKED_SSE, later=(*map(chunk, parts), b"0\r\n\r\n"), gap=0.01)
+
+    with RawUpstream(respond) as upstream:
+        proxy = start_proxy("--upstream", upstream.url)
+        with httpx.stream("POST", proxy.url + "/v1/chat/completions", json=BODY, timeout=10) as r:
+            raw = b"".join(r.iter_raw())
+    assert raw == b"".join(parts)
+    (line,) = proxy.request_logs(r.headers["x-request-id"])
+    assert (line["outcome"], line["chunks"]) == ("ok", 2)
+    assert line["ttft_s"] is not None and line["tpot_s"] is not None

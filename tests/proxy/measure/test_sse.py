@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from latency_proxy.measure.sse import Event, SSEParser
+from latency_proxy.measure.sse import BOM, Event, SSEParser
 
 LINE_ENDS = st.sampled_from([b"\n", b"\r\n", b"\r"])
 FIELD_VALUE = st.binary(max_size=40).filter(lambda b: b"\n" not in b and b"\r" not in b)
@@ -118,3 +118,20 @@ def test_a_150_mb_event_passes_through_in_bounded_memory() -> None:
     assert sum(size for size, _ in events) == sum(map(len, reads))  # every byte, once
     parsed = [data for _, data in events if data is not None]
     assert parsed == [b'{"n":1}', b'{"n":2}'] and parser.oversized == 1
+
+
+@given(streams(), st.lists(st.integers(0, 400), max_size=30))
+def test_a_leading_bom_is_no_part_of_the_first_field(stream: bytes, cuts: list[int]) -> None:
+    """WHATWG event-stream: one leading U+FEFF is ignored; its bytes stay in the stream."""
+    events, rest = parse_all(BOM + stream, [c for c in cuts if c <= len(stream) + 3])
+    without, rest_without = parse_all(stream, [])
+    assert events[0] == Event(BOM, None) and events[1:] == without and rest == rest_without
+    assert b"".join(e.raw for e in events) + rest == BOM + stream
+
+
+def test_only_one_bom_and_only_at_the_start() -> None:
+    events, _ = parse_all(BOM + BOM + b"data: x\n\n", [1, 2, 4])
+    assert [e.data for e in events] == [None, None]  # the second one is a field's name
+    events, _ = parse_all(b"data: x\n\n" + BOM + b"data: y\n\n", [])
+    assert [e.data for e in events] == [b"x", None]
+    assert parse_all(BOM[:2], [1]) == ([], BOM[:2])  # a stream that ended within one
