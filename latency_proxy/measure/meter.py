@@ -318,7 +318,8 @@ class StreamMeter:
         threshold = self._stall_threshold
         stalled = top is not None and top > threshold  # the usual stream: no loop
         r.stalls = sum(1 for gap in r.itl_s if gap > threshold) if stalled else 0
-        if r.output_tokens is not None and r.output_tokens >= 2:
+        if n >= 2 and r.output_tokens is not None and r.output_tokens >= 2:
+            # with every token in one event (a buffering server) the span is 0: no figure
             r.tpot_s = (times[-1] - times[0]) / (r.output_tokens - 1)
         r.coalesced_fraction = coalesced_fraction(r.itl_s, r.tpot_s)
         cumulative = self._cumulative_tokens(r)

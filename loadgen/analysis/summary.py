@@ -185,6 +185,8 @@ def _target(
                 Counter(r.excluded for r in records if r.target == name and r.excluded)
             ),
             "errors": dict(Counter(r.error for r in measured if not r.ok)),
+            # fewer than two content events: a one-token answer, or all of it in one event
+            "tpot_not_measured": sum(1 for r in ok if r.tpot_s is None),
         },
         "throughput": {
             "requests_per_s": per_s(len(ok)),

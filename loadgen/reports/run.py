@@ -68,6 +68,11 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
     if req["errors"]:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(req["errors"].items()))
         lines.append(f"- errors: {errors}")
+    if req.get("tpot_not_measured"):  # absent from summaries written before it was counted
+        lines.append(
+            f"- TPOT not measured for {req['tpot_not_measured']} ok requests: fewer than two "
+            "content events (a one-token answer, or a server that sent the answer in one event)"
+        )
     stream = t.get("stream")
     if stream:
         verdict = f"**{stream['verdict']}**" if stream["buffered"] else stream["verdict"]

@@ -83,6 +83,7 @@ def test_summary_contract_keys() -> None:
         "failed": 1,
         "excluded": {"warmup": 1},
         "errors": {"http_500": 1},
+        "tpot_not_measured": 0,
     }
     assert t["throughput"]["requests_per_s"] == pytest.approx(120.0)
     assert t["throughput"]["output_tokens_per_s"] == pytest.approx(120.0 * 64)
@@ -294,3 +295,16 @@ def test_progress_line_shows_running_percentiles_and_errors() -> None:
 
     asyncio.run(draw_briefly())
     assert stream.getvalue().count("\r") >= 2 and stream.getvalue().endswith("\n")
+
+
+def test_requests_without_a_tpot_are_counted_and_said_in_the_report() -> None:
+    """Answered in one content event (a buffering server) or one token: no TPOT, so not in
+    its percentiles, and the report says how many."""
+    recs = records("a", 20, 0.3, 3)
+    for r in recs[:5]:
+        r.tpot_s, r.itl_s = None, []
+    t = summarize(recs, phases("a"), [], [], SummarySettings())["targets"]["a"]
+    assert t["requests"]["tpot_not_measured"] == 5
+    assert t["metrics"]["tpot_s"]["count"] == 15
+    lines = report.target_section("a", t)
+    assert any(line.startswith("- TPOT not measured for 5 ok requests") for line in lines)

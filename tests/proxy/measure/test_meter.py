@@ -250,3 +250,14 @@ def test_counts_that_are_not_counts_are_invalid_events() -> None:
     r = meter.finish(0.4)
     assert (r.invalid_events, r.input_tokens, r.output_tokens) == (2, 7, 2)
     assert r.token_source is TokenSource.USAGE_TOTAL
+
+
+def test_all_tokens_in_one_event_leave_tpot_unmeasured_not_zero() -> None:
+    """A server that buffers the answer into one event: usage says 50 tokens, the stream
+    gives one content time; a TPOT of 0 would pull the percentiles down."""
+    m = StreamMeter(t0=0.0)
+    m.on_event(0.5, chat("all fifty tokens at once", finish="stop"))
+    m.on_event(0.5, final_usage(50))
+    r = m.finish(0.6)
+    assert (r.ttft_s, r.output_tokens, r.content_events) == (pytest.approx(0.5), 50, 1)
+    assert r.tpot_s is None and r.itl_s == []
