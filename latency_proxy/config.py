@@ -22,8 +22,8 @@ from latency_proxy.setting_types import (
     Duration,
     ExistingFile,
     Flag,
-    Integer,
     ListOf,
+    Number,
     SettingType,
     Size,
     Text,
@@ -154,7 +154,7 @@ def api_key_source(spec: str) -> None:
 
 
 _USERINFO = re.compile(r"(://)[^/@]*@")
-_PORT = Integer(0, 65535, "a TCP port")  # 0: any free one
+_PORT = Number(0, 65535, "a TCP port", whole=True)  # 0: any free one
 
 # Each setting's one type and range, whatever its source; a new setting is one line here.
 SETTING_TYPES: dict[str, SettingType] = {
@@ -165,24 +165,24 @@ SETTING_TYPES: dict[str, SettingType] = {
     "admin_port": _PORT,
     "content_capture": Text(CONTENT_CAPTURE_MODES),
     "content_hash_key_file": ExistingFile(),
-    "content_max_chars": Integer(1, 10**9, "a character count"),
+    "content_max_chars": Number(1, 10**9, "a character count", whole=True),
     "redact_pattern": ListOf(Text(), split=False, parse=regular_expression),
     "audit_hook": Text(),
     "log_level": Text(LOG_LEVELS),
     "log_format": Text(LOG_FORMATS),
     "connect_timeout": Duration(),
     "read_timeout": Duration(),
-    "pool_max_connections": Integer(1, 100_000, "a connection count"),
+    "pool_max_connections": Number(1, 100_000, "a connection count", whole=True),
     "max_body_size": Size(),
     "drain_timeout": Duration(positive=False),
     "write_timeout": Duration(positive=False),
-    "first_n_tokens": ListOf(Integer(1, 1_000_000, "a token count"), sort=True),
+    "first_n_tokens": ListOf(Number(1, 1_000_000, "a token count", whole=True), sort=True),
     "stall_threshold": Duration(),
     "continuous_usage": Flag(),
     "provider_name": Text(),
-    "max_concurrent_requests": Integer(0, 1_000_000, "a request count (0: no limit)"),
+    "max_concurrent_requests": Number(0, 10**6, "a request count (0: no limit)", whole=True),
     "retry_after": Duration(positive=False),
-    "max_headers": Integer(1, 10_000, "a header count"),
+    "max_headers": Number(1, 10_000, "a header count", whole=True),
     "max_header_bytes": Size(),
     "header_timeout": Duration(),
     "body_timeout": Duration(),

@@ -52,6 +52,11 @@ def shown(value: Any) -> str:
     return str(value) if isinstance(value, int) else type(value).__name__
 
 
+def _number(value: float) -> str:
+    """1000000 rather than 1e+06: a bound as the user would type it."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def _within(number: float, low: float, high: float, zero_ok: bool, hint: str) -> None:
     """Refuses a number past its range, naming which way."""
     if math.isnan(number) or math.isinf(number):
@@ -61,12 +66,21 @@ def _within(number: float, low: float, high: float, zero_ok: bool, hint: str) ->
     elif number == 0 and not zero_ok:
         problem = "is zero"
     elif number < low:
-        problem = f"is less than {low:g}"
+        problem = f"is less than {_number(low)}"
     elif number > high:
-        problem = f"is more than {high:g}"
+        problem = f"is more than {_number(high)}"
     else:
         return
     raise ValueError(f"{shown(number)} {problem}; give {hint}")
+
+
+def _numeric(value: Any, text: Callable[[str], float], whole: bool, hint: str) -> float:
+    """A number from text (read by `text`) or from a TOML number (a boolean is none)."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, int if whole else int | float) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"expected {hint}, got {shown(value)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,46 +96,48 @@ class Duration:
 
     def read(self, value: Any) -> float:
         hint = f"a duration {'' if self.positive else 'from '}{self.limits}, e.g. 30s"
-        if isinstance(value, str):
-            try:
-                number = float(value)
-            except ValueError:
-                number = parse_duration(value)  # its own message: not a duration
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            number = float(value)
-        else:
-            raise ValueError(f"expected {hint}, got {shown(value)}")
+        number = float(_numeric(value, _seconds, False, hint))
         _within(number, 0.0, self.high, not self.positive, hint)
         return number
 
 
-@dataclass(frozen=True, slots=True)
-class Integer:
-    """A whole number in [low, high]; a float or a boolean is refused, not rounded."""
+def _seconds(text: str) -> float:
+    try:
+        return float(text)  # 'nan' and 'inf' too: refused by name, not as 'not a duration'
+    except ValueError:
+        return parse_duration(text)
 
-    low: int
-    high: int
-    hint: str = "a whole number"
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    """A finite number in [low, high]; `whole`: a count, where a fraction or a boolean is
+    refused, not rounded; 0 itself only where `zero_ok` (a rate of 0 sends nothing)."""
+
+    low: float
+    high: float
+    hint: str = "a number"
+    whole: bool = False
+    zero_ok: bool = True
 
     @property
     def limits(self) -> str:
-        return f"{self.low} to {self.high}"
+        above = "above " if not self.zero_ok and self.low == 0 else ""
+        return f"{above}{_number(self.low)} to {_number(self.high)}"
 
-    def read(self, value: Any) -> int:
-        if isinstance(value, str):
-            if re.fullmatch(r"\s*[+-]?\d+\s*", value) is None:
-                raise ValueError(f"{shown(value)} is not {self.hint}")
-            number = int(value)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            number = value
-        else:
-            raise ValueError(f"expected {self.hint}, got {shown(value)}")
-        return self._ranged(number)
+    def read(self, value: Any) -> float:
+        number = _numeric(value, self._text, self.whole, self.hint)
+        _within(number, self.low, self.high, self.zero_ok, f"{self.hint}, {self.limits}")
+        return number if self.whole else float(number)
 
-    def _ranged(self, number: int) -> int:
-        hint = f"{self.hint} from {self.low} to {self.high}"
-        _within(number, self.low, self.high, self.low <= 0, hint)
-        return number
+    def _text(self, text: str) -> float:
+        if self.whole:
+            if re.fullmatch(r"\s*[+-]?\d+\s*", text) is None:
+                raise ValueError(f"{shown(text)} is not {self.hint}")
+            return int(text)
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{shown(text)} is not {self.hint}") from None
 
 
 @dataclass(frozen=True, slots=True)

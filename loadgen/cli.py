@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from latency_proxy.units import format_duration, parse_duration, parse_size
+from latency_proxy.units import format_duration, parse_duration
 from loadgen import compare, rebuild, run
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
 from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
-from loadgen.engine import flags
+from loadgen.engine import bounds, flags
 from loadgen.engine.schedule import ARRIVALS
 from loadgen.engine.workload import NO_THINK, Durations
 from loadgen.replay import flags as replay_flags
@@ -58,13 +58,6 @@ meets when every SLO's 95% interval lies under its limit and it is steady, fails
 lies above or it saturated, and is otherwise undecided and run again twice as long (twice
 at most); the bracket uses decided probes only and is bisected to within 5%.
 """
-
-
-def _levels(text: str, kind: type) -> list:
-    values = [kind(v) for v in text.split(",") if v.strip()]
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"need positive values: {text!r}")
-    return values
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -116,7 +109,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     flags.add(w, flags.WORKLOAD)
     w.add_argument(
         "--turns",
-        type=int,
+        type=bounds.count(1, 10_000, "a turn count"),
         default=1,
         metavar="N",
         help="conversations of N requests: turn k resends the whole conversation so far "
@@ -135,13 +128,13 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     else:
         load.add_argument(
             "--concurrency",
-            type=lambda s: _levels(s, int),
+            type=bounds.levels(bounds.STREAMS),
             metavar="N[,N…]",
             help=f"closed loop: N streams; a list sweeps (default {DEFAULT_CONCURRENCY})",
         )
         load.add_argument(
             "--rate",
-            type=lambda s: _levels(s, float),
+            type=bounds.levels(bounds.RATE),
             metavar="R[,R…]",
             help="open loop: R requests/s; a list sweeps",
         )
@@ -149,29 +142,36 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     load.add_argument("--arrival", choices=ARRIVALS, default="poisson")
     load.add_argument(
         "--gamma-shape",
-        type=float,
+        type=bounds.real(0, 1000, "a gamma shape", zero_ok=False),
         default=0.5,
         help="burstiness of --arrival gamma (<1 burstier than poisson)",
     )
     load.add_argument(
         "--duration",
-        type=parse_duration,
+        type=bounds.duration(),
         help=f"measured time per target and level (default {DEFAULT_DURATION})",
     )
-    load.add_argument("--requests", type=int, help="measured requests per target and level")
+    load.add_argument(
+        "--requests",
+        type=bounds.REQUESTS,
+        help="measured requests per target and level",
+    )
     load.add_argument(
         "--warmup",
-        type=parse_duration,
+        type=bounds.duration(positive=False),
         help="excluded from results, per target; later blocks ramp up again over at most "
         f"this (default {DEFAULT_WARMUP:g}s; a replay: 0, the window's head is measured)",
     )
     load.add_argument(
         "--blocks",
-        type=int,
+        type=bounds.count(1, 1000, "a block count"),
         help="interleaved blocks per target (default 1, or 2 with several: A, B, A, B)",
     )
     load.add_argument(
-        "--workers", type=int, default=1, help="spread the load over N processes, one merged result"
+        "--workers",
+        type=bounds.count(1, 1024, "a worker count"),
+        default=1,
+        help="spread the load over N processes, one merged result",
     )
     load.add_argument(
         "--shard",
@@ -187,7 +187,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     )
     load.add_argument(
         "--sync-timeout",
-        type=parse_duration,
+        type=bounds.duration(),
         default=SYNC_TIMEOUT_S,
         help="how long a shard waits for the others in --sync-dir "
         f"(default {format_duration(SYNC_TIMEOUT_S)})",
@@ -197,7 +197,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
     flags.add(r, flags.RESULTS)
     r.add_argument(
         "--slice",
-        type=parse_duration,
+        type=bounds.duration(),
         metavar="DURATION",
         help="summary.json gets each target's run in slices of this length (sent, finished, "
         "backlog, output tok/s, TTFT/TPOT P50/P90), report.md its worst slice, a plot",
@@ -209,7 +209,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         metavar="URL",
         help="a DCGM exporter's /metrics to sample (repeatable)",
     )
-    r.add_argument("--gpu-interval", type=parse_duration, default=1.0)
+    r.add_argument("--gpu-interval", type=bounds.duration(), default=1.0)
     r.add_argument(
         "--server-metrics",
         action="append",
@@ -218,17 +218,21 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         help="a Prometheus /metrics (vLLM's, the proxy's admin port) to sample when each "
         "block's measured window opens and closes: where the time went (repeatable)",
     )
-    r.add_argument("--weight-bytes", type=parse_size, help="model weights, e.g. 140GB (for MBU)")
-    r.add_argument("--kv-bytes-per-token", type=parse_size, default=0)
+    r.add_argument(
+        "--weight-bytes",
+        type=bounds.size(1, 10**15, "a size"),
+        help="model weights, e.g. 140GB (for MBU)",
+    )
+    r.add_argument("--kv-bytes-per-token", type=bounds.size(0, 10**9, "a size"), default=0)
     r.add_argument(
         "--gpu-bandwidth",
-        type=parse_size,
+        type=bounds.size(1, 10**15, "a bandwidth"),
         metavar="BYTES_PER_S",
         help="peak memory bandwidth per GPU, e.g. 2039GB (for MBU)",
     )
     r.add_argument(
         "--gpus",
-        type=int,
+        type=bounds.count(1, 100_000, "a GPU count"),
         default=1,
         help="GPUs serving each target: MBU, and the report's output tok/s per GPU (default 1)",
     )
@@ -251,21 +255,21 @@ def _add_search_flags(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument(
         "--start",
-        type=float,
+        type=bounds.real(0, 100_000, "a level", zero_ok=False),
         default=1.0,
         metavar="LEVEL",
         help="the first level probed (default 1 req/s, or 1 stream)",
     )
     group.add_argument(
         "--budget",
-        type=parse_duration,
+        type=bounds.duration(),
         default=SEARCH_BUDGET_S,
         help="stop searching when the next probe would end past this "
         f"(default {format_duration(SEARCH_BUDGET_S)})",
     )
     group.add_argument(
         "--repeat",
-        type=int,
+        type=bounds.count(0, 1000, "a repeat count"),
         default=0,
         metavar="N",
         help="then re-run each final bracket's ends N times with new seeds and report the "
@@ -364,14 +368,12 @@ def _configured(
     """The RunConfig of parsed flags; None, after saying why, when an --slo is bad."""
     if args.duration is not None and args.requests is not None:
         parser.error("give --duration or --requests, not both")
-    if args.turns < 1 or (args.turns > 1 and (args.endpoint != "chat" or args.replay)):
-        parser.error("--turns: a count ≥ 1; conversations are chat requests, not a replay's")
-    if args.slice is not None and args.slice <= 0:
-        parser.error("--slice must be a positive duration")
+    if args.turns > 1 and (args.endpoint != "chat" or args.replay):
+        parser.error("--turns: conversations are chat requests, not a replay's")
     if args.trace_url is not None and "{trace_id}" not in args.trace_url:
         parser.error("--trace-url needs {trace_id} where the trace id goes")
-    if args.shared_prefix_tokens and (args.dataset or args.shared_prefix_tokens < 0):
-        parser.error("--shared-prefix-tokens: a count ≥ 0, for synthetic prompts (no --dataset)")
+    if args.shared_prefix_tokens and args.dataset:
+        parser.error("--shared-prefix-tokens: for synthetic prompts (no --dataset)")
     try:
         return config_from(args, argv)
     except ValueError as exc:

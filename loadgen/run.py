@@ -27,13 +27,14 @@ from loadgen.analysis.records import RunData
 from loadgen.analysis.summary import summarize_run
 from loadgen.config import RunConfig
 from loadgen.engine import client
+from loadgen.engine.dataset import load_dataset
 from loadgen.engine.interrupt import default_signal_handlers, stop_on_signal
 from loadgen.engine.progress import Progress
 from loadgen.engine.runner import Load, Runner
 from loadgen.engine.schedule import Block, plan, shard_count
 from loadgen.engine.sizing import calibrate
 from loadgen.engine.targets import Target, load_file, resolve
-from loadgen.engine.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
+from loadgen.engine.workload import Prompt, Sizing, Workload, shared_prefix, user_messages
 from loadgen.reports import comparison
 from loadgen.reports import run as report
 from loadgen.shards import supervisor, sync
@@ -89,6 +90,7 @@ def measure(config: RunConfig) -> dict[str, Any]:
         config = replace(config, prompt_seed=secrets.randbits(63))
     if config.replay is not None:  # a bad trace stops the run before any load
         replay.load(config.replay, config.duration_s, config.requests)
+    dataset = load_dataset(config.dataset) if config.dataset else None  # so does a bad dataset
     if config.workers > 1:
         return supervisor.run_workers(config)
     file_targets = load_file(config.targets_file) if config.targets_file else None
@@ -96,7 +98,7 @@ def measure(config: RunConfig) -> dict[str, Any]:
     for spec in config.targets:
         target = resolve(spec, file_targets, overrides=config.overrides)
         targets[target.name] = target
-    data = uvloop.run(execute(config, targets))
+    data = uvloop.run(execute(config, targets, dataset))
     if not data.phases:
         raise KeyboardInterrupt  # stopped before any load was sent: nothing to write
     summary = summarize_run(data)
@@ -105,7 +107,9 @@ def measure(config: RunConfig) -> dict[str, Any]:
     return summary
 
 
-async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
+async def execute(
+    config: RunConfig, targets: dict[str, Target], dataset: list[Prompt] | None
+) -> RunData:
     """One process's share of the load, all levels; returns the raw data."""
     shard, shards = config.shard
     models = await _models(config, targets)
@@ -121,7 +125,7 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
         input_tokens=config.input_tokens,
         output_tokens=config.output_tokens,
         rng=rng,
-        dataset=load_dataset(config.dataset) if config.dataset else None,
+        dataset=dataset,
         sizing=sizing,
         temperature=config.temperature,
         ignore_eos=config.ignore_eos,

@@ -52,13 +52,24 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     f"{LOADGEN}.stack": {f"{LOADGEN}.engine", f"{LOADGEN}.analysis"},
     f"{LOADGEN}.engine": {f"{LOADGEN}.analysis", f"{LOADGEN}.replay"},
-    # replayed prompts are made of the same text as synthetic ones
-    f"{LOADGEN}.replay": {f"{LOADGEN}.analysis", f"{LOADGEN}.engine.workload"},
+    # replayed prompts are made of the same text as synthetic ones; its flags' numbers are
+    # checked as the engine's are
+    f"{LOADGEN}.replay": {
+        f"{LOADGEN}.analysis",
+        f"{LOADGEN}.engine.workload",
+        f"{LOADGEN}.engine.bounds",
+    },
     f"{LOADGEN}.analysis": set(),
     f"{LOADGEN}.sim": set(),
 }
-# what loadgen takes of the proxy: the measuring core, and the names and units it shares
-FROM_THE_PROXY = {f"{PROXY}.measure", f"{PROXY}.units", f"{PROXY}.telemetry.semconv"}
+# what loadgen takes of the proxy: the measuring core, and the names, units and value types
+# (a flag's number is checked as a setting's is) it shares
+FROM_THE_PROXY = {
+    f"{PROXY}.measure",
+    f"{PROXY}.units",
+    f"{PROXY}.setting_types",
+    f"{PROXY}.telemetry.semconv",
+}
 
 
 def _modules(package: Path) -> set[str]:

@@ -8,9 +8,11 @@ request on the client side. It writes records; analysis/ judges them.
 - `client.py` the streaming client: one request in, one Record out
 - `measurement.py` one request's measurement, whatever client streams it
 - `workload.py` what each request asks for: prompts and lengths
+- `dataset.py` prompts from a file, each record's shape checked
 - `sizing.py` synthetic prompts calibrated against a tokenizer
 - `targets.py` where load goes
 - `flags.py` the flags both engines take, each defined once
+- `bounds.py` the numeric flags' parsers: finite and in range
 - `progress.py` the live progress line
 - `interrupt.py` Ctrl-C and SIGTERM during a run
 """

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from latency_proxy.measure.meter import STALL_THRESHOLD_S
-from latency_proxy.units import format_duration, parse_duration
+from latency_proxy.units import format_duration
+from loadgen.engine import bounds
 from loadgen.engine.workload import Lengths
 
 
@@ -65,7 +66,8 @@ FLAGS = {
              {"metavar": "N|LO-HI"}),
         Flag("--ignore-eos", "ask vLLM to produce exactly max_tokens (default on)",
              options={"action": argparse.BooleanOptionalAction, "default": True}),
-        Flag("--temperature", "sampling temperature", float, 0.0, lambda v: f"{v:g}"),
+        Flag("--temperature", "sampling temperature", bounds.real(0, 100, "a temperature"), 0.0,
+             lambda v: f"{v:g}"),
         Flag("--dataset", "JSONL of {prompt} or {messages}, or ShareGPT JSON",
              options={"metavar": "FILE"}),
         Flag("--tokenizer",
@@ -75,25 +77,26 @@ FLAGS = {
         Flag("--prompt-seed",
              "seed the synthetic prompts' words (default: fresh for every run, recorded in "
              "run.json, so no prefix cache has seen them; --seed repeats lengths and arrivals)",
-             int, options={"metavar": "N"}),
+             bounds.SEED, options={"metavar": "N"}),
         Flag("--shared-prefix-tokens",
              "every synthetic prompt opens with the same N tokens (a system prompt), drawn "
-             "once per run: what a server's prefix cache buys", int, 0,
+             "once per run: what a server's prefix cache buys",
+             bounds.count(0, bounds.MAX_TOKENS, "a token count"), 0,
              options={"metavar": "N"}),
-        Flag("--seed", "seeds lengths and arrivals (with a worker's index)", int, 0),
-        Flag("--timeout", "per request", parse_duration, 600.0, format_duration,
+        Flag("--seed", "seeds lengths and arrivals (with a worker's index)", bounds.SEED, 0),
+        Flag("--timeout", "per request", bounds.duration(), 600.0, format_duration,
              {"metavar": "DURATION"}),
         Flag("--stall-threshold",
              "a gap between tokens longer than this counts as a stall, as the proxy's",
-             parse_duration, STALL_THRESHOLD_S, format_duration, {"metavar": "DURATION"}),
+             bounds.duration(), STALL_THRESHOLD_S, format_duration, {"metavar": "DURATION"}),
         Flag("--slo",
              "ttft, tpot or e2e, judged at a percentile where a level is judged (default "
              "ttft=800ms tpot=50ms, at p99); goodput counts requests within the limits",
              options={"action": "append", "default": [], "metavar": "METRIC=DURATION[@pNN]"}),
         Flag("--max-send-lag", "client send lag P99 above this marks the run invalid",
-             parse_duration, 0.025, format_duration, {"metavar": "DURATION"}),
+             bounds.duration(), 0.025, format_duration, {"metavar": "DURATION"}),
         Flag("--max-loop-lag", "client event-loop lag P99 above this marks it invalid",
-             parse_duration, 0.025, format_duration, {"metavar": "DURATION"}),
+             bounds.duration(), 0.025, format_duration, {"metavar": "DURATION"}),
         Flag("--out", "the run directory (default loadgen-runs/<time>)",
              options={"metavar": "DIR"}),
         Flag("--trace-url",
@@ -125,9 +128,4 @@ def read(args: Any, name: str) -> Any:
     """A flag's value from parsed arguments, parsed when it is still text."""
     flag = FLAGS[name]
     value = getattr(args, flag.dest)
-    if flag.parse is None or not isinstance(value, str):
-        return value
-    try:
-        return flag.parse(value)
-    except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from None
+    return value if flag.parse is None else bounds.parsed(value, flag.parse, name)

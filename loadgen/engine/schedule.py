@@ -13,6 +13,7 @@ from an idle server.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -34,8 +35,8 @@ def arrivals(
     poisson: exponential gaps (dispersion 1); constant: equal gaps; gamma: gaps of the given
     shape (coefficient of variation 1/sqrt(shape): below 1 is burstier than Poisson).
     """
-    if rate <= 0:
-        raise ValueError("rate must be positive")
+    if not math.isfinite(rate) or rate <= 0:  # a nan rate made an endless, sleepless schedule
+        raise ValueError(f"rate must be a positive number, not {rate}")
     mean_gap = 1.0 / rate
     t = 0.0
     if kind == "constant":

@@ -1,4 +1,4 @@
-"""What each request asks for: prompts and lengths, synthetic or from a dataset.
+"""What each request asks for: prompts and lengths, synthetic or from a dataset (dataset.py).
 
 Synthetic prompts are additive in tokens: a fixed lead word, then words drawn at random from
 those that are exactly one token each in the target's tokenizer, so a prompt of n words costs
@@ -16,14 +16,12 @@ report either way.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from latency_proxy.units import parse_duration
+from loadgen.engine.bounds import MAX_TOKENS, BadValue, count, duration
 
 # Candidates for one-token words: common English, so most tokenizers have each as one token.
 # fmt: off
@@ -42,6 +40,9 @@ WORDS = (
 )
 # fmt: on
 LEAD = WORDS[0]  # every prompt starts with it: its cost, whatever it is, is part of the overhead
+
+TOKENS = count(1, MAX_TOKENS, "a token count")
+PAUSE = duration(positive=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +93,10 @@ class Lengths:
     def parse(cls, text: str | int) -> Lengths:
         text = str(text).strip()
         low, sep, high = text.partition("-")
-        try:
-            lo = int(low)
-            hi = int(high) if sep else lo
-        except ValueError:
-            raise ValueError(f"not a length: {text!r} (use e.g. 512 or 256-1024)") from None
-        if lo < 1 or hi < lo:
-            raise ValueError(f"not a length: {text!r}")
+        lo = TOKENS(low)
+        hi = TOKENS(high) if sep else lo
+        if hi < lo:
+            raise BadValue(f"{text!r}: the range's end is below its start")
         return cls(lo, hi)
 
     def draw(self, rng: np.random.Generator) -> int:
@@ -119,10 +117,10 @@ class Durations:
     @classmethod
     def parse(cls, text: str) -> Durations:
         low, sep, high = str(text).strip().partition("-")
-        lo = parse_duration(low)
-        hi = parse_duration(high) if sep else lo
-        if lo < 0 or hi < lo:
-            raise ValueError(f"not a duration or range: {text!r} (use e.g. 2s or 1s-5s)")
+        lo = PAUSE(low)
+        hi = PAUSE(high) if sep else lo
+        if hi < lo:
+            raise BadValue(f"{text!r}: the range's end is below its start (use e.g. 1s-5s)")
         return cls(lo, hi)
 
     def draw(self, rng: np.random.Generator) -> float:
@@ -139,34 +137,6 @@ class Prompt:
     text: str | None = None
     messages: list[dict[str, Any]] | None = None
     max_tokens: int | None = None
-
-
-def load_dataset(path: str | Path) -> list[Prompt]:
-    """JSONL of {"prompt"} or {"messages"} (optional "max_tokens"), or ShareGPT JSON."""
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    prompts: list[Prompt] = []
-    if text.lstrip().startswith("["):
-        for item in json.loads(text):
-            turns = item.get("conversations") or []
-            human = next((t["value"] for t in turns if t.get("from") in ("human", "user")), None)
-            if human:
-                prompts.append(Prompt(messages=[{"role": "user", "content": human}]))
-    else:
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            item = json.loads(line)
-            max_tokens = item.get("max_tokens") or item.get("output_tokens")
-            if "messages" in item:
-                prompts.append(Prompt(messages=item["messages"], max_tokens=max_tokens))
-            elif "prompt" in item:
-                prompts.append(Prompt(text=item["prompt"], max_tokens=max_tokens))
-            else:
-                raise ValueError(f"{path}:{number}: needs a prompt or messages field")
-    if not prompts:
-        raise ValueError(f"{path}: no prompts found")
-    return prompts
 
 
 @dataclass(slots=True)

@@ -22,11 +22,12 @@ from locust.runners import WorkerRunner
 
 from loadgen import replay
 from loadgen.analysis.records import Record
+from loadgen.engine.dataset import load_dataset
 from loadgen.engine.measurement import Clock, Measurement
 from loadgen.engine.runner import LOOP_LAG_INTERVAL_S
 from loadgen.engine.sizing import calibrate
 from loadgen.engine.targets import Target, resolve
-from loadgen.engine.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
+from loadgen.engine.workload import Sizing, Workload, shared_prefix, user_messages
 from loadgen.locust.client import StreamingClient
 from loadgen.locust.options import Options
 from loadgen.locust.run import Final, Outbox

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from latency_proxy.units import parse_duration
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
-from loadgen.engine import flags
+from loadgen.engine import bounds, flags
 from loadgen.engine.workload import Lengths
 from loadgen.replay import ReplaySettings
 from loadgen.replay import flags as replay_flags
@@ -79,7 +78,7 @@ class Options:
             tokenizer=ns.tokenizer or None,
             prompt_seed=flags.read(ns, "--prompt-seed"),
             shared_prefix_tokens=flags.read(ns, "--shared-prefix-tokens"),
-            warmup_s=parse_duration(ns.warmup),
+            warmup_s=bounds.parsed(ns.warmup, bounds.duration(positive=False), "--warmup"),
             timeout_s=flags.read(ns, "--timeout"),
             stall_threshold_s=flags.read(ns, "--stall-threshold"),
             summary=SummarySettings(
@@ -101,8 +100,5 @@ def _window(duration: str | None, requests: str | None) -> tuple[float | None, i
     """--duration and --requests, as loadgen reads them: one or neither."""
     if duration is not None and requests is not None:
         raise ValueError("give --duration or --requests, not both")
-    try:
-        count = int(requests) if requests is not None else None
-    except ValueError:
-        raise ValueError(f"--requests is not a whole number: {requests!r}") from None
-    return (parse_duration(duration) if duration is not None else None), count
+    count = bounds.parsed(requests, bounds.REQUESTS, "--requests")
+    return bounds.parsed(duration, bounds.duration(), "--duration"), count

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from latency_proxy.setting_types import WEEK_S
 from loadgen.replay.formats import BadRow, Parsed, parse
 from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS, PromptBook
 from loadgen.replay.window import Arrival, schedule, share, split, window
@@ -70,6 +71,12 @@ def load(settings: ReplaySettings, duration_s: float | None, requests: int | Non
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     arrivals = schedule(chosen, settings.speed)
+    if arrivals[-1].offset_s > WEEK_S:  # a replay that would not end: a timestamp far off
+        last = arrivals[-1].record
+        raise ValueError(
+            f"{path}:{last.line}: due {arrivals[-1].offset_s:.3g} s after the window opens, "
+            "past a week of replay: close the window (--duration, --requests) or speed it up"
+        )
     return Replay(arrivals, _meta(settings, path, raw, parsed, arrivals, duration_s, requests))
 
 

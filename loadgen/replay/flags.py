@@ -7,10 +7,14 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from latency_proxy.units import parse_duration
+from loadgen.engine import bounds
 from loadgen.replay import ReplaySettings
 from loadgen.replay.formats import FORMATS
 from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS
+
+SPEED = bounds.real(0, 10_000, "a speed", zero_ok=False)
+START = bounds.duration(positive=False, high=bounds.YEAR_S)  # into a trace of months
+BLOCK_TOKENS = bounds.count(1, bounds.MAX_TOKENS, "a token count")
 
 
 def add_flags(group: argparse._ArgumentGroup, *, text: bool = False) -> None:
@@ -31,20 +35,20 @@ def add_flags(group: argparse._ArgumentGroup, *, text: bool = False) -> None:
     )
     group.add_argument(
         "--replay-speed",
-        **typed(float, 1.0),
+        **typed(SPEED, 1.0),
         metavar="X",
         help="offsets divided by X: 2 sends the trace twice as fast (default 1)",
     )
     group.add_argument(
         "--replay-start",
-        **typed(parse_duration, 0.0),
+        **typed(START, 0.0),
         metavar="D",
         help="the window opens D after the trace's first record; --duration (trace time) "
         "or --requests closes it (default: the whole trace)",
     )
     group.add_argument(
         "--replay-block-tokens",
-        **typed(int, DEFAULT_BLOCK_TOKENS),
+        **typed(BLOCK_TOKENS, DEFAULT_BLOCK_TOKENS),
         metavar="N",
         help=f"tokens per Mooncake hash id (default {DEFAULT_BLOCK_TOKENS})",
     )
@@ -59,11 +63,9 @@ def settings(args: Any) -> ReplaySettings | None:
     """The flags' ReplaySettings (None: no --replay); ValueError for a bad speed or size."""
     if not args.replay:
         return None
-    speed = _read(args.replay_speed, float, "--replay-speed")
-    block_tokens = _read(args.replay_block_tokens, int, "--replay-block-tokens")
-    start_s = _read(args.replay_start, parse_duration, "--replay-start")
-    if speed <= 0 or block_tokens < 1:
-        raise ValueError("--replay-speed and --replay-block-tokens must be positive")
+    speed = bounds.parsed(args.replay_speed, SPEED, "--replay-speed")
+    block_tokens = bounds.parsed(args.replay_block_tokens, BLOCK_TOKENS, "--replay-block-tokens")
+    start_s = bounds.parsed(args.replay_start, START, "--replay-start")
     return ReplaySettings(
         file=args.replay,
         format=args.replay_format or None,
@@ -72,11 +74,3 @@ def settings(args: Any) -> ReplaySettings | None:
         block_tokens=block_tokens,
         skip_bad_rows=args.skip_bad_rows,
     )
-
-
-def _read(value: Any, parse: Callable[[str], Any], flag: str) -> Any:
-    """A flag's value, parsed when it is still text."""
-    try:
-        return parse(value) if isinstance(value, str) else value
-    except ValueError as exc:
-        raise ValueError(f"{flag}: {exc}") from None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from datetime import UTC, datetime
 import orjson
 
 from latency_proxy.telemetry.semconv import OTHER_MODEL
+from loadgen.engine.bounds import MAX_TOKENS
 
 FORMATS = ("azure", "mooncake", "requests", "proxy")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -54,6 +56,9 @@ class TraceRecord:
     model: str | None = None
     prefix: tuple[str, ...] = ()
     prefix_unit: str = "block"
+
+
+MAX_TIME_S = 1e10  # seconds since 1970 (or since a trace's start): 2286, past any trace
 
 
 class BadRow(ValueError):
@@ -144,8 +149,10 @@ def _count(value: object, line: int, name: str) -> int:
             value = int(value.strip())
         except ValueError:
             raise BadRow(line, f"{name} is not a whole number: {value[:40]!r}") from None
-    if type(value) is not int or value < 1:
-        raise BadRow(line, f"{name} must be a whole number ≥ 1, not {str(value)[:40]!r}")
+    if type(value) is not int or not 1 <= value <= MAX_TOKENS:
+        raise BadRow(
+            line, f"{name} must be a whole number from 1 to {MAX_TOKENS}, not {str(value)[:40]!r}"
+        )
     return value
 
 
@@ -203,12 +210,18 @@ def _json_lines(text: str) -> Iterator[tuple[int, dict | BadRow]]:
         yield number, item if isinstance(item, dict) else BadRow(number, "not a JSON object")
 
 
-def _time(value: object, line: int, name: str) -> float:
+def _time(value: object, line: int, name: str, scale: float = 1.0) -> float:
+    """Seconds (`value` × `scale`): finite, not negative, before MAX_TIME_S."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise BadRow(line, f"{name} is not a number: {str(value)[:40]!r}")
-    if value < 0:
+    seconds = float(value) * scale
+    if not math.isfinite(seconds):
+        raise BadRow(line, f"{name} is not finite: {value}")
+    if seconds < 0:
         raise BadRow(line, f"{name} is negative: {value}")
-    return float(value)
+    if seconds > MAX_TIME_S:
+        raise BadRow(line, f"{name} {value:g} is past any trace's time (year 2286)")
+    return seconds
 
 
 def _mooncake(text: str) -> Iterator[Row]:
@@ -222,7 +235,7 @@ def _mooncake(text: str) -> Iterator[Row]:
                 raise BadRow(number, "hash_ids must be a list of integers")
             yield TraceRecord(
                 line=number,
-                at=_time(item.get("timestamp"), number, "timestamp") / 1000.0,
+                at=_time(item.get("timestamp"), number, "timestamp", scale=1e-3),
                 input_tokens=_count(item.get("input_length"), number, "input_length"),
                 output_tokens=_count(item.get("output_length"), number, "output_length"),
                 prefix=tuple(str(i) for i in ids),
@@ -290,13 +303,13 @@ def _proxy_arrival(item: dict, line: int) -> float:
     if "arrived_at" in item:
         return _time(item["arrived_at"], line, "arrived_at")
     stamp, e2e = item.get("ts"), item.get("e2e_s")
-    if not isinstance(stamp, str) or not isinstance(e2e, int | float):
+    if not isinstance(stamp, str) or isinstance(e2e, bool) or not isinstance(e2e, int | float):
         raise BadRow(line, "no arrived_at, nor ts and e2e_s to place the request in time")
     try:
         logged = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
     except ValueError:
         raise BadRow(line, f"ts is not a date and time: {stamp[:40]!r}") from None
-    return logged - float(e2e)
+    return logged - _time(e2e, line, "e2e_s")
 
 
 _ROWS: dict[str, Callable[[str], Iterator[Row]]] = {

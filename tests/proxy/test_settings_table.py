@@ -29,8 +29,8 @@ from latency_proxy.setting_types import (
     Duration,
     ExistingFile,
     Flag,
-    Integer,
     ListOf,
+    Number,
     Size,
     Text,
     regular_expression,
@@ -73,14 +73,17 @@ def _duration(t: Duration) -> list[Bad]:
     return wrong + _numbers(t.positive, t.high)
 
 
-def _integer(t: Integer) -> list[Bad]:
+def _number(t: Number) -> list[Bad]:
     wrong = [
         Bad("bool", True, "true", "true"),
-        Bad("fraction", 1.5, "1.5", "1.5"),
         Bad("list", [1, 2], None, "expected"),
         Bad("table", {"a": 1}, None, "expected"),
     ]
-    return wrong + _whole(_numbers(t.low > 0, t.high))
+    if t.whole:  # a fraction is not rounded; 0 is below a count's least
+        fraction = [Bad("fraction", 1.5, "1.5", "1.5")]
+        zero = [Bad("zero", 0, "0", "less than")] if t.low > 0 else []
+        return wrong + fraction + zero + _whole(_numbers(False, t.high))
+    return wrong + _numbers(not t.zero_ok, t.high)
 
 
 def _whole(cases: list[Bad]) -> list[Bad]:
@@ -153,7 +156,7 @@ def _list(t: ListOf) -> list[Bad]:
 
 BAD_VALUES: dict[type, Callable[[Any], list[Bad]]] = {
     Duration: _duration,
-    Integer: _integer,
+    Number: _number,
     Size: _size,
     Flag: _flag,
     Text: _text,

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from loadgen.engine.dataset import load_dataset
 from loadgen.engine.sizing import Count, calibrate
 from loadgen.engine.targets import Target, load_file, resolve
 from loadgen.engine.workload import (
@@ -18,7 +19,6 @@ from loadgen.engine.workload import (
     Lengths,
     Sizing,
     Workload,
-    load_dataset,
     shared_prefix,
     synthetic_text,
     user_messages,

@@ -134,7 +134,7 @@ def test_requests_jsonl_replays_the_first_targets_measured_requests() -> None:
     ("text", "line", "reason"),
     [
         (AZURE_2023.replace("396", "3x6"), 3, "ContextTokens is not a whole number"),
-        (AZURE_2023.replace(",109", ",0"), 3, "GeneratedTokens must be a whole number ≥ 1"),
+        (AZURE_2023.replace(",109", ",0"), 3, "GeneratedTokens must be a whole number from 1"),
         (AZURE_2023.replace("18:15:50", "18:14:50"), 3, "goes back in time"),
         (AZURE_2023.replace("2023-11-16 18:15:51", "yesterday"), 4, "not a date and time"),
         (AZURE_2023.replace(",2\n", ",2,9\n"), 4, "4 columns, the header has 3"),
@@ -142,7 +142,7 @@ def test_requests_jsonl_replays_the_first_targets_measured_requests() -> None:
         (mooncake((-5, 10, 1, [])), 1, "timestamp is negative"),
         (mooncake((9, 10, 1, []), (8, 10, 1, [])), 2, "goes back in time"),
         (mooncake((0, 10, 1, ["a"])), 1, "hash_ids must be a list of integers"),
-        (mooncake((0, 0, 1, [])), 1, "input_length must be a whole number ≥ 1"),
+        (mooncake((0, 0, 1, [])), 1, "input_length must be a whole number from 1"),
     ],
 )
 def test_a_bad_row_is_named_by_line(text: str, line: int, reason: str) -> None:
