@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -93,3 +94,48 @@ def test_a_stop_between_blocks_still_marks_the_run_cut_short(upstream: str) -> N
     (phase,) = runner.result.phases
     assert phase.interrupted
     assert len([r for r in runner.result.records if not r.excluded]) == 2  # block 0's share
+
+
+@pytest.fixture(scope="module")
+def silent_streams() -> Iterator[str]:
+    """Answers /v1/models and /tokenize, but no stream's first token comes for an hour."""
+    with running(3600, 0.02, {}) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def silent_server() -> Iterator[str]:
+    """Accepts connections and never answers: loadgen waits in its start."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["start", "warmup", "measuring", "silent streams"])
+def test_sigterm_ends_a_run_in_every_phase_within_seconds(
+    phase: str, upstream: str, silent_streams: str, silent_server: str, tmp_path: Path
+) -> None:
+    target = {"start": silent_server, "silent streams": silent_streams}.get(phase, upstream)
+    warmup = "30s" if phase == "warmup" else "0s"
+    argv = [sys.executable, "-m", "loadgen", "--target", target, "--duration", "60s",
+            "--concurrency", "4", "--output-tokens", "10", "--input-tokens", "16",
+            "--warmup", warmup, "--no-progress", "--out", str(tmp_path / "run")]  # fmt: skip
+    before = len(arrivals(target)) if phase != "start" else 0
+    process = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    if phase == "start":
+        time.sleep(2)  # asking the silent server for its models
+    else:
+        wanted = before + (40 if phase == "measuring" else 4)
+        while len(arrivals(target)) < wanted:
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+            time.sleep(0.1)
+    assert process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    _, stderr = process.communicate(timeout=30)
+    took = time.monotonic() - signalled
+    assert took < 5, (phase, took, stderr)
+    assert process.returncode in (130, -signal.SIGTERM), stderr
+    assert "Traceback" not in stderr
