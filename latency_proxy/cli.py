@@ -88,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--pool-max-connections", metavar="N", help="upstream connections per route")
     add(
+        "--upstream-keepalive",
+        metavar="DURATION",
+        help="how long an idle upstream connection is kept for reuse; keep it below the "
+        "upstream's own keep-alive (vLLM: VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5s), or a request "
+        "may go out as the upstream closes the connection and fail with 502",
+    )
+    add(
         "--max-body-size",
         metavar="SIZE",
         help="largest request body; larger gets 413",

@@ -71,6 +71,9 @@ class Settings:
     connect_timeout: float = 5.0
     read_timeout: float = 300.0
     pool_max_connections: int = 1024
+    # an idle upstream connection is dropped after this, below vLLM's uvicorn keep-alive
+    # (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s): a request must not go out as the server closes it
+    upstream_keepalive: float = 4.0
     max_body_size: int = 16 * 2**20
     drain_timeout: float = 30.0
     write_timeout: float = 30.0  # a client not reading for this long is let go; 0: never
@@ -196,6 +199,7 @@ def _coerce(name: str, value: Any) -> Any:
             "body_timeout",
             "idle_timeout",
             "stall_threshold",
+            "upstream_keepalive",
         ):
             return parse_duration(value)
         if name in SIZE_SETTINGS:
@@ -264,6 +268,7 @@ def _validated(s: Settings) -> Settings:
         "idle_timeout",
         "connect_timeout",
         "read_timeout",
+        "upstream_keepalive",
     ):
         if getattr(s, name) <= 0:
             raise ConfigError(f"--{name.replace('_', '-')}: give a positive duration, e.g. 10s")
