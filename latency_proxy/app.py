@@ -60,6 +60,7 @@ class ProxyApp:
             message: dict[str, Any] = dict(await receive())
             if message["type"] == "lifespan.startup":
                 await self.state.upstreams.start()
+                self.state.loop_lag.start()
                 # the model labels from the upstreams' own listings, from now on
                 state = self.state
                 self._learning = asyncio.create_task(
@@ -76,6 +77,7 @@ class ProxyApp:
                 # drain), whose record is then queued: write those too, then flush exporters
                 if self._learning is not None:
                     self._learning.cancel()
+                self.state.loop_lag.stop()
                 await self.state.upstreams.close()
                 await asyncio.sleep(0)
                 self.forwarder.recorder.flush()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from latency_proxy.config import Settings
+from latency_proxy.telemetry.instruments import LOOP_LAG
+from latency_proxy.telemetry.loop_lag import LoopLag
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.redact import ContentPolicy
 from latency_proxy.upstream.routes import Upstreams
@@ -18,3 +20,7 @@ class ProxyState:
     policy: ContentPolicy = field(default_factory=ContentPolicy)
     admin_token: str | None = None
     draining: bool = False
+    loop_lag: LoopLag = field(init=False)  # started with the loop, in the app's lifespan
+
+    def __post_init__(self) -> None:
+        self.loop_lag = LoopLag(self.telemetry.instrument(LOOP_LAG))

@@ -16,4 +16,5 @@ under the content policy, with every name defined once.
 - `logs.py` JSON log lines with the request's id and trace context
 - `providers.py` OTel export and meters from OTEL_*, and the Prometheus registry
 - `semconv.py` attribute, span and instrument names (OTel GenAI and HTTP conventions)
+- `loop_lag.py` the proxy's own event-loop lag, and the largest while a request ran
 """

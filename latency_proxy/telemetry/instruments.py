@@ -157,6 +157,15 @@ TELEMETRY_DROPPED = Spec(
     "counter",
     (sc.SIGNAL,),
 )
+LOOP_LAG = Spec(
+    "latency_proxy.event_loop.lag",
+    "s",
+    "How late the proxy's event loop ran its periodic probe: the proxy's own queueing, "
+    "part of every TTFT, TPOT and overhead it measures meanwhile",
+    "histogram",
+    (),
+    buckets.LOOP_LAG_S,
+)
 
 ANSWER_TTFT = Spec(
     "latency_proxy.time_to_first_answer_token",
@@ -263,6 +272,7 @@ ALL = (
     COALESCED_STREAMS,
     OVERSIZED_EVENTS,
     TELEMETRY_DROPPED,
+    LOOP_LAG,
     ANSWER_TTFT,
     REASONING_TOKENS,
     CACHED_FRACTION,
