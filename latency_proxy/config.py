@@ -20,6 +20,7 @@ from latency_proxy.measure.meter import STALL_THRESHOLD_S
 from latency_proxy.measure.sse import MAX_EVENT_BYTES
 from latency_proxy.telemetry.redact import MODES, ContentPolicy, load_audit_hook
 from latency_proxy.units import parse_duration, parse_size
+from latency_proxy.workers.count import check_workers, parse_workers
 
 ENV_PREFIX = "LATENCY_PROXY_"
 DEFAULT_ROUTE = "default"
@@ -59,6 +60,7 @@ class Settings:
     upstream: tuple[str, ...] = ()
     host: str = "127.0.0.1"
     port: int = 8080
+    workers: int = 1  # processes serving the main port; auto: the CPUs the process may use
     admin_host: str = "127.0.0.1"  # never follows --host: /metrics inventories the pod
     admin_port: int = 9464
     content_capture: str = "off"
@@ -180,6 +182,8 @@ def _coerce(name: str, value: Any) -> Any:
             return tuple(value) if isinstance(value, list | tuple) else (str(value),)
         if name == "first_n_tokens":
             return tuple(sorted({int(item) for item in _as_list(value)}))
+        if name == "workers":
+            return parse_workers(value)
         if name in (
             "port",
             "admin_port",
@@ -254,6 +258,9 @@ def _validated(s: Settings) -> Settings:
             raise ConfigError(f"--{name.replace('_', '-')}: not a TCP port")
     if s.port == s.admin_port and s.port != 0:
         raise ConfigError("--port and --admin-port must differ")
+    workers_problem = check_workers(s.workers)
+    if workers_problem is not None:
+        raise ConfigError(workers_problem)
     if s.pool_max_connections < 1:
         raise ConfigError("--pool-max-connections must be at least 1")
     if not s.first_n_tokens or min(s.first_n_tokens) < 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from latency_proxy.config import Settings
@@ -20,6 +21,8 @@ class ProxyState:
     policy: ContentPolicy = field(default_factory=ContentPolicy)
     admin_token: str | None = None
     draining: bool = False
+    # every worker serves (--workers: the supervisor's view); one process: always
+    workers_ready: Callable[[], bool] = lambda: True
     loop_lag: LoopLag = field(init=False)  # started with the loop, in the app's lifespan
 
     def __post_init__(self) -> None:
