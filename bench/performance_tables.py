@@ -1,4 +1,5 @@
-"""The performance tables of docs/performance.md, generated from bench/proxy_overhead.py's JSON.
+"""The performance tables of docs/performance.md, generated from bench/proxy_overhead.py's and
+bench/ceiling.py's JSON.
 
 The page holds blocks like
 
@@ -7,7 +8,8 @@ The page holds blocks like
     <!-- end generated -->
 
 and this script rewrites each block's body from the file it names (kinds: run, goals, cells,
-fits, profile; `profile:TARGET:TOKENS` for one profiled cell), so no figure on the page is
+fits, profile, and ceiling, knee for bench/ceiling.py's; `profile:TARGET:TOKENS` for one
+profiled cell), so no figure on the page is
 typed by hand and every one carries its run count and spread. `--check` only says whether
 the page is up to date (exit 1 if not).
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -181,18 +184,97 @@ def profile(result: dict, target: str | None = None, tokens: str | None = None) 
     return "\n".join(out)
 
 
-KINDS: dict[str, Callable[..., str]] = {
+def _median_range(values: list[float], fmt: str) -> str:
+    if not values:
+        return "—"
+    middle = fmt.format(statistics.median(values))
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    return f"{middle} ({low} – {high})"
+
+
+def ceiling(result: dict) -> str:
+    """bench/ceiling.py's ceiling cells: median (range) over the repeats; the ratios are
+    taken within one repeat and cell, then their median."""
+    rows = [r for r in result["rows"] if r["part"] == "ceiling"]
+    by = {(r["repeat"], r["streams"], r["tokens"], r["target"]): r for r in rows}
+    lines = [
+        "| streams | tokens | target | runs | events/s | events per CPU-second | "
+        "÷ nginx (1 worker) | ÷ one worker | intermediary cores | load-side cores | "
+        "busiest worker's share |",
+        "|" + "---|" * 11,
+    ]
+    shapes = sorted({(r["streams"], r["tokens"]) for r in rows})
+    targets = list(dict.fromkeys(r["target"] for r in rows))
+    for streams, tokens in shapes:
+        for target in targets:
+            shape = (streams, tokens, target)
+            mine = [r for r in rows if (r["streams"], r["tokens"], r["target"]) == shape]
+            per_cpu = [r["events_per_cpu_s"] for r in mine if r["events_per_cpu_s"]]
+            vs_nginx, vs_one = [], []
+            for r in mine:
+                nginx = by.get((r["repeat"], streams, tokens, "nginx"))
+                one = by.get((r["repeat"], streams, tokens, target.split("×")[0]))
+                if nginx and nginx["events_per_cpu_s"] and r["events_per_cpu_s"]:
+                    vs_nginx.append(r["events_per_cpu_s"] / nginx["events_per_cpu_s"])
+                if "×" in target and one and one["events_per_cpu_s"] and r["events_per_cpu_s"]:
+                    vs_one.append(r["events_per_cpu_s"] / one["events_per_cpu_s"])
+            shares = [max(r["worker_cpu_shares"]) for r in mine if "worker_cpu_shares" in r]
+            lines.append(
+                f"| {streams} | {tokens} | {target} | {len(mine)} | "
+                f"{_median_range([r['events_per_s'] for r in mine], '{:,.0f}')} | "
+                f"{_median_range(per_cpu, '{:,.0f}')} | {_median_range(vs_nginx, '{:.2f}')} | "
+                f"{_median_range(vs_one, '{:.2f}')} | "
+                f"{_median_range([r['intermediary_cores'] for r in mine], '{:.2f}')} | "
+                f"{_median_range([r['load_cores'] for r in mine], '{:.2f}')} | "
+                f"{_median_range(shares, '{:.0%}')} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+KNEE_COLUMNS = (
+    ("offered_events_per_s", "offered events/s", "{:,.0f}"),
+    ("events_per_s", "delivered events/s", "{:,.0f}"),
+    ("added_ttft_p50_ms", "+TTFT p50 (ms)", "{:+.2f}"),
+    ("added_ttft_p99_ms", "+TTFT p99 (ms)", "{:+.2f}"),
+    ("lag_p50_ms", "lag p50 (ms)", "{:.2f}"),
+    ("lag_p99_ms", "lag p99 (ms)", "{:.2f}"),
+    ("proxy_cores", "proxy cores", "{:.2f}"),
+    ("load_cores", "load-side cores", "{:.2f}"),
+)
+
+
+def knee(result: dict) -> str:
+    """bench/ceiling.py's knee: per offered level, median (range) over the repeats."""
+    rows = [r for r in result["rows"] if r["part"] == "knee"]
+    head = "| share of one worker's ceiling | streams | runs | "
+    lines = [
+        head + " | ".join(t for _, t, _ in KNEE_COLUMNS) + " |",
+        "|" + "---|" * (3 + len(KNEE_COLUMNS)),
+    ]
+    for level in sorted({r["level"] for r in rows}):
+        mine = [r for r in rows if r["level"] == level]
+        values = [
+            _median_range([r[key] for r in mine if r[key] is not None], fmt)
+            for key, _, fmt in KNEE_COLUMNS
+        ]
+        first = f"| {level:.0%} | {mine[0]['streams']} | {len(mine)} | "
+        lines.append(first + " | ".join(values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+OVERHEAD_KINDS: dict[str, Callable[..., str]] = {
     "run": run_line,
     "goals": goals,
     "cells": cells,
     "fits": fits,
     "profile": profile,
 }
+KINDS: dict[str, Callable[..., str]] = {**OVERHEAD_KINDS, "ceiling": ceiling, "knee": knee}
 
 
 def everything(result: dict) -> str:
-    """All tables of one run, for the terminal."""
-    return "\n".join(render(result) for render in KINDS.values())
+    """All tables of one proxy_overhead.py run, for the terminal."""
+    return "\n".join(render(result) for render in OVERHEAD_KINDS.values())
 
 
 def regenerate(text: str, root: Path = REPO) -> str:

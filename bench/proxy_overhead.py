@@ -63,7 +63,7 @@ RESULTS = HERE / "results"
 TARGETS = ("direct", "nginx", "relay", "relay+meter", "proxy", "proxy+otlp")
 
 NGINX_CONF = """\
-worker_processes 1;
+worker_processes {workers};
 daemon off;
 pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
@@ -122,10 +122,10 @@ def start_upstream(tmp: Path, pin: Pinning):
     return port, running(args, f"http://127.0.0.1:{port}/v1/models", tmp / "upstream.log", cwd=REPO)
 
 
-def start_nginx(nginx: str, upstream: int, tmp: Path, pin: Pinning):
+def start_nginx(nginx: str, upstream: int, tmp: Path, pin: Pinning, workers: int = 1):
     port = free_port()
     conf = tmp / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(tmp=tmp, upstream=upstream, port=port))
+    conf.write_text(NGINX_CONF.format(tmp=tmp, upstream=upstream, port=port, workers=workers))
     args = pin.under_test([nginx, "-p", str(tmp), "-e", str(tmp / "error.log"), "-c", str(conf)])
     return port, running(args, f"http://127.0.0.1:{port}/v1/models", tmp / "nginx.log", cwd=REPO)
 
@@ -152,8 +152,16 @@ def start_otlp_sink(tmp: Path, pin: Pinning):
     return port, running(args, f"http://127.0.0.1:{port}/", tmp / "otlp-sink.log", cwd=REPO)
 
 
-def start_proxy(upstream: int, tmp: Path, pin: Pinning, otlp: int | None = None):
-    """The proxy; with `otlp` (a sink's port) exporting spans as deploy/ has it."""
+def start_proxy(
+    upstream: int,
+    tmp: Path,
+    pin: Pinning,
+    otlp: int | None = None,
+    workers: int = 1,
+    admin: int | None = None,
+):
+    """The proxy; with `otlp` (a sink's port) exporting spans as deploy/ has it; `workers`
+    processes (--workers); its admin port `admin` when the caller reads /metrics."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     if otlp is not None:
         env |= {
@@ -162,7 +170,7 @@ def start_proxy(upstream: int, tmp: Path, pin: Pinning, otlp: int | None = None)
             "OTEL_TRACES_EXPORTER": "otlp",
             "OTEL_METRICS_EXPORTER": "none",
         }
-    port, admin = free_port(), free_port()
+    port, admin = free_port(), admin or free_port()
     args = [
         *pin.under_test([]),
         sys.executable,
@@ -176,8 +184,10 @@ def start_proxy(upstream: int, tmp: Path, pin: Pinning, otlp: int | None = None)
         str(port),
         "--admin-port",
         str(admin),
+        "--workers",
+        str(workers),
     ]
-    log = tmp / ("proxy-otlp.log" if otlp is not None else "proxy.log")
+    log = tmp / f"proxy-{workers}w{'-otlp' if otlp is not None else ''}.log"
     return port, running(args, f"http://127.0.0.1:{admin}/healthz", log, cwd=REPO, env=env)
 
 

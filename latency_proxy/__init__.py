@@ -19,6 +19,7 @@ back through forwarding/'s relay into server/'s writers; telemetry/ records it a
 - `telemetry/` spans, metrics and logs of a finished request, and the content policy
 - `record/` what happened to one request
 - `measure/` the pure measuring core, shared with loadgen
+- `workers/` several processes on one port, under a supervisor (--workers)
 """
 
 __version__ = "0.1.0"

@@ -20,6 +20,7 @@ from latency_proxy.forwarding.models_list import learn_models
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.redact import ContentPolicy
+from latency_proxy.telemetry.worker_store import Store
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream.routes import Upstreams
 
@@ -35,8 +36,12 @@ class ProxyApp:
         policy: ContentPolicy | None = None,
         credentials: dict[str, str] | None = None,
         admin_token: str | None = None,
+        store: Store | None = None,
     ) -> None:
-        telemetry = Telemetry([r.name for r in settings.routes], settings.provider_name)
+        """`store`: a worker of several keeps its metric values there (worker_store.py)."""
+        telemetry = Telemetry(
+            [r.name for r in settings.routes], settings.provider_name, store=store
+        )
         self.state = ProxyState(
             settings,
             telemetry,
@@ -60,6 +65,7 @@ class ProxyApp:
             message: dict[str, Any] = dict(await receive())
             if message["type"] == "lifespan.startup":
                 await self.state.upstreams.start()
+                self.state.loop_lag.start()
                 # the model labels from the upstreams' own listings, from now on
                 state = self.state
                 self._learning = asyncio.create_task(
@@ -76,6 +82,7 @@ class ProxyApp:
                 # drain), whose record is then queued: write those too, then flush exporters
                 if self._learning is not None:
                     self._learning.cancel()
+                self.state.loop_lag.stop()
                 await self.state.upstreams.close()
                 await asyncio.sleep(0)
                 self.forwarder.recorder.flush()

@@ -9,7 +9,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 
 import uvicorn
@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--host", help="main port bind address")
     add("--port", help="main port")
     add(
+        "--workers",
+        metavar="N|auto",
+        help="processes serving the main port (SO_REUSEPORT), one admin port for all; "
+        "auto: the CPUs this process may use (affinity and cgroup quota)",
+    )
+    add(
         "--admin-host",
         help="admin port bind address, whatever --host is (/metrics lists models, routes and "
         "traffic): give 0.0.0.0 where the pod network may scrape it",
@@ -89,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
         "connection may take to flush; 0: never",
     )
     add("--pool-max-connections", metavar="N", help="upstream connections per route")
+    add(
+        "--upstream-keepalive",
+        metavar="DURATION",
+        help="how long an idle upstream connection is kept for reuse; keep it below the "
+        "upstream's own keep-alive (vLLM: VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5s), or a request "
+        "may go out as the upstream closes the connection and fail with 502",
+    )
     add(
         "--max-body-size",
         metavar="SIZE",
@@ -215,10 +228,14 @@ def shown_default(name: str) -> str | None:
     return str(value)
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A listening socket; with reuse_port, one of several on the port (--workers), among
+    which the kernel spreads new connections."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
     sock.set_inheritable(True)
@@ -229,9 +246,20 @@ class DrainingServer(uvicorn.Server):
     """The main port: marks the proxy as draining (/readyz says 503) before uvicorn's
     graceful stop (stop accepting, wait for in-flight streams up to --drain-timeout)."""
 
-    def __init__(self, config: uvicorn.Config, state: ProxyState) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        state: ProxyState,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._state = state
+        self._on_ready = on_ready  # a worker tells its supervisor it serves
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self._on_ready is not None and not self.should_exit:
+            self._on_ready()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self._state.draining:
@@ -282,12 +310,25 @@ async def _serve(
         await admin_task
 
 
-def serve(settings: Settings, app: ProxyApp) -> None:
-    open_files, raised_from = raise_soft_limit()
-    main_sock = bind(settings.host, settings.port)
-    admin_sock = bind(settings.admin_host, settings.admin_port)
-    main = DrainingServer(_uvicorn_config(app, "on", settings.drain_timeout, settings), app.state)
-    admin = AdminServer(_uvicorn_config(app.admin, "off", 1.0, settings))
+def main_server(
+    settings: Settings, app: ProxyApp, on_ready: Callable[[], None] | None = None
+) -> DrainingServer:
+    """The main port's server (a worker's only one)."""
+    config = _uvicorn_config(app, "on", settings.drain_timeout, settings)
+    return DrainingServer(config, app.state, on_ready)
+
+
+def admin_server(settings: Settings, app: object) -> AdminServer:
+    return AdminServer(_uvicorn_config(app, "off", 1.0, settings))
+
+
+def log_listening(
+    settings: Settings,
+    main_sock: socket.socket,
+    admin_sock: socket.socket,
+    open_files: tuple[int, int],
+) -> None:
+    """The start line; `open_files`: the soft limit now, and before it was raised."""
     log.info(
         "listening",
         extra={
@@ -296,16 +337,29 @@ def serve(settings: Settings, app: ProxyApp) -> None:
                 "admin": "{}:{}".format(*admin_sock.getsockname()[:2]),
                 "routes": {r.name: r.shown_url for r in settings.routes},
                 "content_capture": settings.content_capture,
-                "open_files_limit": open_files,  # the soft limit, raised to the hard one
-                "open_files_limit_raised_from": raised_from,  # the same when nothing to raise
+                "open_files_limit": open_files[0],  # the soft limit, raised to the hard one
+                "open_files_limit_raised_from": open_files[1],  # the same when nothing to raise
+                "workers": settings.workers,
                 "version": __version__,
             }
         },
     )
-    # uvicorn re-raises the signal that stopped it once it is done; by then we have
-    # drained and flushed, so that second delivery is a no-op and the exit code stays 0
+
+
+def quiet_signals() -> None:
+    """uvicorn re-raises the signal that stopped it once it is done; by then we have
+    drained and flushed, so that second delivery is a no-op and the exit code stays 0."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, frame: None)
+
+
+def serve(settings: Settings, app: ProxyApp, open_files: tuple[int, int]) -> None:
+    main_sock = bind(settings.host, settings.port)
+    admin_sock = bind(settings.admin_host, settings.admin_port)
+    main = main_server(settings, app)
+    admin = admin_server(settings, app.admin)
+    log_listening(settings, main_sock, admin_sock, open_files)
+    quiet_signals()
     uvloop.run(_serve(main, main_sock, admin, admin_sock))
 
 
@@ -314,17 +368,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     flags = {k: v for k, v in vars(args).items() if v is not None}
     try:
         settings = load_settings(flags)
-        app = ProxyApp(
-            settings,
-            content_policy(settings),
-            upstream_credentials(settings),
-            admin_token(settings),
-        )
+        policy = content_policy(settings)
+        credentials = upstream_credentials(settings)
+        token = admin_token(settings)
+        app = ProxyApp(settings, policy, credentials, token) if settings.workers == 1 else None
     except ConfigError as exc:
         print(f"latency-proxy: error: {exc}", file=sys.stderr)
         return 2
     configure(settings.log_level, settings.log_format)
-    if settings.admin_exposed and app.state.admin_token is None:
+    if settings.admin_exposed and token is None:
         log.warning(
             "the admin port listens on %s without a token: /metrics lists models, routes and "
             "traffic to anyone who can reach it; give --admin-token-file, or bind it to "
@@ -336,8 +388,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "content capture is FULL: prompt and completion text will be recorded in "
             "spans and logs; use only where those sinks may hold it"
         )
+    open_files = raise_soft_limit()  # before any socket, and inherited by every worker
     try:
-        serve(settings, app)
+        if app is None:
+            # imported here: the supervisor builds its servers with this module's parts
+            from latency_proxy.workers.supervisor import supervise
+
+            return supervise(settings, flags, credentials, token, open_files)
+        serve(settings, app, open_files)
     except OSError as exc:
         print(f"latency-proxy: error: cannot listen: {exc.strerror}", file=sys.stderr)
         return 1

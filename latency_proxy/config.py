@@ -32,6 +32,7 @@ from latency_proxy.setting_types import (
     shown,
 )
 from latency_proxy.telemetry.redact import MODES, ContentPolicy, load_audit_hook
+from latency_proxy.workers.count import WorkerCount
 
 ENV_PREFIX = "LATENCY_PROXY_"
 DEFAULT_ROUTE = "default"
@@ -70,6 +71,7 @@ class Settings:
     upstream: tuple[str, ...] = ()
     host: str = "127.0.0.1"
     port: int = 8080
+    workers: int = 1  # processes serving the main port; auto: the CPUs the process may use
     admin_host: str = "127.0.0.1"  # never follows --host: /metrics inventories the pod
     admin_port: int = 9464
     content_capture: str = "off"
@@ -82,6 +84,9 @@ class Settings:
     connect_timeout: float = 5.0
     read_timeout: float = 300.0
     pool_max_connections: int = 1024
+    # an idle upstream connection is dropped after this, below vLLM's uvicorn keep-alive
+    # (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s): a request must not go out as the server closes it
+    upstream_keepalive: float = 4.0
     max_body_size: int = 16 * 2**20
     drain_timeout: float = 20.0  # + the telemetry flush (5 s): within a pod's 30 s grace
     write_timeout: float = 30.0  # a client not reading for this long is let go; 0: never
@@ -192,6 +197,8 @@ SETTING_TYPES: dict[str, SettingType] = {
     "upstream_api_key": ListOf(Text(), parse=api_key_source),
     "admin_token_file": ExistingFile(),
     "config": ExistingFile(),
+    "workers": WorkerCount(),
+    "upstream_keepalive": Duration(),
 }
 SIZE_SETTINGS = tuple(name for name, kind in SETTING_TYPES.items() if isinstance(kind, Size))
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from latency_proxy.config import Settings
+from latency_proxy.telemetry.instruments import LOOP_LAG
+from latency_proxy.telemetry.loop_lag import LoopLag
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.redact import ContentPolicy
 from latency_proxy.upstream.routes import Upstreams
@@ -18,3 +21,9 @@ class ProxyState:
     policy: ContentPolicy = field(default_factory=ContentPolicy)
     admin_token: str | None = None
     draining: bool = False
+    # every worker serves (--workers: the supervisor's view); one process: always
+    workers_ready: Callable[[], bool] = lambda: True
+    loop_lag: LoopLag = field(init=False)  # started with the loop, in the app's lifespan
+
+    def __post_init__(self) -> None:
+        self.loop_lag = LoopLag(self.telemetry.instrument(LOOP_LAG))

@@ -55,6 +55,7 @@ class Forwarder:
         self.model_labels = state.telemetry.model_label
         self.recording = Recording(state.telemetry, state.policy)
         self.recorder = Recorder(self.recording.finish)
+        self.loop_lag = state.loop_lag
         self.upstream_call = UpstreamCaller(
             state.upstreams,
             self.recording,
@@ -84,6 +85,7 @@ class Forwarder:
         )
         bind_request(request_id, server_span.context)
         exchange = Exchange(request_id, method, path, t0, wall0, server_span)
+        exchange.loop_mark = self.loop_lag.mark()
         try:
             await self._handle(exchange, head, scope, receive, send, measured)
         except asyncio.CancelledError:  # the drain timeout ran out: the server cut the stream
@@ -99,6 +101,7 @@ class Forwarder:
                 )
         finally:
             self.recording.metrics.ended(exchange)
+            exchange.loop_lag_max_s = self.loop_lag.worst_since(exchange.loop_mark)
             self.recorder.submit(exchange, perf_counter())
 
     async def _handle(

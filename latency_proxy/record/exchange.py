@@ -48,6 +48,8 @@ class Exchange:
     bytes_out: int = 0
     active_labels: tuple[str, str, str] | None = None  # counted in flight under these
     input_texts: list[tuple[str, str]] | None = None  # only when content is captured
+    loop_mark: int = 0  # the loop-lag probe at arrival (telemetry/loop_lag.py)
+    loop_lag_max_s: float | None = None  # the proxy's largest event-loop lag while in flight
     finished: bool = False
 
     @property

@@ -66,6 +66,7 @@ class LogWriter:
             "bytes_in": exchange.bytes_in,
             "bytes_out": exchange.bytes_out,
             "e2e_s": round(t_end - exchange.t0, 6),
+            "loop_lag_max_s": _rounded(exchange.loop_lag_max_s),
         }
         if len(exchange.path) > MAX_RECORDED_CHARS:
             fields["path_length"] = len(exchange.path)
@@ -83,3 +84,7 @@ class LogWriter:
             fields["output_messages"] = content.get(sc.GEN_AI_OUTPUT_MESSAGES)
         level = logging.INFO if exchange.outcome.routine else logging.WARNING
         write_fields(log, level, "request", fields)
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 6)

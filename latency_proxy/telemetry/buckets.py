@@ -36,3 +36,4 @@ OVERHEAD_S = (*geometric(0.000_01, 1.0, 1.25), 1.0)
 TOKENS = tuple(sorted({2**i for i in range(18)} | {3 * 2**i for i in range(17)}))  # 1 .. 196608
 TOKENS_PER_CHUNK = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64, 96, 128)
 FRACTION = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
+LOOP_LAG_S = (*geometric(0.000_1, 2.0, 1.25), 2.0)  # the proxy's own event-loop lag

@@ -25,6 +25,14 @@ from prometheus_client.utils import floatToGoString
 INF = float("inf")
 
 
+def with_inf(bounds: Iterable[float]) -> tuple[float, ...]:
+    """The upper bounds as floats, ending with +Inf."""
+    bounded = [float(b) for b in bounds]
+    if not bounded or bounded[-1] != INF:
+        bounded.append(INF)
+    return tuple(bounded)
+
+
 class Series:
     """One label set's buckets (per bucket, not cumulative), sum and latest exemplars."""
 
@@ -69,10 +77,7 @@ class Histogram(Collector):
         self._documentation = documentation
         self._unit = unit
         self._label_names = tuple(label_names)
-        bounds = [float(b) for b in bounds]
-        if not bounds or bounds[-1] != INF:
-            bounds.append(INF)
-        self._bounds = tuple(bounds)
+        self._bounds = with_inf(bounds)
         self._le = tuple(floatToGoString(b) for b in self._bounds)
         self._series: dict[tuple[str, ...], Series] = {}
         if not self._label_names:

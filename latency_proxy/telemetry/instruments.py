@@ -20,6 +20,7 @@ from opentelemetry.metrics import Meter
 from latency_proxy.telemetry import buckets
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.histogram import Histogram
+from latency_proxy.telemetry.worker_store import SharedFamily, Store
 
 PER_REQUEST = (sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_REQUEST_MODEL, sc.ROUTE)
 
@@ -158,6 +159,22 @@ TELEMETRY_DROPPED = Spec(
     "counter",
     (sc.SIGNAL, sc.ERROR_TYPE),
 )
+LOOP_LAG = Spec(
+    "latency_proxy.event_loop.lag",
+    "s",
+    "How late the proxy's event loop ran its periodic probe: the proxy's own queueing, "
+    "part of every TTFT, TPOT and overhead it measures meanwhile",
+    "histogram",
+    (),
+    buckets.LOOP_LAG_S,
+)
+WORKER_RESTARTS = Spec(
+    "latency_proxy.worker.restarts",
+    "",
+    "Worker processes (--workers) that ended unasked and were started again",
+    "counter",
+    (),
+)
 
 ANSWER_TTFT = Spec(
     "latency_proxy.time_to_first_answer_token",
@@ -264,6 +281,8 @@ ALL = (
     COALESCED_STREAMS,
     OVERSIZED_EVENTS,
     TELEMETRY_DROPPED,
+    LOOP_LAG,
+    WORKER_RESTARTS,
     ANSWER_TTFT,
     REASONING_TOKENS,
     CACHED_FRACTION,
@@ -284,14 +303,21 @@ class Instrument:
     __slots__ = ("_children", "_otel", "_prom", "spec")
 
     def __init__(
-        self, spec: Spec, registry: prometheus_client.CollectorRegistry, meter: Meter | None
+        self,
+        spec: Spec,
+        registry: prometheus_client.CollectorRegistry,
+        meter: Meter | None,
+        store: Store | None = None,
     ) -> None:
+        """With a store (a worker of several), values go there instead of the registry."""
         self.spec = spec
         self._children: dict[tuple[str, ...], Any] = {}
         labels = spec.label_names
         unit = {"s": "seconds", "1": "ratio"}.get(spec.unit, "")
         self._prom: Any
-        if spec.kind == "histogram":
+        if store is not None:
+            self._prom = SharedFamily(spec.name, spec.kind, spec.bounds, bool(labels), store)
+        elif spec.kind == "histogram":
             self._prom = Histogram(
                 spec.prometheus_name, spec.description, labels, spec.bounds, registry, unit
             )
@@ -317,6 +343,19 @@ class Instrument:
             else:
                 self._otel = meter.create_up_down_counter(spec.name, spec.unit, spec.description)
 
+    def load(
+        self, labels: tuple[str, ...], values: Sequence[float], exemplars: Sequence[Any]
+    ) -> None:
+        """Set one label set to a sum of workers' values (the supervisor's /metrics): a
+        histogram's bucket counts, sum and exemplars, or a counter's or gauge's value."""
+        child = self._child(labels)
+        if self.spec.kind == "histogram":
+            child.counts = [int(count) for count in values[:-1]]
+            child.sum = values[-1]
+            child.exemplars = list(exemplars)
+        else:
+            child.inc(values[0])
+
     def record(
         self,
         value: float,
@@ -339,9 +378,7 @@ class Instrument:
         the slowest observation of a request is the one that links to its trace."""
         if not values:
             return
-        child = self._children.get(labels)
-        if child is None:  # resolved once per label set: labels() validates on every call
-            child = self._children[labels] = self._prom.labels(*labels)
+        child = self._child(labels)
         if self.spec.kind == "histogram":
             child.observe(values, trace_id)
         else:
@@ -352,3 +389,12 @@ class Instrument:
             write = self._otel.record if self.spec.kind == "histogram" else self._otel.add
             for value in values:
                 write(value, attributes, context)
+
+    def _child(self, labels: tuple[str, ...]) -> Any:
+        """The label set's series, resolved once (labels() validates on every call); an
+        unlabelled prometheus_client counter or gauge is its own."""
+        child = self._children.get(labels)
+        if child is None:
+            own = not labels and isinstance(self._prom, prometheus_client.metrics.MetricWrapperBase)
+            child = self._children[labels] = self._prom if own else self._prom.labels(*labels)
+        return child

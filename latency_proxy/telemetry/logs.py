@@ -88,11 +88,14 @@ def _timestamp(created: float) -> str:
     return f"{text}.{int((created - second) * 1000):03d}Z"
 
 
+_worker: int | None = None  # this process's number among several workers (configure)
+
+
 def _line(created: float, level: str, name: str, msg: str) -> dict[str, Any]:
     """The keys every line starts with, in order."""
     bound = request_var.get()
     context = bound[1] if bound else None
-    return {
+    line: dict[str, Any] = {
         "ts": _timestamp(created),
         "level": level,
         "logger": name,
@@ -101,6 +104,9 @@ def _line(created: float, level: str, name: str, msg: str) -> dict[str, Any]:
         "trace_id": format(context.trace_id, "032x") if context else None,
         "span_id": format(context.span_id, "016x") if context else None,
     }
+    if _worker is not None:
+        line["worker"] = _worker
+    return line
 
 
 class JSONFormatter(logging.Formatter):
@@ -165,9 +171,11 @@ def _only_through(logger: logging.Logger, handler: logging.Handler) -> bool:
 _direct: _JSONLines | None = None  # the handler write_fields may write to itself
 
 
-def configure(level: str, fmt: str) -> None:
-    """Route our logs and uvicorn's through one formatter on stdout."""
-    global _direct
+def configure(level: str, fmt: str, worker: int | None = None) -> None:
+    """Route our logs and uvicorn's through one formatter on stdout; a worker of several
+    (--workers) names itself on each line."""
+    global _direct, _worker
+    _worker = worker
     handler = _JSONLines(sys.stdout) if fmt == "json" else logging.StreamHandler(sys.stdout)
     handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
     _direct = handler if fmt == "json" else None

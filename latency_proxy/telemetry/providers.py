@@ -29,6 +29,7 @@ from latency_proxy.telemetry import instruments
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.export import CountingMetricExporter, Drops, SpanQueue, export_timeout
 from latency_proxy.telemetry.tracing import Tracing
+from latency_proxy.telemetry.worker_store import Store
 
 log = logging.getLogger("latency_proxy.telemetry")
 OPENMETRICS = "application/openmetrics-text"
@@ -134,7 +135,10 @@ class Telemetry:
         route_names: Sequence[str],
         provider_name: str = "vllm",
         env: Mapping[str, str] = os.environ,
+        store: Store | None = None,
     ) -> None:
+        """With a store (a worker of several), metric values go there for the supervisor's
+        /metrics; OTLP export, when configured, stays each process's own."""
         self.provider_name = provider_name
         self.latest_gen_ai = sc.latest_gen_ai(env)  # the current GenAI names, not the older
         resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME", "latency-proxy")})
@@ -143,7 +147,9 @@ class Telemetry:
         self._meter_provider: MeterProvider | None = None
         self._metric_exporter: CountingMetricExporter | None = None
         meter = None
-        dropped = instruments.Instrument(instruments.TELEMETRY_DROPPED, self.registry, None)
+        dropped = instruments.Instrument(
+            instruments.TELEMETRY_DROPPED, self.registry, None, store
+        )
         if _exporting("METRICS", env):
             drops = Drops(dropped, "metrics", export_timeout("METRICS", env))
             self._metric_exporter = CountingMetricExporter(_metric_exporter(env), drops)
@@ -154,7 +160,7 @@ class Telemetry:
             )
             meter = self._meter_provider.get_meter("latency_proxy")
         self.instruments = {
-            spec.name: instruments.Instrument(spec, self.registry, meter)
+            spec.name: instruments.Instrument(spec, self.registry, meter, store)
             for spec in instruments.active(self.latest_gen_ai)
             if spec is not instruments.TELEMETRY_DROPPED
         }
@@ -169,10 +175,7 @@ class Telemetry:
         return self.instruments[spec.name]
 
     def exposition(self, accept: str) -> tuple[bytes, str]:
-        """The /metrics body: OpenMetrics (with exemplars) when asked for, else text 0.0.4."""
-        if OPENMETRICS in accept:
-            return openmetrics.generate_latest(self.registry), openmetrics.CONTENT_TYPE_LATEST
-        return prometheus_client.generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return exposition(self.registry, accept)
 
     def shutdown(self, timeout: float) -> None:
         """Flush and stop both exporters at once, giving up after `timeout` seconds whatever
@@ -197,3 +200,12 @@ class Telemetry:
                 spans,
                 points,
             )
+
+
+def exposition(
+    registry: prometheus_client.CollectorRegistry, accept: str
+) -> tuple[bytes, str]:
+    """The /metrics body: OpenMetrics (with exemplars) when asked for, else text 0.0.4."""
+    if OPENMETRICS in accept:
+        return openmetrics.generate_latest(registry), openmetrics.CONTENT_TYPE_LATEST
+    return prometheus_client.generate_latest(registry), CONTENT_TYPE_LATEST

@@ -74,6 +74,7 @@ TTFNT_N = "latency_proxy.ttfnt_n"
 TOKEN_SOURCE = "latency_proxy.token_source"
 OVERHEAD_REQUEST_S = "latency_proxy.overhead.request_s"
 OVERHEAD_EVENT_S = "latency_proxy.overhead.event_s"
+LOOP_LAG_MAX_S = "latency_proxy.event_loop.lag_max_s"  # the largest lag while in flight
 OUTCOME_ATTR = "latency_proxy.outcome"
 NOT_MEASURED = "latency_proxy.not_measured"
 ANSWER_TTFT_S = "latency_proxy.answer_ttft_s"

@@ -112,6 +112,8 @@ class SpanWriter:
             closing[sc.OVERHEAD_REQUEST_S] = exchange.request_overhead_s
         if exchange.event_overhead_s is not None:
             closing[sc.OVERHEAD_EVENT_S] = exchange.event_overhead_s
+        if exchange.loop_lag_max_s is not None:
+            closing[sc.LOOP_LAG_MAX_S] = exchange.loop_lag_max_s
         transport_failed = kind is not None and kind.transport
         failed = status >= 500 or transport_failed or exchange.outcome is Outcome.PROXY_ERROR
         if failed:

@@ -1,18 +1,20 @@
 """A route's pool of upstream connections: at most `limit` open, idle ones reused newest
 first, and the one retry a pool owes its callers.
 
-An idle connection the upstream closed (vLLM's uvicorn closes idle connections after 5 s)
-is dropped as soon as the loop reads its end, and checked once more as it leaves the pool
-(`Connection.readable`), so a request rarely meets a dead one. The race that remains: the
-upstream closes just as a request goes out on a reused connection, and no answer comes.
-That request is sent once more on a fresh connection only when it is safe to
-(RFC 9110 §9.2.2): when none of it went out, or when its method is idempotent. A POST that
-went out is never sent again (the upstream may have run it: a second generation, a second
-adapter load); it fails as `protocol`, and `Attempt.not_retried` says why.
+An idle connection is kept for `keepalive` seconds (--upstream-keepalive), below the
+upstream's own keep-alive (vLLM's uvicorn closes idle connections after 5 s), so the pool
+lets it go before the upstream does. One the upstream closed anyway is dropped as soon as
+the loop reads its end, and checked once more as it leaves the pool (`Connection.readable`).
+What those checks cannot see: the upstream closes just as a request goes out on a reused
+connection (its close and our request cross on the wire), and no answer comes; only a
+keep-alive shorter than the upstream's keeps a request out of that instant. Such a request
+is sent once more on a fresh connection only when it is safe to (RFC 9110 §9.2.2): when
+none of it went out, or when its method is idempotent. A POST that went out is never sent
+again (the upstream may have run it: a second generation, a second adapter load); it fails
+as `protocol`, and `Attempt.not_retried` says why.
 
 A connection is reused only when its last response was complete and neither side asked to
-close; one idle past `IDLE_EXPIRY` is closed instead (a middlebox may have dropped it
-without a word).
+close; one idle past `keepalive` is closed instead.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from latency_proxy.upstream.connection import (
 )
 from latency_proxy.upstream.fd_limit import EXHAUSTED, EXHAUSTION
 
-IDLE_EXPIRY = 15.0  # seconds an idle connection is kept (aiohttp's keep-alive default)
 # methods sent without a Content-Length when they carry no body (as httpx and aiohttp do)
 _BODILESS = frozenset({b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"CONNECT"})
 # RFC 9110 §9.2.2: what a proxy may send again on its own when a connection fails
@@ -77,10 +78,16 @@ class Origin:
 
 class Pool:
     def __init__(
-        self, origin: Origin, limit: int, connect_timeout: float, read_timeout: float
+        self,
+        origin: Origin,
+        limit: int,
+        connect_timeout: float,
+        read_timeout: float,
+        keepalive: float,
     ) -> None:
         self.origin = origin
         self._limit = limit
+        self._keepalive = keepalive
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._idle: list[Connection] = []
@@ -149,7 +156,7 @@ class Pool:
             connection = self._idle.pop()
             if (
                 not connection.closed
-                and now - connection.idle_since < IDLE_EXPIRY
+                and now - connection.idle_since < self._keepalive
                 and not connection.readable()
             ):
                 connection.reused = attempt.reused = True

@@ -200,10 +200,14 @@ class Upstreams:
         for route in s.routes:
             origin = Origin.of(route, tls)
             self.pools[route.name] = Pool(
-                origin, s.pool_max_connections, s.connect_timeout, s.read_timeout
+                origin,
+                s.pool_max_connections,
+                s.connect_timeout,
+                s.read_timeout,
+                s.upstream_keepalive,
             )
             self.probes[route.name] = Pool(
-                origin, PROBE_CONNECTIONS, s.connect_timeout, s.read_timeout
+                origin, PROBE_CONNECTIONS, s.connect_timeout, s.read_timeout, s.upstream_keepalive
             )
 
     async def send(

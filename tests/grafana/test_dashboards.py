@@ -137,6 +137,7 @@ def test_ttft_tpot_gpu_memory_and_power_share_one_screen():
     text = " ".join(q["expr"] for p in top for q in p["targets"])
     for needle in (
         "gen_ai_server_time_to_first_token_seconds_bucket",
+        "latency_proxy_event_loop_lag_seconds_bucket",  # whether TTFT holds the proxy's queueing
         "gen_ai_server_time_per_output_token_seconds_bucket",
         "DCGM_FI_DEV_FB_USED",
         "DCGM_FI_DEV_POWER_USAGE",

@@ -59,6 +59,8 @@ def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
         ({"upstream": ["http://x"], "read_timeout": "0s"}, "--read-timeout: 0 is zero"),
         ({"upstream": ["http://x"], "connect_timeout": "0"}, "--connect-timeout: 0 is zero"),
         ({"upstream": ["http://x"], "stall_threshold": "0s"}, "--stall-threshold: 0 is zero"),
+        ({"upstream": ["http://x"], "upstream_keepalive": "0"}, "--upstream-keepalive: 0 is zero"),
+        ({"upstream": ["http://x"], "upstream_keepalive": "4 days"}, "--upstream-keepalive: not"),
     ],
 )
 def test_bad_settings_say_what_and_how(flags: dict, message: str) -> None:

@@ -35,6 +35,7 @@ from latency_proxy.setting_types import (
     Text,
     regular_expression,
 )
+from latency_proxy.workers.count import WorkerCount
 from tests.support import ROOT
 
 NAN, INF = math.nan, math.inf
@@ -154,6 +155,20 @@ def _list(t: ListOf) -> list[Bad]:
     return whole + in_list + [b for b in items if b.toml == b.text]
 
 
+def _workers(t: WorkerCount) -> list[Bad]:
+    return [
+        Bad("nan", NAN, "nan", "worker count or auto"),
+        Bad("inf", INF, "inf", "worker count or auto"),
+        Bad("negative", -1, "-1", "negative"),
+        Bad("zero", 0, "0", "less than 1"),
+        Bad("fraction", 1.5, "1.5", "worker count or auto"),
+        Bad("word", "many", "many", "worker count"),
+        Bad("bool", True, "true", "true"),
+        Bad("list", [1], None, "expected"),
+        Bad("past the fd limit", 100_000_000, "100000000", "file-descriptor limit"),
+    ]
+
+
 BAD_VALUES: dict[type, Callable[[Any], list[Bad]]] = {
     Duration: _duration,
     Number: _number,
@@ -162,6 +177,7 @@ BAD_VALUES: dict[type, Callable[[Any], list[Bad]]] = {
     Text: _text,
     ExistingFile: _file,
     ListOf: _list,
+    WorkerCount: _workers,
 }
 
 

@@ -36,19 +36,19 @@ PROXY_SCRIPT = {
 
 
 class ServerThread:
-    """Runs an ASGI app under uvicorn on a loopback port in a background thread."""
+    """Runs an ASGI app under uvicorn on a loopback port in a background thread; `options`
+    are uvicorn.Config's (TLS files, or another loop and keep-alive)."""
 
-    def __init__(self, app: Any, port: int, **tls: str) -> None:
-        self.config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=port,
-            log_level="critical",
-            lifespan="on",
-            loop="asyncio",
-            http=HttpProtocol,  # httptools, handing the simulator's faults the connection
-            **tls,
-        )
+    def __init__(self, app: Any, port: int, **options: Any) -> None:
+        defaults: dict[str, Any] = {
+            "host": "127.0.0.1",
+            "port": port,
+            "log_level": "critical",
+            "lifespan": "on",
+            "loop": "asyncio",
+            "http": HttpProtocol,  # httptools, handing the simulator's faults the connection
+        }
+        self.config = uvicorn.Config(app, **(defaults | options))
         self.server = uvicorn.Server(self.config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

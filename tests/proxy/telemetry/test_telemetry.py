@@ -71,6 +71,7 @@ def test_server_and_client_spans_continue_the_incoming_trace(proxy, upstream, ot
     assert [name for name, _ in client.events] == ["gen_ai.first_token"]
     assert server.attributes["http.response.status_code"] == 200
     assert server.attributes["latency_proxy.overhead.request_s"] < LATE  # ≪ the 0.4 s upstream
+    assert 0 <= server.attributes["latency_proxy.event_loop.lag_max_s"] < LATE
     assert server.status_code != "ERROR" and client.status_code != "ERROR"
     # the upstream got the CLIENT span's context, so vLLM's own span lands under it
     sent = next(r for r in upstream.received if r.headers.get("x-request-id") == rid)

@@ -110,9 +110,14 @@ class Upstream:
         limit: int = 4,
         connect_timeout: float = PATIENCE,
         read_timeout: float = PATIENCE,
+        keepalive: float = PATIENCE,
     ) -> Pool:
         pool = Pool(
-            Origin.of(Route("t", self.url + path), None), limit, connect_timeout, read_timeout
+            Origin.of(Route("t", self.url + path), None),
+            limit,
+            connect_timeout,
+            read_timeout,
+            keepalive,
         )
         self._pools.append(pool)
         return pool
@@ -460,7 +465,11 @@ def test_a_complete_head_over_the_limit_is_refused() -> None:
 def test_a_refused_connection_is_a_connect_error_and_frees_its_slot() -> None:
     async def main() -> None:
         pool = Pool(
-            Origin.of(Route("t", f"http://127.0.0.1:{free_port()}"), None), 1, PATIENCE, PATIENCE
+            Origin.of(Route("t", f"http://127.0.0.1:{free_port()}"), None),
+            1,
+            PATIENCE,
+            PATIENCE,
+            PATIENCE,
         )
         for _ in range(2):  # the second would wait for the slot if the first kept it
             attempt = Attempt()
@@ -748,15 +757,12 @@ def test_at_the_limit_a_wait_past_the_connect_timeout_is_a_timeout_while_waiting
     run(main())
 
 
-def test_a_connection_idle_past_the_expiry_is_closed_not_reused(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_connection_idle_past_the_keepalive_is_closed_not_reused() -> None:
     expiry = 0.05
-    monkeypatch.setattr(upstream_pool, "IDLE_EXPIRY", expiry)
 
     async def main() -> None:
         async with Upstream(answering(OK)) as upstream:
-            pool = upstream.pool()
+            pool = upstream.pool(keepalive=expiry)
             await exchange(pool)
             await asyncio.sleep(3 * expiry)  # the idleness under test
             attempt = Attempt()
@@ -917,7 +923,7 @@ def test_a_tls_handshake_that_never_completes_ends_at_the_connect_timeout() -> N
         async with Upstream(handler) as upstream:
             tls = ssl.create_default_context()
             origin = Origin.of(Route("t", upstream.url.replace("http:", "https:")), tls)
-            pool = Pool(origin, 1, connect_timeout, PATIENCE)
+            pool = Pool(origin, 1, connect_timeout, PATIENCE, PATIENCE)
             attempt = Attempt()
             start = time.perf_counter()
             with pytest.raises(TimeoutError):

@@ -1,0 +1,221 @@
+"""--workers N: N processes serve the main port, one supervisor serves the admin port.
+
+Each worker listens on a socket of its own, all bound to the main port with SO_REUSEPORT
+(the kernel spreads connections among them, as with nginx's `worker_processes` and
+`reuseport`). The supervisor keeps those sockets: a worker that dies is started again on
+its socket, and the connections the kernel queued there meanwhile wait for it instead of
+being reset. The supervisor's /metrics sums the workers' shared-memory stores (merged.py);
+/readyz says ready only once every worker serves; SIGTERM drains every worker, then the
+supervisor ends. A worker that ends before it ever served ends the supervisor too (a fault
+at start would not mend by starting it again and again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import tempfile
+from dataclasses import dataclass
+from mmap import mmap
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from latency_proxy.admin import create_admin_app
+from latency_proxy.cli import admin_server, bind, log_listening
+from latency_proxy.config import Settings
+from latency_proxy.state import ProxyState
+from latency_proxy.telemetry import semconv as sc
+from latency_proxy.telemetry.providers import Telemetry, exposition
+from latency_proxy.telemetry.worker_store import view
+from latency_proxy.upstream.routes import Upstreams
+from latency_proxy.workers import merged
+from latency_proxy.workers.worker import READY, run_worker
+
+log = logging.getLogger("latency_proxy.workers")
+STOP_GRACE = 5.0  # past --drain-timeout, how long a worker may take to end before SIGKILL
+
+
+@dataclass(slots=True)
+class Worker:
+    number: int
+    process: BaseProcess
+    messages: Connection
+    store: Path  # named until the supervisor has it open, then removed: nothing to leak
+    view: mmap | None = None  # the store, open for reading, once the worker is ready
+    ready: bool = False
+
+
+class SummedTelemetry(Telemetry):
+    """The supervisor's telemetry: no exporters of its own (the workers export), and a
+    /metrics that is the sum of the workers' stores."""
+
+    def __init__(self, settings: Settings, supervisor: Supervisor) -> None:
+        opt_in = os.environ.get(sc.OPT_IN_VARIABLE, "")
+        super().__init__(
+            [r.name for r in settings.routes],
+            settings.provider_name,
+            env={sc.OPT_IN_VARIABLE: opt_in},
+        )
+        self._supervisor = supervisor
+
+    def exposition(self, accept: str) -> tuple[bytes, str]:
+        s = self._supervisor
+        live = [w.view for w in s.workers.values() if w.view is not None]
+        summed = merged.registry(live, s.dead_views, self.latest_gen_ai, s.restarts)
+        return exposition(summed, accept)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        settings: Settings,
+        flags: dict[str, Any],
+        credentials: dict[str, str],
+        token: str | None,
+        open_files: tuple[int, int],
+    ) -> None:
+        self.settings = settings
+        self._open_files = open_files
+        self._flags = flags
+        first = bind(settings.host, settings.port, reuse_port=True)
+        port = first.getsockname()[1]  # port 0: the one the kernel picked, for all of them
+        self.sockets = [first] + [
+            bind(settings.host, port, reuse_port=True) for _ in range(settings.workers - 1)
+        ]
+        self.admin_socket = bind(settings.admin_host, settings.admin_port)
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+        self._stores = Path(shm) / f"latency-proxy-{os.getpid()}"  # a prefix per supervisor
+        self.workers: dict[int, Worker] = {}
+        self.dead_views: list[mmap] = []  # the stores of workers that died: their counts stay
+        self.restarts = 0
+        self._started = 0  # workers started, restarts included: names their stores
+        self._context = multiprocessing.get_context("spawn")
+        self._failed = False
+        self._ended = asyncio.Event()
+        self.state = ProxyState(
+            settings,
+            SummedTelemetry(settings, self),
+            Upstreams(settings, credentials),
+            admin_token=token,
+            workers_ready=self.all_ready,
+        )
+
+    def all_ready(self) -> bool:
+        return len(self.workers) == self.settings.workers and all(
+            w.ready for w in self.workers.values()
+        )
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        await self.state.upstreams.start()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.drain, sig)
+        for number in range(self.settings.workers):
+            self._start(number)
+        admin = admin_server(self.settings, create_admin_app(self.state))
+        admin_task = asyncio.create_task(admin.serve(sockets=[self.admin_socket]))
+        log_listening(self.settings, self.sockets[0], self.admin_socket, self._open_files)
+        try:
+            await self._ended.wait()
+        finally:
+            admin.should_exit = True
+            await admin_task
+            await self.state.upstreams.close()
+        return 1 if self._failed else 0
+
+    def _start(self, number: int) -> None:
+        loop = asyncio.get_running_loop()
+        messages, ready = self._context.Pipe(duplex=False)
+        self._started += 1
+        store = Path(f"{self._stores}-worker-{number}-{self._started}")
+        process = self._context.Process(
+            target=run_worker,
+            args=(self._flags, number, self.sockets[number], ready, str(store), os.getpid()),
+            name=f"latency-proxy-worker-{number}",
+        )
+        process.start()
+        ready.close()
+        worker = Worker(number, process, messages, store)
+        self.workers[number] = worker
+        loop.add_reader(messages.fileno(), self._heard, worker)
+        loop.add_reader(process.sentinel, self._ended_worker, worker)
+
+    def _heard(self, worker: Worker) -> None:
+        try:
+            message = worker.messages.recv_bytes()
+        except (EOFError, OSError):
+            asyncio.get_running_loop().remove_reader(worker.messages.fileno())
+            return
+        if message == READY:  # its store exists: open it, then let go of its name
+            worker.view = view(worker.store)
+            worker.store.unlink(missing_ok=True)
+            worker.ready = True
+            log.info("worker ready", extra={"fields": {"worker": worker.number}})
+
+    def _ended_worker(self, worker: Worker) -> None:
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(worker.process.sentinel)
+        with contextlib.suppress(ValueError, OSError):
+            loop.remove_reader(worker.messages.fileno())
+        worker.messages.close()
+        worker.process.join()
+        del self.workers[worker.number]
+        if worker.view is not None:
+            self.dead_views.append(worker.view)
+        worker.store.unlink(missing_ok=True)
+        code = worker.process.exitcode
+        fields = {"worker": worker.number, "exit_code": code}
+        if self.state.draining:
+            if not self.workers:
+                self._ended.set()
+            return
+        if not worker.ready:
+            log.error("worker ended before it served; stopping", extra={"fields": fields})
+            self._failed = True
+            self.drain(signal.SIGTERM)
+            return
+        self.restarts += 1
+        log.warning("worker ended; starting it again", extra={"fields": fields})
+        self._start(worker.number)
+
+    def drain(self, sig: int) -> None:
+        """Every worker drains (--drain-timeout), then the supervisor ends."""
+        if self.state.draining:
+            return
+        self.state.draining = True
+        log.info("draining", extra={"fields": {"signal": int(sig)}})
+        for worker in self.workers.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.process.pid or 0, signal.SIGTERM)
+        if not self.workers:
+            self._ended.set()
+            return
+        asyncio.get_running_loop().call_later(
+            self.settings.drain_timeout + STOP_GRACE, self._kill_stragglers
+        )
+
+    def _kill_stragglers(self) -> None:
+        for worker in self.workers.values():
+            fields = {"worker": worker.number}
+            log.warning("worker did not end; killing it", extra={"fields": fields})
+            worker.process.kill()
+
+
+def supervise(
+    settings: Settings,
+    flags: dict[str, Any],
+    credentials: dict[str, str],
+    token: str | None,
+    open_files: tuple[int, int],
+) -> int:
+    """Run the workers until SIGTERM or SIGINT; the exit code."""
+    supervisor = Supervisor(settings, flags, credentials, token, open_files)
+    return uvloop.run(supervisor.run())

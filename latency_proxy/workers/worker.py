@@ -1,0 +1,68 @@
+"""One worker process of several (--workers): the main port's server on a listening
+socket its supervisor made, metric values in a shared-memory store its supervisor reads,
+log lines naming it, and a word to the supervisor once it serves."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from latency_proxy.app import ProxyApp
+from latency_proxy.cli import main_server, quiet_signals
+from latency_proxy.config import admin_token, content_policy, load_settings, upstream_credentials
+from latency_proxy.telemetry.logs import configure
+from latency_proxy.telemetry.worker_store import Store
+
+READY = b"ready"
+RESOURCE_VARIABLE = "OTEL_RESOURCE_ATTRIBUTES"
+_PR_SET_PDEATHSIG = 1
+
+
+def run_worker(
+    flags: dict[str, Any],
+    number: int,
+    sock: socket.socket,
+    ready: Connection,
+    store: str,
+    parent: int,
+) -> None:
+    """The worker's life: the same flags and environment as its supervisor, so the same
+    settings, content policy, keys and hooks."""
+    _end_with(parent)
+    _name_in_resource(number)
+    settings = load_settings(flags)
+    configure(settings.log_level, settings.log_format, worker=number)
+    app = ProxyApp(
+        settings,
+        content_policy(settings),
+        upstream_credentials(settings),
+        admin_token(settings),
+        Store(Path(store)),
+    )
+    server = main_server(settings, app, on_ready=lambda: ready.send_bytes(READY))
+    quiet_signals()
+    uvloop.run(server.serve(sockets=[sock]))
+
+
+def _name_in_resource(number: int) -> None:
+    """OTLP metrics from several workers would share one resource and clash as one series;
+    each worker's carry `latency_proxy.worker` (OTEL_RESOURCE_ATTRIBUTES, read by the SDK)."""
+    given = os.environ.get(RESOURCE_VARIABLE, "")
+    named = f"latency_proxy.worker={number}"
+    os.environ[RESOURCE_VARIABLE] = f"{given},{named}" if given else named
+
+
+def _end_with(parent: int) -> None:
+    """A worker whose supervisor is gone (SIGKILL, OOM) drains and ends rather than serve
+    on unwatched: the kernel sends it SIGTERM when its parent dies (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # gone already, before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)

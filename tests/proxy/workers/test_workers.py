@@ -1,0 +1,182 @@
+"""--workers: N processes on the main port, one admin port, one log stream.
+
+The settings' checks run in this process; the rest with the proxy as real processes
+(a supervisor and its spawned workers) in front of the scripted upstream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from latency_proxy.config import ConfigError, load_settings
+from latency_proxy.workers.count import usable_cpus
+from tests.support import ROOT
+from tests.support.proxy import ProxyProcess, read_raw
+from tests.support.scripted_upstream import MODEL
+
+UPSTREAM = {"upstream": ["http://x"]}
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("0", "--workers: 0 is less than 1"),
+        ("-2", "--workers: -2 is negative"),
+        ("1.5", "--workers: '1.5' is not a worker count or auto"),
+        ("some", "--workers: 'some' is not a worker count or auto"),
+        ("100000000", "the file-descriptor limit"),
+    ],
+)
+def test_a_worker_count_that_cannot_run_is_refused(given: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        load_settings({**UPSTREAM, "workers": given}, environ={})
+
+
+def test_workers_0_exits_2_with_one_line_before_listening() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "latency_proxy", "--upstream", "http://x", "--workers", "0"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+    )
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith("latency-proxy: error: --workers: 0 is less than 1;")
+    assert run.stderr.count("\n") == 1
+
+
+def test_auto_is_the_cpus_the_process_may_use_capped_by_the_cgroup_quota(tmp_path: Path) -> None:
+    pinned = len(os.sched_getaffinity(0))
+    assert load_settings({**UPSTREAM, "workers": "auto"}, environ={}).workers == usable_cpus()
+    (tmp_path / "cpu.max").write_text("50000 100000\n")  # half a CPU: one worker
+    assert usable_cpus(tmp_path) == 1
+    (tmp_path / "cpu.max").write_text("max 100000\n")  # no quota: the pinned CPUs
+    assert usable_cpus(tmp_path) == pinned
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("150000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert usable_cpus(v1) == min(pinned, 2)  # 1.5 CPUs, rounded up
+
+
+# with real processes
+
+
+def chat(
+    url: str, script: dict, request_id: str, started: threading.Semaphore | None = None
+) -> tuple[int, bytes, bool]:
+    """One streamed chat on a connection of its own: status, raw body, cut short; `started`
+    is released once its answer began."""
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    headers = {"x-script": json.dumps(script), "x-request-id": request_id}
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream("POST", url + "/v1/chat/completions", json=body, headers=headers) as r,
+    ):
+        if started is not None:
+            started.release()
+        try:
+            raw, cut = read_raw(r)
+        except httpx.ReadError:  # reset: its worker was killed
+            return r.status_code, b"", True
+        return r.status_code, raw, cut
+
+
+def wait_for(check, timeout: float = 20.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def ready(proxy: ProxyProcess) -> bool:
+    try:
+        return httpx.get(proxy.admin + "/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def counted(proxy: ProxyProcess, metric: str) -> float:
+    """The sum of a metric's samples on the admin port's /metrics."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in proxy.metrics().splitlines()
+        if line.startswith(metric + "{") or line.startswith(metric + " ")
+    )
+
+
+def worker_pids(proxy: ProxyProcess) -> dict[int, int]:
+    """Worker number → pid of the latest process to serve as it."""
+    pids = {}
+    for line in proxy.log_lines():
+        if line.get("msg", "").startswith("Started server process") and "worker" in line:
+            pids[line["worker"]] = int(line["msg"].split("[")[1].rstrip("]"))
+    return pids
+
+
+@pytest.fixture
+def two_workers(start_proxy, upstream) -> ProxyProcess:
+    proxy = start_proxy("--upstream", upstream.url, "--workers", "2")
+    assert wait_for(lambda: ready(proxy)), proxy.output()
+    assert len([line for line in proxy.log_lines() if line["msg"] == "worker ready"]) == 2
+    return proxy
+
+
+@pytest.mark.slow
+def test_a_sigkilled_worker_is_restarted_and_nothing_it_counted_is_lost(two_workers) -> None:
+    proxy = two_workers
+    quick = {"tokens": 2}
+    with ThreadPoolExecutor(16) as pool:
+        first = list(pool.map(lambda n: chat(proxy.url, quick, f"q{n}"), range(24)))
+        assert all(status == 200 and not cut for status, _, cut in first)
+        requests = "latency_proxy_requests_total"
+        assert wait_for(lambda: counted(proxy, requests) == 24)
+        lines = [line for line in proxy.log_lines() if line.get("msg") == "request"]
+        assert {line["worker"] for line in lines} == {0, 1}  # the port spreads connections
+        long = {"tokens": 40, "itl": 0.05}  # 2 s each
+        started = threading.Semaphore(0)
+        streams = [pool.submit(chat, proxy.url, long, f"s{n}", started) for n in range(12)]
+        assert all(started.acquire(timeout=10) for _ in streams)  # every stream is being served
+        victim = worker_pids(proxy)[0]
+        os.kill(victim, signal.SIGKILL)
+        after = list(pool.map(lambda n: chat(proxy.url, quick, f"a{n}"), range(8)))
+        assert all(status == 200 and not cut for status, _, cut in after)  # still answering
+        done = [future.result() for future in streams]
+    whole = [raw for status, raw, cut in done if not cut and raw.endswith(b"data: [DONE]\n\n")]
+    assert 0 < len(whole) < len(done)  # the survivor's streams ran to their end
+    assert wait_for(lambda: ready(proxy))  # the restarted worker serves
+    assert worker_pids(proxy)[0] != victim
+    assert counted(proxy, "latency_proxy_worker_restarts_total") == 1
+    # what the dead worker counted stays, its cut streams were never counted, nothing twice
+    assert wait_for(lambda: counted(proxy, requests) == 24 + len(whole) + 8), proxy.metrics()
+    assert counted(proxy, "latency_proxy_requests_active") == 0
+
+
+@pytest.mark.slow
+def test_sigterm_drains_every_worker_then_the_supervisor_ends(two_workers) -> None:
+    proxy = two_workers
+    long = {"tokens": 20, "itl": 0.05}  # 1 s each
+    with ThreadPoolExecutor(8) as pool:
+        started = threading.Semaphore(0)
+        streams = [pool.submit(chat, proxy.url, long, f"d{n}", started) for n in range(8)]
+        assert all(started.acquire(timeout=10) for _ in streams)
+        proxy.process.send_signal(signal.SIGTERM)
+        assert wait_for(lambda: not ready(proxy), 2)  # unready at once
+        done = [future.result() for future in streams]
+    assert all(status == 200 and raw.endswith(b"data: [DONE]\n\n") for status, raw, _ in done)
+    assert proxy.process.wait(30) == 0
+    draining = [line for line in proxy.log_lines() if line["msg"] == "draining"]
+    assert {line.get("worker") for line in draining} == {None, 0, 1}
