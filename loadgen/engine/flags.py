@@ -15,6 +15,7 @@ from typing import Any
 
 from latency_proxy.measure.meter import STALL_THRESHOLD_S
 from latency_proxy.units import format_duration, parse_duration
+from loadgen.analysis.slo import default_slos
 from loadgen.engine.workload import Lengths
 
 
@@ -87,8 +88,9 @@ FLAGS = {
              "a gap between tokens longer than this counts as a stall, as the proxy's",
              parse_duration, STALL_THRESHOLD_S, format_duration, {"metavar": "DURATION"}),
         Flag("--slo",
-             "ttft, tpot or e2e, judged at a percentile where a level is judged (default "
-             "ttft=800ms tpot=50ms, at p99); goodput counts requests within the limits",
+             "ttft, tpot or e2e, judged at a percentile where a level is judged; given any, "
+             f"exactly those are judged (none given: {default_slos()}); goodput counts "
+             "requests within the limits",
              options={"action": "append", "default": [], "metavar": "METRIC=DURATION[@pNN]"}),
         Flag("--max-send-lag", "client send lag P99 above this marks the run invalid",
              parse_duration, 0.025, format_duration, {"metavar": "DURATION"}),

@@ -115,7 +115,8 @@ def test_goodput_against_slos() -> None:
 
 def test_parse_slos() -> None:
     assert parse_slos([]) == Slos({"ttft": 0.8, "tpot": 0.05})
-    assert parse_slos(["tpot=45ms", "e2e=10s"]).limits == {"ttft": 0.8, "tpot": 0.045, "e2e": 10.0}
+    # given any, exactly those are judged: no default TTFT beside them
+    assert parse_slos(["tpot=45ms", "e2e=10s"]).limits == {"tpot": 0.045, "e2e": 10.0}
     slos = parse_slos(["ttft=800ms@p90", "tpot=50ms@P99.9"])
     assert slos.percentiles == {"ttft": "p90", "tpot": "p999"}
     assert slos.describe() == "TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P99.9)"
