@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.analysis import settle
-from loadgen.analysis.records import Phase, Record
+from loadgen.analysis.records import UNFINISHED, Phase, Record
 
 SHORTFALL = 0.10  # completions this far below arrivals: the server did not keep up
 BACKLOG = 5  # requests: a shortfall smaller than this (beyond the in-flight edge) is noise
@@ -132,7 +132,13 @@ def judge(
     in_flight_start = sum(_waiting_at(blocks[b], start) for b, (start, _) in windows.items())
     in_flight_end = sum(_waiting_at(blocks[b], end) for b, (_, end) in windows.items())
     trend = _trend(records, windows)
+    unfinished = sum(r.error == UNFINISHED for r in measured)
     reasons = []
+    if _drowned(len(measured), unfinished):
+        reasons.append(
+            f"{unfinished} of the window's {len(measured)} requests were still unfinished "
+            "when the drain after it ended"
+        )
     if open_loop and _fell_behind(measured, completed, windows):
         reasons.append(
             f"requests arrived at {arrival:.1f}/s and completed at {completion:.1f}/s; "
@@ -169,6 +175,8 @@ def judge(
         **trend,
         "in_flight_start": in_flight_start,
         "in_flight_end": in_flight_end,
+        "unfinished": unfinished,
+        "drain_s": max((p.drain_s for p in phases if p.drain_s is not None), default=None),
     }
     if server:
         verdict["server"] = {k: server[k] for k in ("waiting", "preemptions") if k in server}
@@ -199,6 +207,12 @@ def _fell_behind(
     return shortfall > BACKLOG + 3 * math.sqrt(2 * in_flight)
 
 
+def _drowned(measured: int, unfinished: int) -> bool:
+    """So many of the window's requests outlasted the drain that the server fell behind: its
+    completions, counted over the whole window and the drain, did not catch up with arrivals."""
+    return unfinished >= BACKLOG and unfinished > SHORTFALL * measured
+
+
 def _runaway(phases: Sequence[Phase]) -> list[str]:
     """A settling warm-up whose in-flight count ran away (settle.ran_away): saturated."""
     for p in phases:
@@ -216,12 +230,24 @@ def label(state: Mapping[str, Any] | None) -> str | None:
     """The words a saturated level's percentiles are shown with; None when steady."""
     if not state or state["steady"]:
         return None
-    consequence = (
-        "these percentiles grow with the run's length"
-        if state.get("loop") == "open"
-        else "these percentiles include waiting behind the server's batch limit"
+    if state.get("loop") == "open":
+        said = "the server fell behind the load"
+        consequence = "these percentiles grow with the run's length"
+    else:
+        said, consequence = "the server", "these percentiles include waiting behind its batch limit"
+    return f"saturated: {said}: {'; '.join(state['reasons'])} — {consequence}"
+
+
+def unfinished(state: Mapping[str, Any] | None) -> str | None:
+    """The sentence for requests the drain ended; None when there were none."""
+    if not state or not state.get("unfinished"):
+        return None
+    n, drain = state["unfinished"], state.get("drain_s")
+    after = f"{drain:g} s after the window closed" if drain is not None else "at the drain's end"
+    return (
+        f"{n} measured request{'s' if n != 1 else ''} still running {after} (the drain) "
+        "ended there: counted as unfinished, left out of every percentile"
     )
-    return f"saturated: {'; '.join(state['reasons'])} — {consequence}"
 
 
 def _server_reasons(server: Mapping[str, Any], open_loop: bool) -> list[str]:

@@ -17,7 +17,15 @@ import numpy as np
 
 from latency_proxy.measure.coalescing import stream_shape
 from loadgen.analysis import server_metrics, slices, stats, steady
-from loadgen.analysis.records import FIRST_N, GpuSample, Phase, Record, RunData, SummarySettings
+from loadgen.analysis.records import (
+    FIRST_N,
+    UNFINISHED,
+    GpuSample,
+    Phase,
+    Record,
+    RunData,
+    SummarySettings,
+)
 from loadgen.analysis.server_metrics import ServerWindow
 
 LATENCY_METRICS = (
@@ -142,6 +150,8 @@ def _target(
     intervals = [p.busy for p in phases if p.target == name]
     measured = [r for r in records if r.target == name and not r.excluded]
     ok = [r for r in measured if r.ok]
+    unfinished = [r for r in measured if r.error == UNFINISHED]
+    failed = [r for r in measured if not r.ok and r.error != UNFINISHED]
     metrics = {
         metric: stats.describe([v for r in ok for v in figures(r, metric)])
         for metric in LATENCY_METRICS
@@ -180,11 +190,13 @@ def _target(
         "metrics": metrics,
         "requests": {
             "ok": len(ok),
-            "failed": len(measured) - len(ok),
+            "failed": len(failed),
+            # still running when the window's drain ended: no latency, in no percentile
+            "unfinished": len(unfinished),
             "excluded": dict(
                 Counter(r.excluded for r in records if r.target == name and r.excluded)
             ),
-            "errors": dict(Counter(r.error for r in measured if not r.ok)),
+            "errors": dict(Counter(r.error for r in failed)),
         },
         "throughput": {
             "requests_per_s": per_s(len(ok)),

@@ -172,10 +172,10 @@ def test_saturated_percentiles_are_labelled_where_shown() -> None:
     summary = summarize(records, window(20), [], [], SummarySettings(), "rate")
     console = report.console_table(summary)
     assert console.splitlines()[2].rstrip().endswith("SATURATED")  # the table's column
-    assert "a: SATURATED: requests arrived at 15.0/s" in console
+    assert "a: SATURATED: the server fell behind the load: requests arrived at 15.0/s" in console
     assert "these percentiles grow with the run's length" in console
     text = report.markdown(summary, {}, [])
-    assert "**Saturated: requests arrived at 15.0/s and completed at 10." in text
+    assert "**Saturated: the server fell behind the load: requests arrived at 15.0/s" in text
     assert "| metric (ms, saturated) |" in text
     calm = summarize(
         open_loop(poisson(8, -WARMUP_S, 31, 4), 4, 0.25, 30),
@@ -186,3 +186,4 @@ def test_saturated_percentiles_are_labelled_where_shown() -> None:
         "rate",
     )
     assert "saturated" not in report.markdown(calm, {}, []).lower()
+

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from loadgen import compare, rundir
-from loadgen.analysis.records import GpuSample, Phase, Record, RunData, SummarySettings
+from loadgen.analysis.records import UNFINISHED, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.analysis.slo import Slos, parse_slos
 from loadgen.analysis.summary import active_seconds, summarize
 from loadgen.engine.progress import Progress
@@ -68,6 +68,7 @@ def test_summary_contract_keys() -> None:
     recs = records("proxy", 1200, 0.3, 1)
     recs.append(Record(**blank("w", "proxy"), ok=True, excluded="warmup", ttft_s=9.0))
     recs.append(Record(**blank("f", "proxy"), ok=False, status=500, error="http_500"))
+    recs.append(Record(**blank("u", "proxy"), ok=False, error=UNFINISHED))  # the drain ended it
     summary = summarize(recs, phases("proxy"), [(T0 + 1, 0.001)], [], SummarySettings())
     t = summary["targets"]["proxy"]
     for metric in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
@@ -81,6 +82,7 @@ def test_summary_contract_keys() -> None:
     assert t["requests"] == {
         "ok": 1200,
         "failed": 1,
+        "unfinished": 1,
         "excluded": {"warmup": 1},
         "errors": {"http_500": 1},
     }
