@@ -16,6 +16,13 @@ From the records of one target at one level (a sweep point, or the single level)
 - closed loop, across levels (`queueing`): more streams than the server runs at once show as
   throughput that stays flat while TTFT grows.
 
+A replay is judged by what the server does, not by its TTFT trend nor by what is in flight
+when the window closes: a trace's TTFT follows its own prompt lengths, and its arrivals need
+not be stationary (they may bunch at the window's end). So a replay's level is saturated
+when its completions, counted over the whole window plus the drain, fell behind its arrivals
+(requests the drain ended: `unfinished`), when the server's waiting queue grew across the
+window, or when it preempted; its TTFT trend is reported, not judged.
+
 Neighbouring requests share a queue, so their TTFTs are correlated and the slope's interval
 is narrower than an independent sample's would be; a trend therefore also has to be large
 (the last third's median at least GROWTH times the first's) before it calls a level
@@ -112,13 +119,15 @@ def judge(
     active_s: float,
     open_loop: bool,
     server: Mapping[str, Any] | None = None,
+    replay: bool = False,
 ) -> dict[str, Any]:
     """summary.json's steady_state of one target at one level.
 
     records: all of the target's at this level (warmup and cooldown ones too: they hold the
     server's queue); phases: its blocks at this level; active_s: the union of their windows.
     server: the gauges of summary.json's server block (server_metrics.server_block), when sampled
-    (`waiting` {start, end}, `preemptions`).
+    (`waiting` {start, end}, `preemptions`). replay: a trace's arrivals (the module
+    docstring says how they are judged).
     """
     windows = _windows(phases)
     measured = [r for r in records if not r.excluded]
@@ -139,7 +148,8 @@ def judge(
             f"{unfinished} of the window's {len(measured)} requests were still unfinished "
             "when the drain after it ended"
         )
-    if open_loop and _fell_behind(measured, completed, windows):
+    judge_trend = open_loop and not replay  # closed loop: queueing() judges across levels
+    if judge_trend and _fell_behind(measured, completed, windows):
         reasons.append(
             f"requests arrived at {arrival:.1f}/s and completed at {completion:.1f}/s; "
             f"{in_flight_end} were still waiting or in flight when the measured window closed "
@@ -148,7 +158,7 @@ def judge(
     slope, ci = trend["ttft_slope"], trend["ttft_slope_ci95"]
     first, last = trend["ttft_first_third_s"], trend["ttft_last_third_s"]
     if (
-        open_loop  # closed loop: the streams bound the queue; queueing() judges across levels
+        judge_trend
         and slope is not None
         and ci[0] > 0
         and first is not None
@@ -167,6 +177,7 @@ def judge(
         "steady": not reasons,
         "reasons": reasons,
         "loop": "open" if open_loop else "closed",
+        "replay": replay,  # judged by the server alone: no TTFT trend, no in-flight tail
         # a settling warm-up (settle.py): did the in-flight count stop growing before the window
         "settled": all(settles) if settles else None,
         "warmup_s": max((p.warmup_s for p in phases if p.warmup_s is not None), default=None),

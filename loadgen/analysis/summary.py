@@ -295,7 +295,11 @@ def _level(
 
 
 def _judge_steady(
-    targets: dict[str, Any], records: Sequence[Record], phases: Sequence[Phase], open_loop: bool
+    targets: dict[str, Any],
+    records: Sequence[Record],
+    phases: Sequence[Phase],
+    open_loop: bool,
+    replay: bool,
 ) -> None:
     """Each target's steady_state at this level (steady.py)."""
     for name, t in targets.items():
@@ -305,6 +309,7 @@ def _judge_steady(
             t["throughput"]["active_s"],
             open_loop,
             server=t["server"]["gauges"] if t["server"] else None,
+            replay=replay,
         )
 
 
@@ -342,7 +347,7 @@ def summarize(
     open_loop = sweep in ("rate", "replay")  # a trace's arrivals do not wait for answers
     if len(levels) <= 1:
         targets = _level(records, phases, loop_lag, gpu, settings, server)
-        _judge_steady(targets, records, phases, open_loop)
+        _judge_steady(targets, records, phases, open_loop, sweep == "replay")
         return {"version": 1, "interrupted": interrupted, "targets": targets}
     points = []
     for level in levels:
@@ -350,7 +355,7 @@ def summarize(
         level_records = [r for r in records if r.level == level]
         level_server = [w for w in server if w.level == level]
         targets = _level(level_records, level_phases, loop_lag, gpu, settings, level_server)
-        _judge_steady(targets, level_records, level_phases, open_loop)
+        _judge_steady(targets, level_records, level_phases, open_loop, sweep == "replay")
         points.append({"level": level, "targets": targets})
     if not open_loop:
         _judge_queueing(points)

@@ -120,6 +120,8 @@ def _unsteady(state: Mapping[str, Any]) -> list[str]:
             f"the warm-up ended after {state['warmup_s']:.0f} s with the in-flight count "
             "still growing"
         )
+    if state.get("replay"):
+        return out  # a trace's TTFT follows its own prompts: its trend says nothing (steady.py)
     ci = state.get("ttft_slope_ci95")
     first, last = state.get("ttft_first_third_s"), state.get("ttft_last_third_s")
     rising = ci and ci[0] > 0 and first is not None and last is not None
