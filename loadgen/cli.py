@@ -25,7 +25,6 @@ from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
 from loadgen.engine import flags
 from loadgen.engine.schedule import ARRIVALS
-from loadgen.engine.window import DRAIN_MIN_S
 from loadgen.engine.workload import NO_THINK, Durations
 from loadgen.replay import flags as replay_flags
 from loadgen.shards import merge
@@ -165,14 +164,6 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         type=parse_duration,
         help="excluded from results, per target; later blocks ramp up again over at most "
         f"this (default {DEFAULT_WARMUP:g}s; a replay: 0, the window's head is measured)",
-    )
-    load.add_argument(
-        "--drain",
-        type=parse_duration,
-        metavar="DURATION",
-        help="after the measured window closes, its requests may run on this long; those "
-        "still running then are ended, counted as unfinished and left out of the percentiles "
-        f"(default: as long as the window, at least {format_duration(DRAIN_MIN_S)})",
     )
     load.add_argument(
         "--blocks",
@@ -321,7 +312,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         duration_s=parse_duration(DEFAULT_DURATION) if neither else args.duration,
         requests=args.requests,
         warmup_s=warmup,
-        drain_s=args.drain,
+        drain_s=flags.read(args, "--drain"),
         blocks=args.blocks,
         timeout_s=args.timeout,
         stall_threshold_s=args.stall_threshold,

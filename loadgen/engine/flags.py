@@ -16,6 +16,7 @@ from typing import Any
 from latency_proxy.measure.meter import STALL_THRESHOLD_S
 from latency_proxy.units import format_duration, parse_duration
 from loadgen.analysis.slo import default_slos
+from loadgen.engine.window import DRAIN_MIN_S
 from loadgen.engine.workload import Lengths
 
 
@@ -84,6 +85,12 @@ FLAGS = {
         Flag("--seed", "seeds lengths and arrivals (with a worker's index)", int, 0),
         Flag("--timeout", "per request", parse_duration, 600.0, format_duration,
              {"metavar": "DURATION"}),
+        Flag("--drain",
+             "after the measured window closes, its requests may run on this long; those "
+             "still running then are ended, counted as unfinished and left out of the "
+             f"percentiles (default: as long as the window, at least "
+             f"{format_duration(DRAIN_MIN_S)})",
+             parse_duration, options={"metavar": "DURATION"}),
         Flag("--stall-threshold",
              "a gap between tokens longer than this counts as a stall, as the proxy's",
              parse_duration, STALL_THRESHOLD_S, format_duration, {"metavar": "DURATION"}),
@@ -107,7 +114,7 @@ FLAGS = {
 
 WORKLOAD = ("--endpoint", "--input-tokens", "--output-tokens", "--ignore-eos", "--temperature",
             "--dataset", "--tokenizer", "--prompt-seed", "--shared-prefix-tokens")  # fmt: skip
-REQUESTS = ("--timeout", "--stall-threshold", "--seed")
+REQUESTS = ("--timeout", "--drain", "--stall-threshold", "--seed")
 RESULTS = ("--out", "--slo", "--trace-url", "--max-send-lag", "--max-loop-lag")
 
 
