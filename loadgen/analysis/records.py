@@ -117,6 +117,9 @@ class Phase:
     # an unsettled warm-up's client in-flight count: mean over its second and last quarter
     warmup_in_flight: tuple[float, float] | None = None
     drain_s: float | None = None  # how long its measured requests could run on after end_at
+    # the client process's CPU time over the block's wall time (1.0: one core busy); None:
+    # not measured (a Locust node, an older run)
+    client_cpu: float | None = None
 
     @property
     def busy(self) -> tuple[float, float]:

@@ -28,6 +28,8 @@ from loadgen.analysis.records import (
 )
 from loadgen.analysis.server_metrics import ServerWindow
 
+# the client's CPU share over a block (a core's) from which its own work explains its lag
+CLIENT_BUSY = 0.8
 LATENCY_METRICS = (
     "ttft_s",
     "tpot_s",
@@ -60,6 +62,18 @@ def active_seconds(intervals: Iterable[tuple[float, float]]) -> float:
 
 def _within(at: float, intervals: Sequence[tuple[float, float]]) -> bool:
     return any(start <= at <= end for start, end in intervals)
+
+
+def _starved(cpu: float | None) -> str | None:
+    """Why a client whose own work used little CPU still ran late: the machine's other
+    processes (a server on the same host) took the CPU it waited for. None when the client
+    was busy itself, or its CPU was not measured."""
+    if cpu is None or cpu >= CLIENT_BUSY:
+        return None
+    return (
+        f"the client itself used {cpu:.0%} of a core: other processes on its machine took "
+        "the CPU it waited for, not its own work"
+    )
 
 
 def _lag_block(values: Sequence[float]) -> dict[str, float | int | None]:
@@ -175,15 +189,19 @@ def _target(
         )
     if not ok:
         reasons.append("no successful requests")
+    cpu = max((p.client_cpu for p in phases if p.target == name and p.client_cpu), default=None)
+    late = _starved(cpu)
     if send_lag["p99"] is not None and send_lag["p99"] > settings.max_send_lag_s:
         reasons.append(
             f"client send lag P99 {send_lag['p99'] * 1e3:.1f} ms > "
-            f"{settings.max_send_lag_s * 1e3:.0f} ms: the client was the bottleneck"
+            f"{settings.max_send_lag_s * 1e3:.0f} ms: "
+            + (late or "the client was the bottleneck")
         )
     if loop["p99"] is not None and loop["p99"] > settings.max_loop_lag_s:
         reasons.append(
             f"client event-loop lag P99 {loop['p99'] * 1e3:.1f} ms > "
-            f"{settings.max_loop_lag_s * 1e3:.0f} ms: timings are blurred by the client"
+            f"{settings.max_loop_lag_s * 1e3:.0f} ms: timings are blurred"
+            + (f" ({late})" if late else " by the client")
         )
     per_s = (lambda n: n / active) if active > 0 else (lambda n: None)
     summary: dict[str, Any] = {
@@ -208,7 +226,7 @@ def _target(
             "fraction": good / len(measured) if measured else None,
             "slo": dict(settings.slo),
         },
-        "client": {"send_lag_s": send_lag, "loop_lag_s": loop},
+        "client": {"send_lag_s": send_lag, "loop_lag_s": loop, "cpu": cpu},
         "valid": not reasons,
         "invalid_reasons": reasons,
         "compat": _compat(ok),

@@ -117,6 +117,7 @@ class Runner:
                     ramp = block.warmup_s  # a trace's head is its own ramp-up
                 http = sessions[block.target]
                 cap = ramp if block.settle is None else max(ramp, block.settle.max_s)
+                cpu_before = time.process_time()
                 budget = self._budget = Budget(block, time.perf_counter(), cap, self.drain_s)
                 warming = asyncio.create_task(self._warm_up(block, budget, ramp))
                 draining = asyncio.create_task(self._drain(budget))
@@ -131,6 +132,8 @@ class Runner:
                     draining.cancel()
                     await asyncio.gather(warming, draining, return_exceptions=True)
                 epoch = self.clock.epoch
+                wall = time.perf_counter() - budget.start
+                cpu = (time.process_time() - cpu_before) / wall if wall > 0 else None
                 self.result.phases.append(
                     Phase(
                         target=block.target,
@@ -144,6 +147,7 @@ class Runner:
                         settled=budget.settled,
                         warmup_in_flight=budget.warmup_in_flight,
                         drain_s=budget.drain_s,
+                        client_cpu=cpu,
                     )
                 )
                 if opening is not None:

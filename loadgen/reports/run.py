@@ -81,6 +81,7 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
     lines.append(
         f"- client: send lag P99 {ms(client['send_lag_s']['p99'])} ms, "
         f"event-loop lag P99 {ms(client['loop_lag_s']['p99'])} ms"
+        + ("" if client.get("cpu") is None else f", CPU {client['cpu']:.0%} of a core")
     )
     if t.get("mbu") is not None:
         lines.append(f"- MBU: {t['mbu']:.2f}")

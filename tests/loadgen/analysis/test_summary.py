@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -140,6 +141,22 @@ def test_client_bottleneck_marks_the_target_invalid() -> None:
     none_ok = [Record(**blank("x", "b"), ok=False, error="timeout")]
     t = summarize(none_ok, phases("b"), [], [], SummarySettings())["targets"]["b"]
     assert t["invalid_reasons"] == ["no successful requests"]
+
+
+def test_a_client_starved_of_cpu_by_others_is_told_from_one_busy_itself() -> None:
+    """Late sends from a client that used a tenth of a core: the machine's other processes
+    took its CPU, and the reason says so instead of calling the client the bottleneck."""
+    recs = records("a", 200, 0.3, 4)
+    for r in recs[:10]:
+        r.send_lag_s = 0.2
+    lag = [(T0 + i * 0.02, 0.05 if i % 10 == 0 else 0.0) for i in range(400)]
+    for cpu, said in ((0.1, "other processes on its machine"), (0.95, "was the bottleneck")):
+        ph = [replace(phases("a")[0], client_cpu=cpu)]
+        t = summarize(recs, ph, lag, [], SummarySettings())["targets"]["a"]
+        assert not t["valid"] and t["client"]["cpu"] == cpu
+        send, loop = t["invalid_reasons"]
+        assert said in send
+        assert ("used 10% of a core" in loop) == (cpu == 0.1)
 
 
 def test_active_time_is_a_union() -> None:
