@@ -316,6 +316,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         duration_s=parse_duration(DEFAULT_DURATION) if neither else args.duration,
         requests=args.requests,
         warmup_s=warmup,
+        drain_s=flags.read(args, "--drain"),
         blocks=args.blocks,
         timeout_s=args.timeout,
         stall_threshold_s=args.stall_threshold,

@@ -58,6 +58,7 @@ class RunConfig:
     requests: int | None  # measured requests per target and level
     warmup_s: float
     settle: Settle | None = None  # the warm-up lasts warmup_s, then until steady (capacity's)
+    drain_s: float | None = None  # measured requests run on this long after the window at most
     blocks: int | None  # per target; None: 1, or 2 with several targets
     timeout_s: float  # per request
     stall_threshold_s: float  # a longer gap between tokens counts as a stall

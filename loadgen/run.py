@@ -139,6 +139,7 @@ async def execute(
     progress = Progress(label=f"shard {shard}/{shards}" if shards > 1 else "")
     runner = Runner(targets, models, workload, rng, config.timeout_s, shard, progress)
     runner.stall_threshold_s = config.stall_threshold_s
+    runner.drain_s = config.drain_s
     trace = await _replayed(config, runner, sizing, prompt_seed) if config.replay else None
     if shard == 0:  # one sampler per run, not per shard: shards share the servers
         runner.server_metrics = config.server_metrics

@@ -15,6 +15,7 @@ import orjson
 from loadgen.analysis.server_metrics import ServerWindow
 from loadgen.analysis.slo import DEFAULT_SLO, Slos
 
+UNFINISHED = "unfinished"  # a Record's error: still running when its window's drain ended
 FIRST_N = 3  # a record's ttfnt_s holds the time to this many tokens (summary's ttf3t_s)
 # the meter's server signals a Record keeps as they are (reasoning_source too, as text)
 SIGNALS = (
@@ -99,7 +100,8 @@ class Phase:
     out): a target's active time, the denominator of its throughput, is the union of these.
     done_at is when its last measured request finished; the client's loop lag and GPU samples
     count for the block up to then. An interrupted block (Ctrl-C, SIGTERM) ends at the
-    interruption; the requests then in flight were cancelled and are not records.
+    interruption; the requests then in flight were cancelled and are not records. Measured
+    requests still running drain_s after end_at were ended then, as records.UNFINISHED.
     A warm-up asked to settle (settle.py) says how long it took and whether it did.
     """
 
@@ -114,6 +116,10 @@ class Phase:
     settled: bool | None = None  # None: the warm-up was a fixed time
     # an unsettled warm-up's client in-flight count: mean over its second and last quarter
     warmup_in_flight: tuple[float, float] | None = None
+    drain_s: float | None = None  # how long its measured requests could run on after end_at
+    # the client process's CPU time over the block's wall time (1.0: one core busy); None:
+    # not measured (a Locust node, an older run)
+    client_cpu: float | None = None
 
     @property
     def busy(self) -> tuple[float, float]:

@@ -1,8 +1,9 @@
 """Service-level objectives: the latency limits goodput, verdicts and capacity judge against.
 
 `--slo METRIC=DURATION[@pNN]`: a limit on ttft, tpot or e2e, in seconds, optionally at a
-percentile (`ttft=800ms@p90`). The ones not named keep their defaults, so a run is always
-judged against TTFT and TPOT at least. Goodput judges each request against the limits alone;
+percentile (`ttft=800ms@p90`). Given any, a run is judged against exactly those: a user who
+asked only for a TTFT limit is not refused for a TPOT one they never set. Given none, the
+defaults (DEFAULT_SLO) judge TTFT and TPOT. Goodput judges each request against the limits alone;
 a percentile says where a whole level is judged (compare's verdicts, capacity's probes), and
 one not given is DEFAULT_PERCENTILE (compare falls back further when the sample is short).
 `check` is that judgement, one definition for a whole run (compare) and its time slices: the
@@ -88,6 +89,12 @@ def describe(limits: Mapping[str, float], percentiles: Mapping[str, str] | None 
     return " and ".join(parts)
 
 
+def default_slos() -> str:
+    """ "ttft=800ms tpot=50ms at p99": the defaults as --slo would write them (for --help)."""
+    items = " ".join(f"{m}={v * 1e3:g}ms" for m, v in DEFAULT_SLO.items())
+    return f"{items} at {DEFAULT_PERCENTILE}"
+
+
 def _percentile(text: str, item: str) -> str:
     key = text.strip().lower().replace("p99.9", "p999")
     if key not in PERCENTILES:
@@ -97,8 +104,8 @@ def _percentile(text: str, item: str) -> str:
 
 def parse_slos(items: Sequence[str]) -> Slos:
     """`--slo ttft=800ms@p90 --slo tpot=50ms` -> limits {"ttft": 0.8, "tpot": 0.05},
-    percentiles {"ttft": "p90"}; metrics not named keep their default limits."""
-    limits = dict(DEFAULT_SLO)
+    percentiles {"ttft": "p90"}; no item at all: the default limits."""
+    limits: dict[str, float] = {} if items else dict(DEFAULT_SLO)
     percentiles = {}
     for item in items:
         name, sep, value = item.partition("=")

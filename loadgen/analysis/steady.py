@@ -16,6 +16,13 @@ From the records of one target at one level (a sweep point, or the single level)
 - closed loop, across levels (`queueing`): more streams than the server runs at once show as
   throughput that stays flat while TTFT grows.
 
+A replay is judged by what the server does, not by its TTFT trend nor by what is in flight
+when the window closes: a trace's TTFT follows its own prompt lengths, and its arrivals need
+not be stationary (they may bunch at the window's end). So a replay's level is saturated
+when its completions, counted over the whole window plus the drain, fell behind its arrivals
+(requests the drain ended: `unfinished`), when the server's waiting queue grew across the
+window, or when it preempted; its TTFT trend is reported, not judged.
+
 Neighbouring requests share a queue, so their TTFTs are correlated and the slope's interval
 is narrower than an independent sample's would be; a trend therefore also has to be large
 (the last third's median at least GROWTH times the first's) before it calls a level
@@ -32,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.analysis import settle
-from loadgen.analysis.records import Phase, Record
+from loadgen.analysis.records import UNFINISHED, Phase, Record
 
 SHORTFALL = 0.10  # completions this far below arrivals: the server did not keep up
 BACKLOG = 5  # requests: a shortfall smaller than this (beyond the in-flight edge) is noise
@@ -112,13 +119,15 @@ def judge(
     active_s: float,
     open_loop: bool,
     server: Mapping[str, Any] | None = None,
+    replay: bool = False,
 ) -> dict[str, Any]:
     """summary.json's steady_state of one target at one level.
 
     records: all of the target's at this level (warmup and cooldown ones too: they hold the
     server's queue); phases: its blocks at this level; active_s: the union of their windows.
     server: the gauges of summary.json's server block (server_metrics.server_block), when sampled
-    (`waiting` {start, end}, `preemptions`).
+    (`waiting` {start, end}, `preemptions`). replay: a trace's arrivals (the module
+    docstring says how they are judged).
     """
     windows = _windows(phases)
     measured = [r for r in records if not r.excluded]
@@ -132,8 +141,15 @@ def judge(
     in_flight_start = sum(_waiting_at(blocks[b], start) for b, (start, _) in windows.items())
     in_flight_end = sum(_waiting_at(blocks[b], end) for b, (_, end) in windows.items())
     trend = _trend(records, windows)
+    unfinished = sum(r.error == UNFINISHED for r in measured)
     reasons = []
-    if open_loop and _fell_behind(measured, completed, windows):
+    if _drowned(len(measured), unfinished):
+        reasons.append(
+            f"{unfinished} of the window's {len(measured)} requests were still unfinished "
+            "when the drain after it ended"
+        )
+    judge_trend = open_loop and not replay  # closed loop: queueing() judges across levels
+    if judge_trend and _fell_behind(measured, completed, windows):
         reasons.append(
             f"requests arrived at {arrival:.1f}/s and completed at {completion:.1f}/s; "
             f"{in_flight_end} were still waiting or in flight when the measured window closed "
@@ -142,7 +158,7 @@ def judge(
     slope, ci = trend["ttft_slope"], trend["ttft_slope_ci95"]
     first, last = trend["ttft_first_third_s"], trend["ttft_last_third_s"]
     if (
-        open_loop  # closed loop: the streams bound the queue; queueing() judges across levels
+        judge_trend
         and slope is not None
         and ci[0] > 0
         and first is not None
@@ -161,6 +177,7 @@ def judge(
         "steady": not reasons,
         "reasons": reasons,
         "loop": "open" if open_loop else "closed",
+        "replay": replay,  # judged by the server alone: no TTFT trend, no in-flight tail
         # a settling warm-up (settle.py): did the in-flight count stop growing before the window
         "settled": all(settles) if settles else None,
         "warmup_s": max((p.warmup_s for p in phases if p.warmup_s is not None), default=None),
@@ -169,6 +186,8 @@ def judge(
         **trend,
         "in_flight_start": in_flight_start,
         "in_flight_end": in_flight_end,
+        "unfinished": unfinished,
+        "drain_s": max((p.drain_s for p in phases if p.drain_s is not None), default=None),
     }
     if server:
         verdict["server"] = {k: server[k] for k in ("waiting", "preemptions") if k in server}
@@ -199,6 +218,12 @@ def _fell_behind(
     return shortfall > BACKLOG + 3 * math.sqrt(2 * in_flight)
 
 
+def _drowned(measured: int, unfinished: int) -> bool:
+    """So many of the window's requests outlasted the drain that the server fell behind: its
+    completions, counted over the whole window and the drain, did not catch up with arrivals."""
+    return unfinished >= BACKLOG and unfinished > SHORTFALL * measured
+
+
 def _runaway(phases: Sequence[Phase]) -> list[str]:
     """A settling warm-up whose in-flight count ran away (settle.ran_away): saturated."""
     for p in phases:
@@ -216,12 +241,24 @@ def label(state: Mapping[str, Any] | None) -> str | None:
     """The words a saturated level's percentiles are shown with; None when steady."""
     if not state or state["steady"]:
         return None
-    consequence = (
-        "these percentiles grow with the run's length"
-        if state.get("loop") == "open"
-        else "these percentiles include waiting behind the server's batch limit"
+    if state.get("loop") == "open":
+        said = "the server fell behind the load"
+        consequence = "these percentiles grow with the run's length"
+    else:
+        said, consequence = "the server", "these percentiles include waiting behind its batch limit"
+    return f"saturated: {said}: {'; '.join(state['reasons'])} — {consequence}"
+
+
+def unfinished(state: Mapping[str, Any] | None) -> str | None:
+    """The sentence for requests the drain ended; None when there were none."""
+    if not state or not state.get("unfinished"):
+        return None
+    n, drain = state["unfinished"], state.get("drain_s")
+    after = f"{drain:g} s after the window closed" if drain is not None else "at the drain's end"
+    return (
+        f"{n} measured request{'s' if n != 1 else ''} still running {after} (the drain) "
+        "ended there: counted as unfinished, left out of every percentile"
     )
-    return f"saturated: {'; '.join(state['reasons'])} — {consequence}"
 
 
 def _server_reasons(server: Mapping[str, Any], open_loop: bool) -> list[str]:

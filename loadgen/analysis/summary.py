@@ -17,9 +17,19 @@ import numpy as np
 
 from latency_proxy.measure.coalescing import stream_shape
 from loadgen.analysis import server_metrics, slices, stats, steady
-from loadgen.analysis.records import FIRST_N, GpuSample, Phase, Record, RunData, SummarySettings
+from loadgen.analysis.records import (
+    FIRST_N,
+    UNFINISHED,
+    GpuSample,
+    Phase,
+    Record,
+    RunData,
+    SummarySettings,
+)
 from loadgen.analysis.server_metrics import ServerWindow
 
+# the client's CPU share over a block (a core's) from which its own work explains its lag
+CLIENT_BUSY = 0.8
 LATENCY_METRICS = (
     "ttft_s",
     "tpot_s",
@@ -52,6 +62,18 @@ def active_seconds(intervals: Iterable[tuple[float, float]]) -> float:
 
 def _within(at: float, intervals: Sequence[tuple[float, float]]) -> bool:
     return any(start <= at <= end for start, end in intervals)
+
+
+def _starved(cpu: float | None) -> str | None:
+    """Why a client whose own work used little CPU still ran late: the machine's other
+    processes (a server on the same host) took the CPU it waited for. None when the client
+    was busy itself, or its CPU was not measured."""
+    if cpu is None or cpu >= CLIENT_BUSY:
+        return None
+    return (
+        f"the client itself used {cpu:.0%} of a core: other processes on its machine took "
+        "the CPU it waited for, not its own work"
+    )
 
 
 def _lag_block(values: Sequence[float]) -> dict[str, float | int | None]:
@@ -142,6 +164,8 @@ def _target(
     intervals = [p.busy for p in phases if p.target == name]
     measured = [r for r in records if r.target == name and not r.excluded]
     ok = [r for r in measured if r.ok]
+    unfinished = [r for r in measured if r.error == UNFINISHED]
+    failed = [r for r in measured if not r.ok and r.error != UNFINISHED]
     metrics = {
         metric: stats.describe([v for r in ok for v in figures(r, metric)])
         for metric in LATENCY_METRICS
@@ -165,26 +189,32 @@ def _target(
         )
     if not ok:
         reasons.append("no successful requests")
+    cpu = max((p.client_cpu for p in phases if p.target == name and p.client_cpu), default=None)
+    late = _starved(cpu)
     if send_lag["p99"] is not None and send_lag["p99"] > settings.max_send_lag_s:
         reasons.append(
             f"client send lag P99 {send_lag['p99'] * 1e3:.1f} ms > "
-            f"{settings.max_send_lag_s * 1e3:.0f} ms: the client was the bottleneck"
+            f"{settings.max_send_lag_s * 1e3:.0f} ms: "
+            + (late or "the client was the bottleneck")
         )
     if loop["p99"] is not None and loop["p99"] > settings.max_loop_lag_s:
         reasons.append(
             f"client event-loop lag P99 {loop['p99'] * 1e3:.1f} ms > "
-            f"{settings.max_loop_lag_s * 1e3:.0f} ms: timings are blurred by the client"
+            f"{settings.max_loop_lag_s * 1e3:.0f} ms: timings are blurred"
+            + (f" ({late})" if late else " by the client")
         )
     per_s = (lambda n: n / active) if active > 0 else (lambda n: None)
     summary: dict[str, Any] = {
         "metrics": metrics,
         "requests": {
             "ok": len(ok),
-            "failed": len(measured) - len(ok),
+            "failed": len(failed),
+            # still running when the window's drain ended: no latency, in no percentile
+            "unfinished": len(unfinished),
             "excluded": dict(
                 Counter(r.excluded for r in records if r.target == name and r.excluded)
             ),
-            "errors": dict(Counter(r.error for r in measured if not r.ok)),
+            "errors": dict(Counter(r.error for r in failed)),
             # fewer than two content events: a one-token answer, or all of it in one event
             "tpot_not_measured": sum(1 for r in ok if r.tpot_s is None),
         },
@@ -198,7 +228,7 @@ def _target(
             "fraction": good / len(measured) if measured else None,
             "slo": dict(settings.slo),
         },
-        "client": {"send_lag_s": send_lag, "loop_lag_s": loop},
+        "client": {"send_lag_s": send_lag, "loop_lag_s": loop, "cpu": cpu},
         "valid": not reasons,
         "invalid_reasons": reasons,
         "compat": _compat(ok),
@@ -285,7 +315,11 @@ def _level(
 
 
 def _judge_steady(
-    targets: dict[str, Any], records: Sequence[Record], phases: Sequence[Phase], open_loop: bool
+    targets: dict[str, Any],
+    records: Sequence[Record],
+    phases: Sequence[Phase],
+    open_loop: bool,
+    replay: bool,
 ) -> None:
     """Each target's steady_state at this level (steady.py)."""
     for name, t in targets.items():
@@ -295,6 +329,7 @@ def _judge_steady(
             t["throughput"]["active_s"],
             open_loop,
             server=t["server"]["gauges"] if t["server"] else None,
+            replay=replay,
         )
 
 
@@ -332,7 +367,7 @@ def summarize(
     open_loop = sweep in ("rate", "replay")  # a trace's arrivals do not wait for answers
     if len(levels) <= 1:
         targets = _level(records, phases, loop_lag, gpu, settings, server)
-        _judge_steady(targets, records, phases, open_loop)
+        _judge_steady(targets, records, phases, open_loop, sweep == "replay")
         return {"version": 1, "interrupted": interrupted, "targets": targets}
     points = []
     for level in levels:
@@ -340,7 +375,7 @@ def summarize(
         level_records = [r for r in records if r.level == level]
         level_server = [w for w in server if w.level == level]
         targets = _level(level_records, level_phases, loop_lag, gpu, settings, level_server)
-        _judge_steady(targets, level_records, level_phases, open_loop)
+        _judge_steady(targets, level_records, level_phases, open_loop, sweep == "replay")
         points.append({"level": level, "targets": targets})
     if not open_loop:
         _judge_queueing(points)

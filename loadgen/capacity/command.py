@@ -6,7 +6,8 @@ capacity.json, with its own arrival seed; the embedded stack, when asked for, is
 once for all of them. A probe warms up until the level's steady state (settle.py) and then
 measures a window of at least WINDOW_E2ES request durations and as many requests as the
 SLOs' percentiles need. An undecided probe (verdict.py) is run again at once with twice the
-window and warm-up cap, up to MAX_EXTENSIONS times. Targets take turns level by level
+window and warm-up cap (a replay: twice the trace window), up to MAX_EXTENSIONS times.
+Targets take turns level by level
 (A, B, A, B …), so drift in shared hardware hits all alike. The search (search.py) stops
 when every bracket is narrow enough, when the next probe would not fit in the budget, or at
 Ctrl-C; `--repeat N` then re-runs each bracket's ends with new seeds. Whatever was found is
@@ -70,7 +71,7 @@ def main(config: RunConfig, capacity: CapacityConfig) -> int:
 def search(config: RunConfig, capacity: CapacityConfig) -> dict[str, Any]:
     """The whole search, the embedded stack started first (and stopped last) when asked for."""
     if capacity.by == "speed":
-        n = _window_requests(config)
+        n = _window_requests(config, capacity.start)
     else:
         n = probe_requests(config.summary.slos, capacity.probe_requests)
     if not config.embedded:
@@ -99,7 +100,8 @@ class _Prober:
         extension, extends = 0, None
         while True:
             probe = self.probe(spec, level, extension, extends=extends, budgeted=True)
-            if probe["outcome"] != UNDECIDED or extension == MAX_EXTENSIONS:
+            last = extension == MAX_EXTENSIONS or not self._grows(extension + 1)
+            if probe["outcome"] != UNDECIDED or last:
                 search.record(level, probe["outcome"])
                 _report(probe)
                 return
@@ -121,7 +123,7 @@ class _Prober:
         if budgeted and self.elapsed + self.wall.get(spec, 0.0) * scale > self.capacity.budget_s:
             raise _OutOfBudget
         self.number += 1
-        name, requests = self.names[spec], self.requests * scale
+        name, requests = self.names[spec], self._size(extension)
         _announce(self.number, name, self.axis, level, requests, extends, repeat)
         probe_config = self._config(spec, level, requests, scale)
         started = time.monotonic()
@@ -144,6 +146,19 @@ class _Prober:
             raise KeyboardInterrupt
         return probe
 
+    def _size(self, extension: int) -> int:
+        """At least how many requests a probe so extended measures: a replay's, its window's
+        (an extension widens the trace window, not only the time)."""
+        scale = 2**extension
+        if self.axis.name != "speed":
+            return self.requests * scale
+        return len(_window(self.config, scale).arrivals)
+
+    def _grows(self, extension: int) -> bool:
+        """An extension would measure more: a replay's window that holds the whole trace
+        cannot widen, and the same records again would decide nothing."""
+        return self.axis.name != "speed" or self._size(extension) > self._size(extension - 1)
+
     @property
     def elapsed(self) -> float:
         return time.monotonic() - self.began
@@ -155,7 +170,7 @@ class _Prober:
         seed = replace(base.summary, seed=base.summary.seed * SEED_STRIDE + self.number)
         if self.axis.name == "speed":  # the whole trace window at one speed: its own length
             return replace(
-                _speed_probe(base, level),
+                _speed_probe(base, level, scale),
                 out=base.out / f"probe-{self.number:02d}-{slug}-{level:g}x",
                 command=f"{base.command}  # probe {self.number}: {name} at speed {level:g}",
                 targets=(spec,),
@@ -182,17 +197,56 @@ class _Prober:
         )
 
 
-def _speed_probe(base: RunConfig, speed: float) -> RunConfig:
-    """The trace's window replayed `speed` times as fast: the same requests, closer together."""
+def _speed_probe(base: RunConfig, speed: float, scale: int) -> RunConfig:
+    """The trace's window (`scale` times as wide) replayed `speed` times as fast: the same
+    requests, closer together."""
     assert base.replay is not None, "--by speed replays a trace"
-    return replace(base, sweep="replay", levels=(speed,), replay=replace(base.replay, speed=speed))
+    return replace(
+        _widened(base, scale),
+        sweep="replay",
+        levels=(speed,),
+        replay=replace(base.replay, speed=speed),
+    )
 
 
-def _window_requests(config: RunConfig) -> int:
-    """--by speed: every probe replays the whole window, so its size is the probe's."""
+def _widened(config: RunConfig, scale: int) -> RunConfig:
+    """The trace window `scale` times as long (or as many records); the whole trace stays."""
+    return replace(
+        config,
+        duration_s=None if config.duration_s is None else config.duration_s * scale,
+        requests=None if config.requests is None else config.requests * scale,
+    )
+
+
+def _window(config: RunConfig, scale: int = 1) -> replay.Replay:
     assert config.replay is not None, "--by speed replays a trace"
-    window = replay.load(config.replay, config.duration_s, config.requests)
-    return probe_requests(config.summary.slos, len(window.arrivals))
+    wide = _widened(config, scale)
+    return replay.load(config.replay, wide.duration_s, wide.requests)
+
+
+def _window_requests(config: RunConfig, start: float) -> int:
+    """--by speed: every probe replays the whole window, so its size is the probe's. A
+    window with fewer measured requests (past the warm-up, at the start level) than the
+    SLOs' percentiles need is refused before any load, saying what window would do."""
+    assert config.replay is not None, "--by speed replays a trace"
+    arrivals = _window(config).arrivals
+    need = probe_requests(config.summary.slos, None)
+    # the first probe's warm-up, in trace time: its records are not measured
+    head = config.warmup_s * start
+    warm = sum(a.offset_s * config.replay.speed < head for a in arrivals)
+    if len(arrivals) - warm >= need:
+        return len(arrivals)
+    said = (
+        f"--replay {config.replay.file}: the window holds {len(arrivals) - warm} measured "
+        f"requests, and judging {config.summary.slos.describe()} needs at least {need} (to "
+        "bound each percentile from both sides)"
+    )
+    if config.requests is not None:
+        raise ValueError(f"{said}: --requests {need + warm} would give them")
+    duration = replay.reach(config.replay, need + warm)
+    if duration is None:
+        raise ValueError(f"{said}, more than the trace holds from --replay-start on")
+    raise ValueError(f"{said}: --duration {duration:g}s would give them")
 
 
 def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[str, Any]:

@@ -108,7 +108,8 @@ def verdict(target: Mapping[str, Any], slos: Slos) -> Verdict:
 
 def _client_lag(target: Mapping[str, Any]) -> float:
     """How much later than the truth the client's timings may be: its lags' P99s."""
-    lags = (target.get("client") or {}).values()
+    client = target.get("client") or {}
+    lags = [client[key] for key in ("send_lag_s", "loop_lag_s") if key in client]
     return max((block.get("p99") or 0.0 for block in lags), default=0.0)
 
 
@@ -120,6 +121,8 @@ def _unsteady(state: Mapping[str, Any]) -> list[str]:
             f"the warm-up ended after {state['warmup_s']:.0f} s with the in-flight count "
             "still growing"
         )
+    if state.get("replay"):
+        return out  # a trace's TTFT follows its own prompts: its trend says nothing (steady.py)
     ci = state.get("ttft_slope_ci95")
     first, last = state.get("ttft_first_third_s"), state.get("ttft_last_third_s")
     rising = ci and ci[0] > 0 and first is not None and last is not None

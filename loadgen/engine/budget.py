@@ -1,5 +1,5 @@
-"""A block's budget: the shared window rule (window.py), its settling warm-up, and when the
-block is over."""
+"""A block's budget: the shared window rule (window.py), its settling warm-up, its drain,
+and when the block is over."""
 
 from __future__ import annotations
 
@@ -8,18 +8,22 @@ import time
 
 from loadgen.analysis.server_metrics import Snapshot
 from loadgen.engine.schedule import Block
-from loadgen.engine.window import COOLDOWN, WARMUP, Window
+from loadgen.engine.window import COOLDOWN, WARMUP, Window, drain_s
 
 
 class Budget(Window):
     """A block's window, and when the block is over: after its duration, or once its count
     of measured requests was taken, and none of them is in flight (cooldown requests are
-    then cancelled)."""
+    then cancelled) — or its drain ended, and those still in flight were cut."""
 
-    def __init__(self, block: Block, start: float, ramp: float) -> None:
+    def __init__(
+        self, block: Block, start: float, ramp: float, drain: float | None = None
+    ) -> None:
         super().__init__(start + ramp)
         self.block = block
         self.start = start
+        self.drain = drain  # --drain; None: window.drain_s's default
+        self.cut = False  # the drain ended: measured requests still running are unfinished
         self.remaining = block.requests or 0
         self._window(start + ramp, block.duration_s)
         self.interrupted = False
@@ -44,6 +48,19 @@ class Budget(Window):
         self._window(at, duration or None)
         self.settled = settled
         self.opened.set()
+
+    @property
+    def drain_s(self) -> float | None:
+        """How long measured requests may run on after the window closed; None while the
+        window is still taking measured requests."""
+        if self.remaining or self.closed_at is None:
+            return None
+        return drain_s(self.closed_at - self.warm_end, self.drain)
+
+    def drain_ends(self) -> float | None:
+        """When the drain ends (perf_counter seconds); None while not yet known."""
+        drain = self.drain_s
+        return None if drain is None or self.closed_at is None else self.closed_at + drain
 
     def take(self, intended: float) -> str | None:
         """Claim a request intended at this time: "warmup", None (measured) or "cooldown".

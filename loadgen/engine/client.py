@@ -16,7 +16,7 @@ import aiohttp
 import orjson
 
 from latency_proxy.measure.meter import STALL_THRESHOLD_S
-from loadgen.analysis.records import Record
+from loadgen.analysis.records import UNFINISHED, Record
 from loadgen.engine.measurement import Clock, Measurement
 from loadgen.engine.targets import Target
 
@@ -24,6 +24,28 @@ from loadgen.engine.targets import Target
 # closes idle connections after 5 s, and a request sent as that close crosses it is lost
 # (aiohttp's 15 s default lost 7 of 19,365 requests of an hour's replay that way).
 KEEPALIVE_S = 4.0
+
+
+class Cutoff:
+    """Lets the runner end one request in flight early (its window's drain ended): the
+    request stops where it is and its record says UNFINISHED, instead of timing out."""
+
+    __slots__ = ("_scope", "cut")
+
+    def __init__(self) -> None:
+        self.cut = False
+        self._scope: asyncio.Timeout | None = None
+
+    def now(self) -> None:
+        self.cut = True
+        if self._scope is not None and not self._scope.expired():
+            self._scope.reschedule(asyncio.get_running_loop().time())
+
+    def watch(self, scope: asyncio.Timeout) -> None:
+        """The request's timeout scope; one cut before the request started ends it at once."""
+        self._scope = scope
+        if self.cut:
+            self.now()
 
 
 def session(connections: int = 0) -> aiohttp.ClientSession:
@@ -44,16 +66,20 @@ async def send(
     timeout_s: float,
     answer: list[str] | None = None,
     stall_threshold_s: float = STALL_THRESHOLD_S,
+    cutoff: Cutoff | None = None,
 ) -> Record:
     """Stream one request; never raises for server or transport failures (they are records).
-    With `answer`, the answer's text is appended to it (for a conversation's next turn)."""
+    With `answer`, the answer's text is appended to it (for a conversation's next turn);
+    with `cutoff`, the caller may end it early."""
     m = Measurement(
         target, intended, collect_text=answer is not None, stall_threshold_s=stall_threshold_s
     )
     payload = orjson.dumps(body)
     m.sent = time.perf_counter()
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(timeout_s) as scope:
+            if cutoff is not None:
+                cutoff.watch(scope)
             async with http.post(target.endpoint(path), data=payload, headers=m.headers()) as resp:
                 m.status = resp.status
                 if resp.status != 200:
@@ -66,7 +92,7 @@ async def send(
                 else:
                     m.body(await resp.read())
     except TimeoutError:
-        m.error = "timeout"
+        m.error = UNFINISHED if cutoff is not None and cutoff.cut else "timeout"
     except aiohttp.ClientError as exc:
         m.error = type(exc).__name__
     record = m.record(time.perf_counter(), clock)

@@ -15,7 +15,9 @@ from typing import Any
 
 from latency_proxy.measure.meter import STALL_THRESHOLD_S
 from latency_proxy.units import format_duration
+from loadgen.analysis.slo import default_slos
 from loadgen.engine import bounds
+from loadgen.engine.window import DRAIN_MIN_S
 from loadgen.engine.workload import Lengths
 
 
@@ -86,12 +88,19 @@ FLAGS = {
         Flag("--seed", "seeds lengths and arrivals (with a worker's index)", bounds.SEED, 0),
         Flag("--timeout", "per request", bounds.duration(), 600.0, format_duration,
              {"metavar": "DURATION"}),
+        Flag("--drain",
+             "after the measured window closes, its requests may run on this long; those "
+             "still running then are ended, counted as unfinished and left out of the "
+             f"percentiles (default: as long as the window, at least "
+             f"{format_duration(DRAIN_MIN_S)})",
+             bounds.duration(), options={"metavar": "DURATION"}),
         Flag("--stall-threshold",
              "a gap between tokens longer than this counts as a stall, as the proxy's",
              bounds.duration(), STALL_THRESHOLD_S, format_duration, {"metavar": "DURATION"}),
         Flag("--slo",
-             "ttft, tpot or e2e, judged at a percentile where a level is judged (default "
-             "ttft=800ms tpot=50ms, at p99); goodput counts requests within the limits",
+             "ttft, tpot or e2e, judged at a percentile where a level is judged; given any, "
+             f"exactly those are judged (none given: {default_slos()}); goodput counts "
+             "requests within the limits",
              options={"action": "append", "default": [], "metavar": "METRIC=DURATION[@pNN]"}),
         Flag("--max-send-lag", "client send lag P99 above this marks the run invalid",
              bounds.duration(), 0.025, format_duration, {"metavar": "DURATION"}),
@@ -108,7 +117,7 @@ FLAGS = {
 
 WORKLOAD = ("--endpoint", "--input-tokens", "--output-tokens", "--ignore-eos", "--temperature",
             "--dataset", "--tokenizer", "--prompt-seed", "--shared-prefix-tokens")  # fmt: skip
-REQUESTS = ("--timeout", "--stall-threshold", "--seed")
+REQUESTS = ("--timeout", "--drain", "--stall-threshold", "--seed")
 RESULTS = ("--out", "--slo", "--trace-url", "--max-send-lag", "--max-loop-lag")
 
 

@@ -5,7 +5,9 @@ next request's intended time is the moment the previous one ended. Workers start
 the block's ramp-up so they do not arrive as one synchronised herd. Open loop: a dispatcher
 sleeps until each scheduled arrival and starts the request as its own task, however many are
 in flight. A block ends when its last measured request has finished (load goes on meanwhile,
-see loadgen/engine/window.py), so targets never load each other.
+see loadgen/engine/window.py), so targets never load each other — or when its drain ends: the
+measured requests still running then are cut and recorded as unfinished, so a server that
+fell behind cannot keep a run going for as long as its queue.
 
 The client watches itself: every request records its send lag (actual − intended), and a
 monitor samples event-loop lag, so a run where the client was the bottleneck can be told.
@@ -40,6 +42,7 @@ from loadgen.replay.window import Arrival
 LOOP_LAG_INTERVAL_S = 0.02
 SETTLE_SAMPLE_S = 0.25  # a settling warm-up counts the client's requests in flight this often
 SERVER_SAMPLE_S = 1.0  # ... and the server's (running + waiting) this often
+DRAIN_CHECK_S = 0.25  # a block whose drain is not yet known looks again this often
 RAMP_SAMPLE = 1000  # recent records a later block's ramp-up is sized from
 
 
@@ -76,10 +79,12 @@ class Runner:
     book: PromptBook | None = None  # replayed records' prompts
     record_models: bool = False  # a replayed record's model wins over the target's
     server_metrics: tuple[str, ...] = ()  # scraped when each block's measured window opens/closes
+    drain_s: float | None = None  # --drain (None: window.drain_s's default)
     clock: Clock = field(default_factory=Clock)
     result: RunResult = field(default_factory=RunResult)
     stopped: bool = False
     _budget: Budget | None = None
+    _running: set[client.Cutoff] = field(default_factory=set)  # measured requests in flight
     _sending: int = 0  # requests sent and not finished, of every kind
     _sent: int = 0  # requests sent so far
 
@@ -112,8 +117,10 @@ class Runner:
                     ramp = block.warmup_s  # a trace's head is its own ramp-up
                 http = sessions[block.target]
                 cap = ramp if block.settle is None else max(ramp, block.settle.max_s)
-                budget = self._budget = Budget(block, time.perf_counter(), cap)
+                cpu_before = time.process_time()
+                budget = self._budget = Budget(block, time.perf_counter(), cap, self.drain_s)
                 warming = asyncio.create_task(self._warm_up(block, budget, ramp))
+                draining = asyncio.create_task(self._drain(budget))
                 opening = self._scrape_when_open(budget) if self.server_metrics else None
                 try:
                     if load.concurrency is not None:
@@ -122,8 +129,11 @@ class Runner:
                         await self._open(block, budget, load, http, sweep_level)
                 finally:
                     warming.cancel()
-                    await asyncio.gather(warming, return_exceptions=True)
+                    draining.cancel()
+                    await asyncio.gather(warming, draining, return_exceptions=True)
                 epoch = self.clock.epoch
+                wall = time.perf_counter() - budget.start
+                cpu = (time.process_time() - cpu_before) / wall if wall > 0 else None
                 self.result.phases.append(
                     Phase(
                         target=block.target,
@@ -136,6 +146,8 @@ class Runner:
                         warmup_s=None if block.settle is None else budget.warm_end - budget.start,
                         settled=budget.settled,
                         warmup_in_flight=budget.warmup_in_flight,
+                        drain_s=budget.drain_s,
+                        client_cpu=cpu,
                     )
                 )
                 if opening is not None:
@@ -179,6 +191,18 @@ class Runner:
                 return
             await asyncio.sleep(SETTLE_SAMPLE_S)
 
+    async def _drain(self, budget: Budget) -> None:
+        """Cut the measured requests still running when the block's drain ends: each ends
+        at once as an unfinished record, and the block is over."""
+        while True:
+            ends, now = budget.drain_ends(), time.perf_counter()
+            if ends is not None and now >= ends:
+                break
+            await asyncio.sleep(DRAIN_CHECK_S if ends is None else min(ends - now, DRAIN_CHECK_S))
+        budget.cut = True
+        for cutoff in self._running:
+            cutoff.now()
+
     def _typical_e2e(self, block: Block) -> float | None:
         """The median E2E of the block's requests finished so far."""
         e2e = [
@@ -205,6 +229,11 @@ class Runner:
             body, answer = self.workload.turn(self.models[block.target], talk.history), []
         self._sending += 1
         self._sent += 1
+        cutoff = client.Cutoff()
+        if excluded is None:
+            self._running.add(cutoff)
+            if self._budget is not None and self._budget.cut:
+                cutoff.now()
         try:
             record = await client.send(
                 http,
@@ -216,9 +245,11 @@ class Runner:
                 self.timeout_s,
                 answer,
                 self.stall_threshold_s,
+                cutoff,
             )
         finally:
             self._sending -= 1
+            self._running.discard(cutoff)
         record.excluded = excluded
         record.block = block.index
         record.shard = self.shard

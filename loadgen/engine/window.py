@@ -4,13 +4,23 @@ Both engines apply this one rule, loadgen's blocks (runner.py) and Locust's node
 (locust/window.py): a request intended before the warmup ends is excluded as "warmup"; one
 intended once the measured window has closed is excluded as "cooldown"; load goes on until
 every measured request has finished, so the last measured ones see the same load as the
-others rather than a draining server.
+others rather than a draining server — but for at most a drain (`drain_s`): a server that
+fell behind would otherwise keep a run going for as long as its queue, however long the
+window. Measured requests still running when the drain ends are ended there and recorded
+as unfinished (records.UNFINISHED).
 """
 
 from __future__ import annotations
 
 WARMUP = "warmup"
 COOLDOWN = "cooldown"
+DRAIN_MIN_S = 30.0  # the default drain: as long as the window, and at least this
+
+
+def drain_s(window_s: float, asked: float | None) -> float:
+    """How long a window's requests may run on after it closed: `asked` (--drain), else as
+    long as the window and at least DRAIN_MIN_S (a healthy request outlasts neither)."""
+    return asked if asked is not None else max(window_s, DRAIN_MIN_S)
 
 
 class Window:

@@ -20,11 +20,17 @@ import gevent
 import orjson
 from geventhttpclient import HTTPClient
 
+from loadgen.analysis.records import UNFINISHED
 from loadgen.engine.client import context_limit, first_model_id, token_count, tokenize_body
 from loadgen.engine.measurement import Measurement
 from loadgen.engine.targets import Target
 
 SETUP_TIMEOUT_S = 10.0  # /tokenize and /v1/models, as loadgen's client allows them
+
+
+class Cut(Exception):
+    """Thrown into a user's greenlet to end its request in flight: its window's drain ended
+    (the node's `finish`), and the record says UNFINISHED."""
 
 
 class StreamingClient:
@@ -68,6 +74,9 @@ class StreamingClient:
                             m.feed(time.perf_counter(), line)
                     else:
                         m.body(response.read())
+        except Cut:
+            m.error = UNFINISHED
+            self.close()
         except TimeoutError:
             m.error = "timeout"
             self.close()

@@ -27,8 +27,9 @@ from loadgen.engine.measurement import Clock, Measurement
 from loadgen.engine.runner import LOOP_LAG_INTERVAL_S
 from loadgen.engine.sizing import calibrate
 from loadgen.engine.targets import Target, resolve
+from loadgen.engine.window import drain_s
 from loadgen.engine.workload import Sizing, Workload, shared_prefix, user_messages
-from loadgen.locust.client import StreamingClient
+from loadgen.locust.client import Cut, StreamingClient
 from loadgen.locust.options import Options
 from loadgen.locust.run import Final, Outbox
 from loadgen.locust.table import fire
@@ -118,6 +119,7 @@ class Node:
         self.outbox = Outbox()
         self.done = gevent.event.Event()  # the last batch is sent
         self.idle: list[StreamingClient] = []  # a replay's connections, one per stream
+        self.measuring: set[Any] = set()  # greenlets with a measured request in flight
         self.helpers = [gevent.spawn(self._watch_lag)]
         if isinstance(runner, WorkerRunner):
             self.helpers.append(gevent.spawn(self._ship))
@@ -172,7 +174,13 @@ class Node:
         arrival: replay.Arrival | None = None,
     ) -> Record:
         m = Measurement(self.target, intended, stall_threshold_s=self.options.stall_threshold_s)
-        http.send(self.workload.path, self._body(arrival), m)
+        me = gevent.getcurrent()
+        if excluded is None:
+            self.measuring.add(me)  # the drain may cut it (finish)
+        try:
+            http.send(self.workload.path, self._body(arrival), m)
+        finally:
+            self.measuring.discard(me)
         end = time.perf_counter()
         record = m.record(end, self.clock)
         record.excluded, record.shard, record.worker = excluded, self.index, self.worker
@@ -196,13 +204,20 @@ class Node:
 
     def finish(self) -> None:
         """Close the window, let the measured requests in flight end (the users go on, as
-        cooldown), seal it, let the rest end, then send the last batch. Once, whoever asks
-        first; the others wait for it."""
+        cooldown) for at most its drain, cut those still running (unfinished), seal it, let
+        the rest end, then send the last batch. Once, whoever asks first; the others wait
+        for it."""
         if self.window.closed_at is not None:
             self.done.wait()
             return
         self.window.close(time.perf_counter())
+        assert self.window.closed_at is not None
+        drain = drain_s(self.window.closed_at - self.window.warm_end, self.options.drain_s)
+        self.window.drain_s = drain
         deadline = time.monotonic() + self.options.timeout_s
+        self._until(lambda: self.window.drained, min(deadline, time.monotonic() + drain))
+        for greenlet in list(self.measuring):
+            greenlet.kill(Cut, block=False)
         self._until(lambda: self.window.drained, deadline)
         self.window.sealed = True
         self._until(lambda: self.window.idle, deadline)

@@ -49,6 +49,7 @@ class Options:
     shared_prefix_tokens: int
     warmup_s: float
     timeout_s: float
+    drain_s: float | None  # None: the window's length, at least window.DRAIN_MIN_S
     stall_threshold_s: float
     summary: SummarySettings
     out: Path | None
@@ -80,6 +81,7 @@ class Options:
             shared_prefix_tokens=flags.read(ns, "--shared-prefix-tokens"),
             warmup_s=bounds.parsed(ns.warmup, bounds.duration(positive=False), "--warmup"),
             timeout_s=flags.read(ns, "--timeout"),
+            drain_s=flags.read(ns, "--drain"),
             stall_threshold_s=flags.read(ns, "--stall-threshold"),
             summary=SummarySettings(
                 slo=slos.limits,

@@ -15,6 +15,7 @@ class Window(window.Window):
         super().__init__(start + warmup_s)
         self.sealed = False  # no request may start any more
         self.busy = 0  # requests of any kind not finished yet
+        self.drain_s: float | None = None  # set as the window closes
 
     def take(self, intended: float) -> str | None:
         assert not self.sealed, "a sealed window takes no request"
@@ -39,4 +40,5 @@ class Window(window.Window):
             start_at=clock.epoch(self.warm_end),
             end_at=clock.epoch(self.closed_at),
             done_at=clock.epoch(self.done_at or self.closed_at),
+            drain_s=self.drain_s,
         )

@@ -16,7 +16,7 @@ from typing import Any
 from latency_proxy.setting_types import WEEK_S
 from loadgen.replay.formats import BadRow, Parsed, parse
 from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS, PromptBook
-from loadgen.replay.window import Arrival, schedule, share, split, window
+from loadgen.replay.window import Arrival, duration_for, schedule, share, split, window
 
 __all__ = [
     "Arrival",
@@ -25,6 +25,7 @@ __all__ = [
     "ReplaySettings",
     "fit",
     "load",
+    "reach",
     "share",
     "split",
 ]
@@ -54,18 +55,7 @@ class Replay:
 
 def load(settings: ReplaySettings, duration_s: float | None, requests: int | None) -> Replay:
     """The window of the trace file; ValueError naming the file (and line) when it is bad."""
-    path = Path(settings.file)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"--replay {path}: {exc.strerror or exc}") from None
-    try:
-        parsed = parse(raw.decode("utf-8"), settings.format, settings.skip_bad_rows)
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except BadRow as exc:
-        hint = "" if settings.skip_bad_rows else " (--skip-bad-rows skips such rows)"
-        raise ValueError(f"{path}:{exc.line}: {exc.reason}{hint}") from None
+    path, raw, parsed = _read(settings)
     try:
         chosen = window(parsed.records, settings.start_s, duration_s, requests)
     except ValueError as exc:
@@ -78,6 +68,30 @@ def load(settings: ReplaySettings, duration_s: float | None, requests: int | Non
             "past a week of replay: close the window (--duration, --requests) or speed it up"
         )
     return Replay(arrivals, _meta(settings, path, raw, parsed, arrivals, duration_s, requests))
+
+
+def reach(settings: ReplaySettings, count: int) -> float | None:
+    """The --duration (trace time, whole seconds) whose window holds `count` records; None
+    when the trace holds fewer from the window's start on."""
+    _, _, parsed = _read(settings)
+    return duration_for(parsed.records, settings.start_s, count)
+
+
+def _read(settings: ReplaySettings) -> tuple[Path, bytes, Parsed]:
+    """The trace file, read and parsed; ValueError naming the file (and line) when it is bad."""
+    path = Path(settings.file)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"--replay {path}: {exc.strerror or exc}") from None
+    try:
+        parsed = parse(raw.decode("utf-8"), settings.format, settings.skip_bad_rows)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except BadRow as exc:
+        hint = "" if settings.skip_bad_rows else " (--skip-bad-rows skips such rows)"
+        raise ValueError(f"{path}:{exc.line}: {exc.reason}{hint}") from None
+    return path, raw, parsed
 
 
 def fit(trace: Replay, limit: int, settings: ReplaySettings) -> Replay:

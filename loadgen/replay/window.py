@@ -9,6 +9,7 @@ client would have.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,18 @@ def window(
             + f") holds no records: the trace spans {span:g} s"
         )
     return chosen
+
+
+def duration_for(records: Sequence[TraceRecord], start_s: float, count: int) -> float | None:
+    """The shortest whole-second window from `start_s` that holds `count` records (a window
+    holds the records before its end); None when fewer than `count` follow its start."""
+    if not records or count < 1:
+        return None
+    opens = records[0].at + start_s
+    chosen = [r for r in records if r.at >= opens]
+    if len(chosen) < count:
+        return None
+    return float(math.floor(chosen[count - 1].at - opens) + 1)
 
 
 def schedule(chosen: Sequence[TraceRecord], speed: float = 1.0) -> list[Arrival]:

@@ -158,8 +158,9 @@ def render(
         saturated = steady.label(s.summary.get("steady_state"))
         lines.append(
             f"- {s.label}: {t['requests_per_s'] or 0:.2f} req/s, "
-            f"{t['output_tokens_per_s'] or 0:.1f} output tok/s; {valid}"
-            + (f"; {saturated}" if saturated else "")
+            f"{t['output_tokens_per_s'] or 0:.1f} output tok/s; "
+            + (f"{saturated}; " if saturated else "")
+            + valid
         )
     base = series[0]
     lines += ["", f"{sub} Differences against {base.label}", ""]

@@ -35,11 +35,15 @@ SHOWN = (
 
 def target_section(name: str, t: dict[str, Any]) -> list[str]:
     lines = [f"## {name}", ""]
-    if not t["valid"]:
-        lines += [f"**INVALID**: {'; '.join(t['invalid_reasons'])}", ""]
+    # the server's verdict first: a drowning server is the news, whatever the client saw
     saturated = steady.label(t.get("steady_state"))
     if saturated:
         lines += [f"**{saturated[:1].upper()}{saturated[1:]}.**", ""]
+    cut = steady.unfinished(t.get("steady_state"))
+    if cut:
+        lines += [f"{cut[:1].upper()}{cut[1:]}.", ""]
+    if not t["valid"]:
+        lines += [f"**INVALID**: {'; '.join(t['invalid_reasons'])}", ""]
     lines += [
         f"| metric (ms{', saturated' if saturated else ''}) "
         "| P50 [95% CI] | P90 | P99 [95% CI] | P99.9 | mean | n |",
@@ -55,7 +59,8 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
     slo = ", ".join(f"{k.upper()} ≤ {v * 1e3:.0f} ms" for k, v in good["slo"].items())
     lines += [
         "",
-        f"- requests: {req['ok']} ok, {req['failed']} failed; excluded: "
+        f"- requests: {req['ok']} ok, {req['failed']} failed, "
+        f"{req.get('unfinished', 0)} unfinished; excluded: "
         + (", ".join(f"{n} {k}" for k, n in req["excluded"].items()) or "none"),
         f"- throughput: {_rate(thr['requests_per_s'])} req/s, "
         f"{_rate(thr['output_tokens_per_s'])} output tok/s over {thr['active_s']:.1f} s active",
@@ -81,6 +86,7 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
     lines.append(
         f"- client: send lag P99 {ms(client['send_lag_s']['p99'])} ms, "
         f"event-loop lag P99 {ms(client['loop_lag_s']['p99'])} ms"
+        + ("" if client.get("cpu") is None else f", CPU {client['cpu']:.0%} of a core")
     )
     if t.get("mbu") is not None:
         lines.append(f"- MBU: {t['mbu']:.2f}")
@@ -242,11 +248,14 @@ def console_table(summary: dict[str, Any]) -> str:
     text.insert(1, "  ".join("-" * w for w in widths))
     text.append("(latencies in ms)")
     for name, t in summary["targets"].items():
-        for reason in t["invalid_reasons"]:
-            text.append(f"{name}: INVALID: {reason}")
         saturated = steady.label(t.get("steady_state"))
         if saturated:
             text.append(f"{name}: {saturated.replace('saturated', 'SATURATED', 1)}")
+        cut = steady.unfinished(t.get("steady_state"))
+        if cut:
+            text.append(f"{name}: {cut}")
+        for reason in t["invalid_reasons"]:
+            text.append(f"{name}: INVALID: {reason}")
         stream = t.get("stream")
         if stream and stream["buffered"]:
             text.append(f"{name}: {stream['verdict']}")

@@ -30,10 +30,10 @@ def verdict_lines(
         bad = True
     for name, t in summary["targets"].items():
         saturated = steady.label(t.get("steady_state"))
-        if not t["valid"]:
-            lines.append(f"{name}: INVALID: {'; '.join(t['invalid_reasons'])}")
         if saturated:
             lines.append(f"{name}: {saturated[:1].upper()}{saturated[1:]}")
+        if not t["valid"]:
+            lines.append(f"{name}: INVALID: {'; '.join(t['invalid_reasons'])}")
         if t["valid"] and not saturated:
             lines.append(f"{name}: valid and steady")
         bad = bad or not t["valid"] or bool(saturated)

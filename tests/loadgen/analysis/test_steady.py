@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from loadgen.analysis import steady
-from loadgen.analysis.records import Phase, Record, SummarySettings
+from loadgen.analysis.records import UNFINISHED, Phase, Record, SummarySettings
+from loadgen.analysis.slo import parse_slos
 from loadgen.analysis.summary import summarize
+from loadgen.capacity import verdict as probe_verdict
 from loadgen.reports import run as report
 
 T0 = 1_800_000_000.0
@@ -172,10 +174,10 @@ def test_saturated_percentiles_are_labelled_where_shown() -> None:
     summary = summarize(records, window(20), [], [], SummarySettings(), "rate")
     console = report.console_table(summary)
     assert console.splitlines()[2].rstrip().endswith("SATURATED")  # the table's column
-    assert "a: SATURATED: requests arrived at 15.0/s" in console
+    assert "a: SATURATED: the server fell behind the load: requests arrived at 15.0/s" in console
     assert "these percentiles grow with the run's length" in console
     text = report.markdown(summary, {}, [])
-    assert "**Saturated: requests arrived at 15.0/s and completed at 10." in text
+    assert "**Saturated: the server fell behind the load: requests arrived at 15.0/s" in text
     assert "| metric (ms, saturated) |" in text
     calm = summarize(
         open_loop(poisson(8, -WARMUP_S, 31, 4), 4, 0.25, 30),
@@ -186,3 +188,72 @@ def test_saturated_percentiles_are_labelled_where_shown() -> None:
         "rate",
     )
     assert "saturated" not in report.markdown(calm, {}, []).lower()
+
+
+
+def replayed(
+    arrivals: np.ndarray, tokens: np.ndarray, servers: int, decode_s: float, drain_s: float
+) -> list[Record]:
+    """A trace's requests on a queue model whose prefill grows with the prompt (0.1 ms a
+    token); the window is the trace's span, and those not done drain_s after it are cut."""
+    window_s = float(arrivals.max())
+    free = [0.0] * servers
+    out = []
+    for i, (intended, n) in enumerate(zip(arrivals, tokens, strict=True)):
+        start = max(float(intended), heapq.heappop(free))
+        prefill = PREFILL_S + 0.0001 * float(n)
+        heapq.heappush(free, start + prefill + decode_s)
+        r = record(i, float(intended), start, prefill + decode_s, window_s)
+        r.ttft_s, r.input_tokens = start - intended + prefill, int(n)
+        if r.end_at > T0 + window_s + drain_s:
+            r.ok, r.error, r.end_at = False, UNFINISHED, T0 + window_s + drain_s
+            r.ttft_s = r.tpot_s = r.e2e_s = None
+        out.append(r)
+    return out
+
+
+def judged_replay(records: list[Record], replay: bool) -> dict:
+    window_s = max(r.intended_at for r in records) - T0
+    phase = Phase(target="a", block=0, start_at=T0, end_at=T0 + window_s, level=1, drain_s=30)
+    return steady.judge(records, [phase], window_s, open_loop=True, replay=replay)
+
+
+def test_a_replay_whose_prompts_grow_and_arrivals_bunch_at_the_end_is_steady() -> None:
+    """Far from its limit, TTFT rises with the trace's prompts and requests are in flight at
+    the window's close (the arrivals bunch there): neither is the server falling behind."""
+    rng = np.random.default_rng(5)
+    arrivals = np.sort(np.concatenate([rng.uniform(0, 30, 40), rng.uniform(30, 34, 30)]))
+    tokens = np.linspace(200, 8000, len(arrivals)).astype(int)
+    records = replayed(arrivals, tokens, servers=64, decode_s=3.0, drain_s=30)
+    as_rate = judged_replay(records, replay=False)
+    assert not as_rate["steady"]  # the TTFT trend and the in-flight tail misjudge it
+    state = judged_replay(records, replay=True)
+    assert state["steady"], state["reasons"]
+    assert state["in_flight_end"] >= 20 and state["unfinished"] == 0
+    assert probe_verdict.verdict(_probe(state), SLOS).outcome == probe_verdict.MEETS
+
+
+def test_a_saturated_replay_is_still_saturated() -> None:
+    """The same kind of trace on a server with two slots: completions fall behind arrivals
+    so far that the drain cannot make up for it."""
+    rng = np.random.default_rng(5)
+    arrivals = np.sort(rng.uniform(0, 60, 120))
+    tokens = rng.integers(200, 8000, len(arrivals))
+    records = replayed(arrivals, tokens, servers=2, decode_s=3.0, drain_s=30)
+    state = judged_replay(records, replay=True)
+    assert not state["steady"]
+    assert state["reasons"][0].startswith(f"{state['unfinished']} of the window's 120 requests")
+
+
+SLOS = parse_slos(["ttft=1s@p90", "tpot=1s@p90"])
+
+
+def _probe(state: dict) -> dict:
+    """A probe's summary whose SLOs hold by far: only its steady state can tell."""
+    block = {"p90": 0.1, "ci95": {"p90": [0.05, 0.2]}, "count": 100}
+    return {
+        "valid": True,
+        "metrics": {"ttft_s": block, "tpot_s": block},
+        "steady_state": state,
+        "requests": {"ok": 100, "failed": 0},
+    }

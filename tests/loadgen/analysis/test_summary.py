@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from loadgen import compare, rundir
-from loadgen.analysis.records import GpuSample, Phase, Record, RunData, SummarySettings
+from loadgen.analysis.records import UNFINISHED, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.analysis.slo import Slos, parse_slos
 from loadgen.analysis.summary import active_seconds, summarize
 from loadgen.engine.progress import Progress
@@ -68,6 +69,7 @@ def test_summary_contract_keys() -> None:
     recs = records("proxy", 1200, 0.3, 1)
     recs.append(Record(**blank("w", "proxy"), ok=True, excluded="warmup", ttft_s=9.0))
     recs.append(Record(**blank("f", "proxy"), ok=False, status=500, error="http_500"))
+    recs.append(Record(**blank("u", "proxy"), ok=False, error=UNFINISHED))  # the drain ended it
     summary = summarize(recs, phases("proxy"), [(T0 + 1, 0.001)], [], SummarySettings())
     t = summary["targets"]["proxy"]
     for metric in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
@@ -81,6 +83,7 @@ def test_summary_contract_keys() -> None:
     assert t["requests"] == {
         "ok": 1200,
         "failed": 1,
+        "unfinished": 1,
         "excluded": {"warmup": 1},
         "errors": {"http_500": 1},
         "tpot_not_measured": 0,
@@ -116,7 +119,8 @@ def test_goodput_against_slos() -> None:
 
 def test_parse_slos() -> None:
     assert parse_slos([]) == Slos({"ttft": 0.8, "tpot": 0.05})
-    assert parse_slos(["tpot=45ms", "e2e=10s"]).limits == {"ttft": 0.8, "tpot": 0.045, "e2e": 10.0}
+    # given any, exactly those are judged: no default TTFT beside them
+    assert parse_slos(["tpot=45ms", "e2e=10s"]).limits == {"tpot": 0.045, "e2e": 10.0}
     slos = parse_slos(["ttft=800ms@p90", "tpot=50ms@P99.9"])
     assert slos.percentiles == {"ttft": "p90", "tpot": "p999"}
     assert slos.describe() == "TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P99.9)"
@@ -138,6 +142,22 @@ def test_client_bottleneck_marks_the_target_invalid() -> None:
     none_ok = [Record(**blank("x", "b"), ok=False, error="timeout")]
     t = summarize(none_ok, phases("b"), [], [], SummarySettings())["targets"]["b"]
     assert t["invalid_reasons"] == ["no successful requests"]
+
+
+def test_a_client_starved_of_cpu_by_others_is_told_from_one_busy_itself() -> None:
+    """Late sends from a client that used a tenth of a core: the machine's other processes
+    took its CPU, and the reason says so instead of calling the client the bottleneck."""
+    recs = records("a", 200, 0.3, 4)
+    for r in recs[:10]:
+        r.send_lag_s = 0.2
+    lag = [(T0 + i * 0.02, 0.05 if i % 10 == 0 else 0.0) for i in range(400)]
+    for cpu, said in ((0.1, "other processes on its machine"), (0.95, "was the bottleneck")):
+        ph = [replace(phases("a")[0], client_cpu=cpu)]
+        t = summarize(recs, ph, lag, [], SummarySettings())["targets"]["a"]
+        assert not t["valid"] and t["client"]["cpu"] == cpu
+        send, loop = t["invalid_reasons"]
+        assert said in send
+        assert ("used 10% of a core" in loop) == (cpu == 0.1)
 
 
 def test_active_time_is_a_union() -> None:

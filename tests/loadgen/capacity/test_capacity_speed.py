@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from loadgen.cli import main
+from loadgen.capacity.axis import AXES
+from loadgen.capacity.command import CapacityConfig, _Prober
+from loadgen.cli import build_parser, config_from, main
 from loadgen.stack.processes import simulator
 
 SLO = ["--slo", "ttft=300ms@p90", "--slo", "tpot=50ms@p90"]
@@ -56,3 +59,45 @@ def test_by_speed_needs_a_replay_and_a_replay_needs_by_speed(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["capacity", "--replay", "x.jsonl"])
     assert "--by speed searches a --replay's speed" in capsys.readouterr().err
+
+
+def _trace(path: Path, offsets_s: list[float]) -> Path:
+    rows = [{"timestamp": t * 1000, "input_length": 128, "output_length": 8} for t in offsets_s]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_window_too_small_for_the_percentiles_is_refused_before_any_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _trace(tmp_path / "t.jsonl", [float(i) for i in range(100)])  # one a second
+    out = tmp_path / "cap"
+    argv = ["capacity", "--target", "http://127.0.0.1:9", "--replay", str(trace), "--by", "speed"]
+    argv += ["--duration", "20s", *SLO, "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    # P90 needs 36 requests to be bounded both ways; the 36th record is at 35 s
+    assert "the window holds 20 measured requests" in err
+    assert "needs at least 36" in err and "--duration 36s would give them" in err
+    assert not out.exists()  # refused before any probe: nothing written
+    argv[argv.index("20s")] = "200s"
+    short = _trace(tmp_path / "short.jsonl", [float(i) for i in range(30)])
+    argv[argv.index(str(trace))] = str(short)
+    assert main(argv) == 2
+    assert "more than the trace holds" in capsys.readouterr().err
+
+
+def test_an_extension_widens_a_replays_window(tmp_path: Path) -> None:
+    """An undecided probe is run again over twice the trace window, not the same records for
+    longer; a window that already holds the whole trace is not extended at all."""
+    trace = _trace(tmp_path / "t.jsonl", [i * 0.5 for i in range(200)])  # 2 a second
+    argv = ["capacity", "--replay", str(trace), "--by", "speed", "--duration", "30s", *SLO]
+    parser = build_parser(search=True)
+    config = config_from(parser.parse_args(argv[1:]), argv)
+    search = CapacityConfig(by="speed", start=1.0, budget_s=60, probe_requests=None,
+                            min_probe_s=30.0)  # fmt: skip
+    prober = _Prober(config, search, AXES["speed"], 60, {})
+    assert [prober._size(e) for e in (0, 1, 2)] == [60, 120, 200]  # 200: the whole trace
+    assert prober._grows(1) and prober._grows(2)
+    whole = _Prober(replace(config, duration_s=None), search, AXES["speed"], 200, {})
+    assert not whole._grows(1)

@@ -10,13 +10,16 @@ max_tokens asked for (ignore_eos) and counts its tokens as its /tokenize does.
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from loadgen import rundir
+from loadgen.analysis.records import UNFINISHED
 from loadgen.locust.run import Roster
 from loadgen.stack.processes import LOOPBACK, free_port, simulator, stop
 from tests.loadgen.locust.test_locust import start, wait_for_line
@@ -168,3 +171,27 @@ def test_a_worker_with_another_trace_ends_the_test_with_exit_2(sim: str, tmp_pat
     assert code == 2, log[-3000:]
     assert "its trace differs from another node's" in log
     assert served(sim) == before and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # a simulated server one request at a time, a 6 s window and its drain
+def test_a_drowning_server_ends_a_locust_replay_after_its_drain(tmp_path: Path) -> None:
+    """Locust keeps loadgen's rule: measured requests still running when the drain ends are
+    cut there, recorded as unfinished, and the test ends in bounded time."""
+    trace = tmp_path / "flood.jsonl"
+    # 2 s a request, one at a time: without the drain the last would end a minute in
+    rows = [{"timestamp": i * 200, "input_length": 64, "output_length": 128} for i in range(30)]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with simulator("--preset", "llama-70b-awq-tp4-a100", "--max-num-seqs", "1") as url:
+        started = time.monotonic()
+        args = [*replay_args(url, trace, tmp_path / "run"), "--drain", "2s"]
+        done = locust(*args, "--exit-code-on-error", "0")  # unfinished fail in Locust's table
+        took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert took < 6 + 2 + 25  # window, drain, and Locust's own start and stop on 2 cores
+    data = rundir.read(tmp_path / "run")
+    cut = [r for r in data.records if r.error == UNFINISHED]
+    assert len(cut) >= 20 and all(r.excluded is None for r in cut)  # ~0.5 req/s of 5 offered
+    assert data.phases[0].drain_s == 2.0
+    summary = rundir.read_summary(tmp_path / "run")
+    (t,) = summary["targets"].values()
+    assert t["requests"]["unfinished"] == len(cut) and not t["steady_state"]["steady"]

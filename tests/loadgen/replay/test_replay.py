@@ -213,7 +213,7 @@ def test_a_record_over_the_context_can_be_skipped(sim: str, tmp_path: Path) -> N
     assert data.meta["replay"]["window"]["records"] == 4
 
 
-def test_slices_name_the_burst_and_saturation_is_still_called(sim: str, tmp_path: Path) -> None:
+def test_slices_name_a_burst_the_server_catches_up_with(sim: str, tmp_path: Path) -> None:
     calm = [(i * 200, 100) for i in range(10)]
     burst = [(2000 + i * 50, 1200) for i in range(16)]  # ~5 s of prefill arriving in 0.8 s
     trace = tmp_path / "burst.jsonl"
@@ -228,7 +228,10 @@ def test_slices_name_the_burst_and_saturation_is_still_called(sim: str, tmp_path
     assert found[2.0]["backlog"] >= 10  # the burst is still queued when its slice ends
     assert found[1.0]["ttft_s"]["p90"] < 0.5 < found[2.0]["ttft_s"]["p90"]
     assert sum(s["sent"] for s in found.values()) == len(rows)
-    assert target["steady_state"]["steady"] is False  # the backlog grew: saturated
+    # a burst at the window's end is no saturation: the server caught up within the drain
+    # (a replay it cannot keep up with: tests/loadgen/replay/test_replay_steady.py)
+    state = target["steady_state"]
+    assert state["steady"] is True and state["unfinished"] == 0 and state["in_flight_end"] >= 10
     report = (tmp_path / "run" / "report.md").read_text()
     assert "worst slice 0:02–0:03" in report and "slices.png" in report
     assert (tmp_path / "run" / "slices.png").stat().st_size > 0
