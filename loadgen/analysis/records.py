@@ -127,6 +127,7 @@ class GpuSample:
     gpu: str
     memory_mib: float | None
     power_w: float | None
+    energy_mj: float | None = None  # the energy counter since boot, where the exporter has one
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
