@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from latency_proxy.units import format_duration, parse_duration, parse_size
-from loadgen import compare, rebuild, run
+from loadgen import compare, quality_flags, rebuild, run
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
 from loadgen.capacity import command as capacity
@@ -146,6 +146,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
             help="open loop: R requests/s; a list sweeps",
         )
     replay_flags.add_flags(p.add_argument_group("replay"))
+    quality_flags.add_flags(p.add_argument_group("answers and cost"))
     load.add_argument("--arrival", choices=ARRIVALS, default="poisson")
     load.add_argument(
         "--gamma-shape",
@@ -230,7 +231,8 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         "--gpus",
         type=int,
         default=1,
-        help="GPUs serving each target: MBU, and the report's output tok/s per GPU (default 1)",
+        help="GPUs serving each target: MBU, the report's output tok/s per GPU, and the "
+        "cost with --gpu-hour-price (default 1)",
     )
     r.add_argument(
         "--progress",
@@ -316,6 +318,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         timeout_s=args.timeout,
         stall_threshold_s=args.stall_threshold,
         replay=replay,
+        probes=quality_flags.settings(args),
         workers=args.workers,
         shard=args.shard or (0, 1),
         sync_dir=Path(args.sync_dir) if args.sync_dir else None,
@@ -329,6 +332,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
             kv_bytes_per_token=args.kv_bytes_per_token,
             gpu_bandwidth_bytes_s=args.gpu_bandwidth,
             gpus=args.gpus,
+            gpu_hour_price=args.gpu_hour_price,
             seed=args.seed,
             slice_s=args.slice,
         ),

@@ -1,11 +1,10 @@
-"""Whether greedy answers stay the same under load: outputs compared as token lists. Pure.
+"""Whether greedy answers stay the same under load: outputs compared word by word. Pure.
 
 A prompt's reference is its answer sent alone (concurrency 1); under load it is sent again
 and each answer compared with the reference. Outputs are content: they are compared in
 memory, and what is kept is a keyed hash (equal outputs, equal hashes, within one run; the
 key is never written, so a hash cannot be checked against a guessed text) and the position
-of the first token that differs. A token is one streamed delta, which is one token for vLLM
-at its default stream interval.
+of the first word that differs (whitespace-separated: a client sees text, not token ids).
 """
 
 from __future__ import annotations
@@ -18,13 +17,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 
-def keyed_hash(key: bytes, tokens: Sequence[str]) -> str:
+def keyed_hash(key: bytes, text: str) -> str:
     """A short HMAC-SHA256 of an output under the run's secret key."""
-    return hmac.new(key, "".join(tokens).encode(), hashlib.sha256).hexdigest()[:32]
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def first_difference(reference: Sequence[str], output: Sequence[str]) -> int | None:
-    """The first token position where two outputs differ; None when they are identical."""
+    """The first position where two word lists differ; None when they are identical."""
     for position, (a, b) in enumerate(zip(reference, output, strict=False)):
         if a != b:
             return position

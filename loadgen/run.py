@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import uvloop
 
-from loadgen import replay, rundir
-from loadgen.analysis.records import RunData
+from loadgen import evals, replay, rundir
+from loadgen.analysis.records import Record, RunData
 from loadgen.analysis.summary import summarize_run
 from loadgen.config import RunConfig
 from loadgen.engine import client
@@ -34,6 +34,7 @@ from loadgen.engine.schedule import Block, plan, shard_count
 from loadgen.engine.sizing import calibrate
 from loadgen.engine.targets import Target, load_file, resolve
 from loadgen.engine.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
+from loadgen.probes import Probes
 from loadgen.reports import comparison
 from loadgen.reports import run as report
 from loadgen.shards import supervisor, sync
@@ -136,6 +137,8 @@ async def execute(config: RunConfig, targets: dict[str, Target]) -> RunData:
     runner = Runner(targets, models, workload, rng, config.timeout_s, shard, progress)
     runner.stall_threshold_s = config.stall_threshold_s
     trace = await _replayed(config, runner, sizing, prompt_seed) if config.replay else None
+    if config.probes is not None:
+        runner.probes = await _probes(config, runner)
     if shard == 0:  # one sampler per run, not per shard: shards share the servers
         runner.server_metrics = config.server_metrics
     data = RunData(settings=config.summary, meta=_meta(config, targets, models, workload))
@@ -210,6 +213,45 @@ async def _replayed(
     runner.book = replay.PromptBook(sizing, prompt_seed, config.replay.block_tokens)
     runner.record_models = config.model is None
     return trace
+
+
+async def _probes(config: RunConfig, runner: Runner) -> Probes:
+    """The checked requests of --eval and --consistency; the consistency prompts' reference
+    answers taken first, one request at a time, before any load."""
+    settings = config.probes
+    assert settings is not None
+    seed = config.summary.seed
+    items = evals.load(settings.eval, seed) if settings.eval else []
+    assert config.prompt_seed is not None, "measure draws it"
+    fixed = replace(  # its own generators: the ordinary load draws as it would without it
+        runner.workload,
+        rng=np.random.default_rng([seed, 1]),
+        prompt_rng=np.random.default_rng([config.prompt_seed, 1]),
+        temperature=0.0,
+        ignore_eos=True,
+    )
+    prompts = [(fixed.path, fixed.body("")) for _ in range(settings.consistency)]
+    probes = Probes(
+        items,
+        settings.eval_fraction,
+        prompts,
+        config.endpoint,
+        content_capture=settings.content_capture,
+    )
+    if prompts:
+        async with client.session() as http:
+
+            async def alone(name: str, path: str, body: dict[str, Any]) -> tuple[Record, str]:
+                text: list[str] = []
+                start = time.perf_counter()
+                target = runner.targets[name]
+                record = await client.send(
+                    http, target, path, body, start, runner.clock, config.timeout_s, text
+                )
+                return record, text[0]
+
+            await probes.take_references(runner.models, alone)
+    return probes
 
 
 async def _replay_blocks(

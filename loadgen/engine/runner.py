@@ -34,6 +34,7 @@ from loadgen.engine.measurement import Clock
 from loadgen.engine.schedule import Block, arrivals
 from loadgen.engine.targets import Target
 from loadgen.engine.workload import Workload
+from loadgen.probes import Probes
 from loadgen.replay.prompts import PromptBook
 from loadgen.replay.window import Arrival
 
@@ -76,6 +77,7 @@ class Runner:
     book: PromptBook | None = None  # replayed records' prompts
     record_models: bool = False  # a replayed record's model wins over the target's
     server_metrics: tuple[str, ...] = ()  # scraped when each block's measured window opens/closes
+    probes: Probes | None = None  # eval items and consistency prompts mixed into the load
     clock: Clock = field(default_factory=Clock)
     result: RunResult = field(default_factory=RunResult)
     stopped: bool = False
@@ -199,17 +201,22 @@ class Runner:
         talk: _Talk | None = None,
     ) -> Record:
         target = self.targets[block.target]
-        if talk is None:
-            body, answer = self._body(block.target, replayed), None
-        else:
+        path, probe = self.workload.path, None
+        if talk is not None:
             body, answer = self.workload.turn(self.models[block.target], talk.history), []
+        elif self.probes is not None and replayed is None and (
+            probe := self.probes.take(block.target, self.models[block.target], excluded is None)
+        ):
+            path, body, answer = probe.path, probe.body, []
+        else:
+            body, answer = self._body(block.target, replayed), None
         self._sending += 1
         self._sent += 1
         try:
             record = await client.send(
                 http,
                 target,
-                self.workload.path,
+                path,
                 body,
                 intended,
                 self.clock,
@@ -228,6 +235,9 @@ class Runner:
         if talk is not None:
             record.session, record.turn = talk.session, len(talk.history) // 2 + 1
             talk.history += [body["messages"][-1], {"role": "assistant", "content": answer[0]}]
+        if probe is not None:
+            assert self.probes is not None and answer is not None
+            self.probes.judge(probe, record, answer[0])
         self.result.records.append(record)
         if self.on_record is not None:
             self.on_record(record)

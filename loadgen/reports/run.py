@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from loadgen import checked
 from loadgen.analysis import slices, stats, steady, timesplit
 from loadgen.analysis.records import Record, RunData
 from loadgen.reports.charts import png
@@ -45,10 +46,13 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         "| P50 [95% CI] | P90 | P99 [95% CI] | P99.9 | mean | n |",
         "|---|---|---|---|---|---|---|",
     ]
+    reasoned = bool(((t.get("signals") or {}).get("reasoning") or {}).get("requests"))
     for key, label in SHOWN:
         m = t["metrics"].get(key)
         if m is None or (key in SIGNAL_METRICS and not m["count"]):
             continue  # a summary from before the figure, or no server that sent it
+        if key == "answer_ttft_s" and not reasoned:
+            continue  # TTFT's twin when nothing reasoned
         row = [label] + [_pct(m, p) for p in stats.PERCENTILES] + [ms(m["mean"]), str(m["count"])]
         lines.append("| " + " | ".join(row) + " |")
     req, thr, good = t["requests"], t["throughput"], t["goodput"]
@@ -86,6 +90,7 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
             f"mean power (all GPUs) {_rate(gpu['mean_power_w_total'], ' W')}"
         )
     lines += signal_lines(t.get("signals"))
+    lines += checked.lines(t)
     vb = t["compat"]["vllm_bench"]
     lines.append(
         "- as vLLM bench serve defines them (from actual send): "
@@ -245,6 +250,7 @@ def console_table(summary: dict[str, Any]) -> str:
         stream = t.get("stream")
         if stream and stream["buffered"]:
             text.append(f"{name}: {stream['verdict']}")
+        text += checked.console(name, t)
     return "\n".join(text)
 
 

@@ -66,5 +66,6 @@ def test_consistency_counts_prompts_and_their_earliest_difference() -> None:
         "first_difference": {"median": 3.0, "min": 2},
     }
     key = b"k" * 32
-    assert consistency.keyed_hash(key, ["a", "b"]) == consistency.keyed_hash(key, ["ab"])
-    assert consistency.keyed_hash(key, ["a"]) != consistency.keyed_hash(b"j" * 32, ["a"])
+    assert consistency.keyed_hash(key, "a b") == consistency.keyed_hash(key, "a b")
+    assert consistency.keyed_hash(key, "a b") != consistency.keyed_hash(key, "a  b")
+    assert consistency.keyed_hash(key, "a") != consistency.keyed_hash(b"j" * 32, "a")
