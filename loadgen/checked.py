@@ -5,6 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen import quality
+
+# compared relative figures: (block, key, name, format of one value)
+PRICED = (
+    ("cost", "usd_per_mtok_output", "$/Mtok out", "${:.3g}"),
+    ("cost", "usd_per_mtok_input", "$/Mtok in", "${:.3g}"),
+    ("energy", "joules_per_output_token", "J/output token", "{:.3g} J"),
+)
+
 
 def accuracy(q: dict[str, Any]) -> str:
     lo, hi = q["interval"]
@@ -71,3 +80,44 @@ def console(name: str, t: dict[str, Any]) -> list[str]:
     if "energy" in t:
         out.append(f"{name}: {joules(t['energy'])}")
     return out
+
+
+def differences(
+    base: str, other: str, a: dict[str, Any], b: dict[str, Any], relative: float, points: float
+) -> tuple[list[str], int]:
+    """Sentences for the figures of `b` beyond the margin against `a` (relative for cost and
+    energy, in points for accuracy), and how many figures both carry were within it."""
+    said, same = [], 0
+    if "quality" in a and "quality" in b:
+        diff = quality.difference(a["quality"], b["quality"], points)
+        if diff.beyond_margin:
+            word = "lower than" if diff.points < 0 else "higher than"
+            size = f"is {abs(diff.points):.1f} points {word}" if diff.points else "equals"
+            said.append(
+                f"{other}'s accuracy {size} {base}'s ({quality.describe(diff).split(' (', 1)[1]}"
+            )
+        else:
+            same += 1
+    if "consistency" in a and "consistency" in b:
+        sa, sb = a["consistency"]["share"], b["consistency"]["share"]
+        if sa != sb:
+            said.append(
+                f"{other}'s greedy outputs under load are identical for {sb * 100:.1f}% of "
+                f"prompts, {base}'s for {sa * 100:.1f}%"
+            )
+        else:
+            same += 1
+    for block, key, name, value in PRICED:
+        x, y = (a.get(block) or {}).get(key), (b.get(block) or {}).get(key)
+        if x is None or y is None or x <= 0:
+            continue
+        change = y / x - 1
+        if abs(change) <= relative:
+            same += 1
+            continue
+        word = "lower than" if change < 0 else "higher than"
+        said.append(
+            f"{other}'s {name} is {abs(change) * 100:.1f}% {word} {base}'s "
+            f"({value.format(y)} against {value.format(x)})"
+        )
+    return said, same
