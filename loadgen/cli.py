@@ -18,12 +18,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from latency_proxy.units import format_duration, parse_duration, parse_size
-from loadgen import compare, quality_flags, rebuild, run
+from loadgen import compare, rebuild, run
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
 from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
-from loadgen.engine import flags
+from loadgen.engine import flags, probes
 from loadgen.engine.schedule import ARRIVALS
 from loadgen.engine.workload import NO_THINK, Durations
 from loadgen.replay import flags as replay_flags
@@ -146,7 +146,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
             help="open loop: R requests/s; a list sweeps",
         )
     replay_flags.add_flags(p.add_argument_group("replay"))
-    quality_flags.add_flags(p.add_argument_group("answers and cost"))
+    flags.add(p.add_argument_group("answers and cost"), flags.CHECKED)
     load.add_argument("--arrival", choices=ARRIVALS, default="poisson")
     load.add_argument(
         "--gamma-shape",
@@ -318,7 +318,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         timeout_s=args.timeout,
         stall_threshold_s=args.stall_threshold,
         replay=replay,
-        probes=quality_flags.settings(args),
+        probes=probes.settings(args),
         workers=args.workers,
         shard=args.shard or (0, 1),
         sync_dir=Path(args.sync_dir) if args.sync_dir else None,

@@ -16,8 +16,8 @@ from typing import Any
 
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.settle import Settle
+from loadgen.engine.probes import ProbeSettings
 from loadgen.engine.workload import NO_THINK, Durations, Lengths
-from loadgen.probes import ProbeSettings
 from loadgen.replay import ReplaySettings
 
 DEFAULT_CONCURRENCY = 8

@@ -22,19 +22,20 @@ from typing import Any
 import numpy as np
 import uvloop
 
-from loadgen import evals, replay, rundir
+from loadgen import replay, rundir
+from loadgen.analysis import evals
 from loadgen.analysis.records import Record, RunData
 from loadgen.analysis.summary import summarize_run
 from loadgen.config import RunConfig
 from loadgen.engine import client
 from loadgen.engine.interrupt import default_signal_handlers, stop_on_signal
+from loadgen.engine.probes import Probes
 from loadgen.engine.progress import Progress
 from loadgen.engine.runner import Load, Runner
 from loadgen.engine.schedule import Block, plan, shard_count
 from loadgen.engine.sizing import calibrate
 from loadgen.engine.targets import Target, load_file, resolve
 from loadgen.engine.workload import Sizing, Workload, load_dataset, shared_prefix, user_messages
-from loadgen.probes import Probes
 from loadgen.reports import comparison
 from loadgen.reports import run as report
 from loadgen.shards import supervisor, sync

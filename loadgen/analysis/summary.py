@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 
 from latency_proxy.measure.coalescing import stream_shape
-from loadgen import consistency, cost, quality
-from loadgen.analysis import server_metrics, slices, stats, steady
+from loadgen.analysis import consistency, cost, quality, server_metrics, slices, stats, steady
 from loadgen.analysis.records import FIRST_N, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.analysis.server_metrics import ServerWindow
 

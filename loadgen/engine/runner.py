@@ -31,10 +31,10 @@ from loadgen.analysis.server_metrics import ServerWindow, Snapshot
 from loadgen.engine import client
 from loadgen.engine.budget import Budget
 from loadgen.engine.measurement import Clock
+from loadgen.engine.probes import Probes
 from loadgen.engine.schedule import Block, arrivals
 from loadgen.engine.targets import Target
 from loadgen.engine.workload import Workload
-from loadgen.probes import Probes
 from loadgen.replay.prompts import PromptBook
 from loadgen.replay.window import Arrival
 

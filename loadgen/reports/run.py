@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loadgen import checked
 from loadgen.analysis import slices, stats, steady, timesplit
 from loadgen.analysis.records import Record, RunData
+from loadgen.reports import checked
 from loadgen.reports.charts import png
 from loadgen.reports.charts import run as charts
 from loadgen.reports.charts.model import Figure

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen import quality
+from loadgen.analysis import quality
 
 # compared relative figures: (block, key, name, format of one value)
 PRICED = (

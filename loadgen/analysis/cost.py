@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from loadgen.records import GpuSample
+from loadgen.analysis.records import GpuSample
 
 SPLIT_RULE = "input tokens carry the share of request time before the first token"
 

@@ -12,7 +12,7 @@ with its reference word by word.
 
 Prompts, answers and outputs are compared in memory: a Record keeps the item's id and
 whether it was right, or a keyed hash and the first differing word, and the text only with
---content-capture. Pure apart from `references`, which sends.
+--content-capture. Pure apart from `take_references`, which sends.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen import consistency
-from loadgen.evals import EvalItem
-from loadgen.records import Record
-from loadgen.workload import user_messages
+from loadgen.analysis import consistency, evals
+from loadgen.analysis.evals import EvalItem
+from loadgen.analysis.records import Record
+from loadgen.engine.workload import user_messages
 
+MAX_CONSISTENCY = 10_000
 EVAL_MAX_TOKENS = 512  # an item without max_tokens: room for a worked answer, then a cap
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
 
@@ -132,3 +133,39 @@ class Probes:
         record.first_difference = consistency.first_difference(reference.split(), output.split())
         if self.content_capture:
             record.content = {"output": output, "reference": reference}
+
+
+def settings(args: Any) -> ProbeSettings | None:
+    """The flags' ProbeSettings (None: neither --eval nor --consistency); ValueError, naming
+    the flag or the file's line, for anything that would not run: before any load."""
+    if args.eval_fraction is not None and args.eval is None:
+        raise ValueError("--eval-fraction needs --eval")
+    fraction = 1.0 if args.eval_fraction is None else args.eval_fraction
+    if not (math.isfinite(fraction) and 0 < fraction <= 1):
+        raise ValueError(f"--eval-fraction {fraction:g}: must be in (0, 1]")
+    if not 0 <= args.consistency <= MAX_CONSISTENCY:
+        raise ValueError(f"--consistency {args.consistency}: must be in [0, {MAX_CONSISTENCY}]")
+    if args.gpus < 1:
+        raise ValueError(f"--gpus {args.gpus}: must be at least 1")
+    price = args.gpu_hour_price
+    if price is not None and not (math.isfinite(price) and 0 < price < 1e6):
+        raise ValueError(f"--gpu-hour-price {price:g}: must be a positive price below 1e6")
+    if args.eval is None and not args.consistency:
+        if args.content_capture:
+            raise ValueError("--content-capture keeps --eval and --consistency outputs: give one")
+        return None
+    if args.replay or args.turns > 1 or args.workers > 1 or args.shard:
+        raise ValueError(
+            "--eval and --consistency run in one process (no --workers, --shard), without "
+            "--replay or --turns"
+        )
+    if args.eval is not None:
+        evals.load(args.eval, args.seed)  # a bad file stops the run here, before any load
+        if args.eval_fraction is None and args.dataset:
+            raise ValueError("--eval with --dataset: give --eval-fraction to mix the two")
+    return ProbeSettings(
+        eval=args.eval,
+        eval_fraction=fraction,
+        consistency=args.consistency,
+        content_capture=args.content_capture,
+    )

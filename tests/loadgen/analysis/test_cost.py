@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen import cost
-from loadgen.records import GpuSample
+from loadgen.analysis import cost
+from loadgen.analysis.records import GpuSample
 
 
 def sample(at: float, gpu: str, power: float | None, energy: float | None = None) -> GpuSample:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from loadgen import consistency, quality
+from loadgen.analysis import consistency, quality
 
 
 def scored(share: float, items: int, rng: random.Random) -> dict:

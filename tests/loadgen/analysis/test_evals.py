@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from loadgen import evals
+from loadgen.analysis import evals
 
 
 def write(tmp_path, *lines: object) -> str:
