@@ -68,18 +68,21 @@ def lines(t: dict[str, Any]) -> list[str]:
     return out
 
 
+def _accuracy_said(q: dict[str, Any]) -> str:
+    return f"accuracy {accuracy(q)}"
+
+
+def _identical_said(c: dict[str, Any]) -> str:
+    return f"consistency {identical(c)}"
+
+
+# the console's line per block, in order
+SHORT = {"quality": _accuracy_said, "consistency": _identical_said, "cost": price, "energy": joules}
+
+
 def console(name: str, t: dict[str, Any]) -> list[str]:
     """The console's lines under the table, one per figure the target has."""
-    out = []
-    if "quality" in t:
-        out.append(f"{name}: accuracy {accuracy(t['quality'])}")
-    if "consistency" in t:
-        out.append(f"{name}: consistency {identical(t['consistency'])}")
-    if "cost" in t:
-        out.append(f"{name}: {price(t['cost'])}")
-    if "energy" in t:
-        out.append(f"{name}: {joules(t['energy'])}")
-    return out
+    return [f"{name}: {said(t[block])}" for block, said in SHORT.items() if block in t]
 
 
 def differences(
