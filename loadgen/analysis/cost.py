@@ -9,7 +9,7 @@ Energy: the GPUs' mean power over the target's busy time. With dcgm-exporter's e
 counter (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, which the simulator serves too) it is exact:
 joules between the first and last sample over the time between them, per GPU; otherwise it
 is the mean of the sampled power gauges. Joules per output token is that power over the
-output token rate.
+time the measured requests ran, over their output tokens.
 """
 
 from __future__ import annotations
@@ -71,18 +71,22 @@ def mean_power(samples: Sequence[GpuSample]) -> tuple[float, str] | None:
 
 def energy(
     samples: Sequence[GpuSample],
-    output_tokens_per_s: float | None,
+    busy_s: float,
+    output_tokens: int,
     goodput_per_s: float | None,
 ) -> dict[str, Any] | None:
-    """targets.<name>.energy; None without power samples or output tokens."""
+    """targets.<name>.energy: the mean power over the time the measured requests ran (first
+    due to last finished, `busy_s`), times that time, over their output tokens. None without
+    power samples or output tokens."""
     power = mean_power(samples)
-    if power is None or power[0] <= 0 or not output_tokens_per_s:
+    if power is None or power[0] <= 0 or not output_tokens or busy_s <= 0:
         return None
     watts, source = power
+    joules = watts * busy_s
     return {
         "mean_power_w": watts,
-        "joules_per_output_token": watts / output_tokens_per_s,
-        "output_tokens_per_joule": output_tokens_per_s / watts,
+        "joules_per_output_token": joules / output_tokens,
+        "output_tokens_per_joule": output_tokens / joules,
         "goodput_per_watt": None if goodput_per_s is None else goodput_per_s / watts,
         "source": source,
     }

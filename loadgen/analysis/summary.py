@@ -246,7 +246,8 @@ def _checked(
         )
     blocks["energy"] = cost.energy(
         [s for s in gpu if _within(s.at, intervals)],
-        throughput["output_tokens_per_s"],
+        active_seconds(intervals),
+        sum(r.output_tokens or 0 for r in ok),
         summary["goodput"]["requests_per_s"],
     )
     return {key: block for key, block in blocks.items() if block is not None}

@@ -26,11 +26,11 @@ def test_the_hour_is_split_by_time_before_the_first_token() -> None:
 def test_energy_prefers_the_counter_and_falls_back_to_the_gauge() -> None:
     counted = [sample(0, "0", 999, 0), sample(10, "0", 1, 3_000_000)]  # 3 kJ in 10 s: 300 W
     gauged = [sample(0, "1", 200), sample(5, "1", 100)]
-    block = cost.energy(counted + gauged, output_tokens_per_s=1000.0, goodput_per_s=4.5)
+    block = cost.energy(counted + gauged, busy_s=10.0, output_tokens=10_000, goodput_per_s=4.5)
     assert block is not None
     assert block["mean_power_w"] == pytest.approx(450.0)
     assert block["joules_per_output_token"] == pytest.approx(0.45)
     assert block["goodput_per_watt"] == pytest.approx(0.01)
     assert block["source"] == "energy counter and power gauge"
-    assert cost.energy([], 1000.0, 1.0) is None
-    assert cost.energy(gauged, None, 1.0) is None
+    assert cost.energy([], 10.0, 10_000, 1.0) is None
+    assert cost.energy(gauged, 10.0, 0, 1.0) is None
