@@ -245,9 +245,11 @@ def differences(
     same += within
     lines = [f"- {text}" for text in said]
     if same:
+        counted = f"{same} figures are" if same > 1 else "1 figure is"
+        if said:
+            counted = "the other " + ("figure is" if same == 1 else counted)
         lines.append(
-            f"- {other.label}: {'the other ' if said else ''}{same} figures are the same as "
-            f"{base.label}'s within the margin ({margin})"
+            f"- {other.label}: {counted} the same as {base.label}'s within the margin ({margin})"
         )
     return lines
 
