@@ -10,7 +10,8 @@ request on the client side. It writes records; analysis/ judges them.
 - `workload.py` what each request asks for: prompts and lengths
 - `sizing.py` synthetic prompts calibrated against a tokenizer
 - `targets.py` where load goes
-- `flags.py` the flags both engines take, each defined once
+- `flags.py` the flags both engines take, and loadgen's answer and cost flags, each defined once
 - `progress.py` the live progress line
 - `interrupt.py` Ctrl-C and SIGTERM during a run
+- `probes.py` eval items and consistency prompts mixed into the load, and judged
 """
