@@ -43,8 +43,14 @@ def joules(e: dict[str, Any]) -> str:
     return f"{e['joules_per_output_token']:.2f} J / output token"
 
 
+def section(name: str, t: dict[str, Any]) -> list[str]:
+    """report.md's section for one target: a bullet per block it has; none without any."""
+    said = lines(t)
+    return [f"### Answers and cost: {name}", "", *said, ""] if said else []
+
+
 def lines(t: dict[str, Any]) -> list[str]:
-    """report.md's bullets for one target; none for blocks it has not."""
+    """One bullet per block the target has."""
     out = []
     if "quality" in t:
         out.append(f"- answers: {accuracy(t['quality'])}, over {t['quality']['answers']} answers")

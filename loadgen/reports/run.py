@@ -90,14 +90,13 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
             f"mean power (all GPUs) {_rate(gpu['mean_power_w_total'], ' W')}"
         )
     lines += signal_lines(t.get("signals"))
-    lines += checked.lines(t)
     vb = t["compat"]["vllm_bench"]
     lines.append(
         "- as vLLM bench serve defines them (from actual send): "
         f"TTFT P50 {ms(vb['ttft_s']['p50'])} ms, TPOT P50 {ms(vb['tpot_s']['p50'])} ms, "
         f"ITL P50 {ms(vb['itl_s']['p50'])} ms"
     )
-    return [*lines, "", *timesplit.markdown(name, t)]
+    return [*lines, "", *checked.section(name, t), *timesplit.markdown(name, t)]
 
 
 SIGNAL_METRICS = ("answer_ttft_s", "server_queue_s", "server_ttft_s")

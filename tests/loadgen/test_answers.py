@@ -38,6 +38,11 @@ def test_accuracy_counts_exactly_the_right_answers_and_its_interval_holds_the_sh
     assert record["eval_id"].startswith("arithmetic-") and record["correct"] in (True, False)
     assert record["content"] is None and "Compute" not in "".join(lines)  # no text written
     assert "cost" not in t and "energy" not in t and "consistency" not in t  # absent, not 0
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "### Answers and cost" in report and f"of {q['items']} items; 95% CI" in report
+    rows = [line for line in report.splitlines() if line.startswith("| answer TTFT |")]
+    assert rows == []  # the metric row is TTFT's twin when nothing reasoned
+    assert "Answers and cost" in (tmp_path / "run" / "report.html").read_text()
 
 
 def test_compare_calls_a_20_point_drop_dropped_and_none_held_or_cannot_tell(
