@@ -23,7 +23,7 @@ from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
 from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
-from loadgen.engine import bounds, flags
+from loadgen.engine import bounds, flags, probes
 from loadgen.engine.schedule import ARRIVALS
 from loadgen.engine.workload import NO_THINK, Durations
 from loadgen.replay import flags as replay_flags
@@ -139,6 +139,7 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
             help="open loop: R requests/s; a list sweeps",
         )
     replay_flags.add_flags(p.add_argument_group("replay"))
+    flags.add(p.add_argument_group("answers and cost"), flags.CHECKED)
     load.add_argument("--arrival", choices=ARRIVALS, default="poisson")
     load.add_argument(
         "--gamma-shape",
@@ -234,7 +235,8 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         "--gpus",
         type=bounds.count(1, 100_000, "a GPU count"),
         default=1,
-        help="GPUs serving each target: MBU, and the report's output tok/s per GPU (default 1)",
+        help="GPUs serving each target: MBU, the report's output tok/s per GPU, and the "
+        "cost with --gpu-hour-price (default 1)",
     )
     r.add_argument(
         "--progress",
@@ -321,6 +323,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         timeout_s=args.timeout,
         stall_threshold_s=args.stall_threshold,
         replay=replay,
+        probes=probes.settings(args),
         workers=args.workers,
         shard=args.shard or (0, 1),
         sync_dir=Path(args.sync_dir) if args.sync_dir else None,
@@ -334,6 +337,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
             kv_bytes_per_token=args.kv_bytes_per_token,
             gpu_bandwidth_bytes_s=args.gpu_bandwidth,
             gpus=args.gpus,
+            gpu_hour_price=args.gpu_hour_price,
             seed=args.seed,
             slice_s=args.slice,
         ),

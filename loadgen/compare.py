@@ -16,7 +16,7 @@ import numpy as np
 from loadgen import rundir
 from loadgen.analysis import stats
 from loadgen.analysis.slo import parse_slos
-from loadgen.reports.comparison import Series, judged_percentile, render, series_of
+from loadgen.reports.comparison import Margin, Series, judged_percentile, render, series_of
 from loadgen.reports.html import compare as html_compare
 
 
@@ -29,7 +29,6 @@ def load_series(paths: Sequence[str | Path]) -> list[Series]:
         repeated = any(names[name] > 1 for name in summary["targets"])
         series += series_of(data, summary, f"{path.name}/" if repeated else "")
     return series
-
 
 
 def main(argv: Sequence[str]) -> int:
@@ -56,6 +55,16 @@ def main(argv: Sequence[str]) -> int:
         metavar="FILE.md",
         help="also write the comparison here, and as a page to FILE.html beside it",
     )
+    parser.add_argument(
+        "--margin",
+        type=Margin.parse,
+        default=Margin(),
+        metavar="R%,Dms,Ppt",
+        help="list only differences beyond this margin of practical equivalence: a latency "
+        "beyond R%% and D, a price or J/token beyond R%%, an accuracy not within P points "
+        f"(default {Margin().relative * 100:g}%%,{Margin().absolute_s * 1e3:g}ms,"
+        f"{Margin().points:g}pt)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     series = load_series(args.runs)
@@ -63,7 +72,7 @@ def main(argv: Sequence[str]) -> int:
         parser.error("need at least two targets across the given runs")
     slos = parse_slos(args.slo) if args.slo else series[0].slo
     pct = args.slo_percentile or judged_percentile(series)
-    text = render(series, slos, pct, np.random.default_rng(args.seed))
+    text = render(series, slos, pct, np.random.default_rng(args.seed), margin=args.margin)
     print(text, end="")
     if args.out:
         out = Path(args.out)

@@ -16,6 +16,7 @@ from typing import Any
 
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.settle import Settle
+from loadgen.engine.probes import ProbeSettings
 from loadgen.engine.workload import NO_THINK, Durations, Lengths
 from loadgen.replay import ReplaySettings
 
@@ -63,6 +64,7 @@ class RunConfig:
     timeout_s: float  # per request
     stall_threshold_s: float  # a longer gap between tokens counts as a stall
     replay: ReplaySettings | None = None  # a trace's records instead of invented load
+    probes: ProbeSettings | None = None  # eval items and consistency prompts in the load
 
     # processes
     workers: int
@@ -98,6 +100,7 @@ class RunConfig:
                 "summary": SummarySettings(**data["summary"]),
                 "settle": Settle(**data["settle"]) if data.get("settle") else None,
                 "replay": ReplaySettings(**data["replay"]) if data.get("replay") else None,
+                "probes": ProbeSettings(**data["probes"]) if data.get("probes") else None,
                 "gpu_metrics": tuple(data["gpu_metrics"]),
                 "server_metrics": tuple(data["server_metrics"]),
             }

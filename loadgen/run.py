@@ -23,12 +23,14 @@ import numpy as np
 import uvloop
 
 from loadgen import replay, rundir
-from loadgen.analysis.records import RunData
+from loadgen.analysis import evals
+from loadgen.analysis.records import Record, RunData
 from loadgen.analysis.summary import summarize_run
 from loadgen.config import RunConfig
 from loadgen.engine import client
 from loadgen.engine.dataset import load_dataset
 from loadgen.engine.interrupt import default_signal_handlers, stop_on_signal
+from loadgen.engine.probes import Probes
 from loadgen.engine.progress import Progress
 from loadgen.engine.runner import Load, Runner
 from loadgen.engine.schedule import Block, plan, shard_count
@@ -141,6 +143,8 @@ async def execute(
     runner.stall_threshold_s = config.stall_threshold_s
     runner.drain_s = config.drain_s
     trace = await _replayed(config, runner, sizing, prompt_seed) if config.replay else None
+    if config.probes is not None:
+        runner.probes = await _probes(config, runner)
     if shard == 0:  # one sampler per run, not per shard: shards share the servers
         runner.server_metrics = config.server_metrics
     data = RunData(settings=config.summary, meta=_meta(config, targets, models, workload))
@@ -215,6 +219,45 @@ async def _replayed(
     runner.book = replay.PromptBook(sizing, prompt_seed, config.replay.block_tokens)
     runner.record_models = config.model is None
     return trace
+
+
+async def _probes(config: RunConfig, runner: Runner) -> Probes:
+    """The checked requests of --eval and --consistency; the consistency prompts' reference
+    answers taken first, one request at a time, before any load."""
+    settings = config.probes
+    assert settings is not None
+    seed = config.summary.seed
+    items = evals.load(settings.eval, seed) if settings.eval else []
+    assert config.prompt_seed is not None, "measure draws it"
+    fixed = replace(  # its own generators: the ordinary load draws as it would without it
+        runner.workload,
+        rng=np.random.default_rng([seed, 1]),
+        prompt_rng=np.random.default_rng([config.prompt_seed, 1]),
+        temperature=0.0,
+        ignore_eos=True,
+    )
+    prompts = [(fixed.path, fixed.body("")) for _ in range(settings.consistency)]
+    probes = Probes(
+        items,
+        settings.eval_fraction,
+        prompts,
+        config.endpoint,
+        content_capture=settings.content_capture,
+    )
+    if prompts:
+        async with client.session() as http:
+
+            async def alone(name: str, path: str, body: dict[str, Any]) -> tuple[Record, str]:
+                text: list[str] = []
+                start = time.perf_counter()
+                target = runner.targets[name]
+                record = await client.send(
+                    http, target, path, body, start, runner.clock, config.timeout_s, text
+                )
+                return record, text[0]
+
+            await probes.take_references(runner.models, alone)
+    return probes
 
 
 async def _replay_blocks(

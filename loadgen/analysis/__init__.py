@@ -10,4 +10,8 @@ verdicts out.
 - `slices.py` a run in time slices
 - `timesplit.py` where the time went, from the servers' parts
 - `server_metrics.py` the servers' own Prometheus metrics around a window
+- `evals.py` eval items: read from JSON lines or generated (the canaries), and scored
+- `quality.py` accuracy's interval and whether it changed, in words
+- `consistency.py` greedy outputs alone and under load, compared
+- `cost.py` $/Mtok from a GPU-hour price, J/token from GPU power
 """

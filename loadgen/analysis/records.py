@@ -83,6 +83,13 @@ class Record:
     spec_acceptance_length: float | None = None
     max_itl_s: float | None = None
     stalls: int | None = None
+    # a checked answer (--eval, --consistency): verdicts only; the text stays in memory
+    eval_id: str | None = None  # the eval item's id
+    correct: bool | None = None  # whether the answer matched the item's
+    consistency_id: str | None = None  # the fixed prompt's index, sent again under load
+    output_hash: str | None = None  # keyed hash of the output (equal outputs, equal hashes)
+    first_difference: int | None = None  # first differing word against the reference
+    content: dict[str, str] | None = None  # output and expected text, with --content-capture
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -133,6 +140,7 @@ class GpuSample:
     gpu: str
     memory_mib: float | None
     power_w: float | None
+    energy_mj: float | None = None  # the energy counter since boot, where the exporter has one
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +155,7 @@ class SummarySettings:
     kv_bytes_per_token: float = 0.0
     gpu_bandwidth_bytes_s: float | None = None
     gpus: int = 1
+    gpu_hour_price: float | None = None  # USD per GPU: the cost block (cost.py)
     seed: int = 0
     slice_s: float | None = None  # summary.json's per-target time slices (slices.py)
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from latency_proxy.measure.coalescing import stream_shape
-from loadgen.analysis import server_metrics, slices, stats, steady
+from loadgen.analysis import consistency, cost, quality, server_metrics, slices, stats, steady
 from loadgen.analysis.records import (
     FIRST_N,
     UNFINISHED,
@@ -238,10 +238,51 @@ def _target(
         "stream": asdict(stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok)),
         "signals": signals(ok),
     }
+    summary.update(_checked(name, records, ok, summary, settings, gpu, intervals))
     if settings.slice_s:
         mine = [p for p in phases if p.target == name]
         summary["slices"] = slices.slices(measured, mine, settings.slice_s, settings.slos)
     return summary
+
+
+def _checked(
+    name: str,
+    records: Sequence[Record],
+    ok: Sequence[Record],
+    summary: dict[str, Any],
+    settings: SummarySettings,
+    gpu: Sequence[GpuSample],
+    intervals: Sequence[tuple[float, float]],
+) -> dict[str, Any]:
+    """quality, consistency, cost and energy: each present only when its inputs were.
+
+    Quality counts every answered item, warm-up included (an answer's correctness does not
+    depend on the window); consistency only answers from the measured window, under load."""
+    answered = [r for r in records if r.target == name and r.ok and r.eval_id is not None]
+    blocks = {
+        "quality": quality.summarize((r.eval_id, bool(r.correct)) for r in answered),
+        "consistency": consistency.summarize(
+            (r.consistency_id, r.first_difference) for r in ok if r.consistency_id is not None
+        ),
+    }
+    throughput, active = summary["throughput"], summary["throughput"]["active_s"]
+    if settings.gpu_hour_price is not None and active > 0:
+        e2e = sum(r.e2e_s for r in ok if r.e2e_s is not None and r.ttft_s is not None)
+        ttft = sum(r.ttft_s for r in ok if r.e2e_s is not None and r.ttft_s is not None)
+        blocks["cost"] = cost.cost(
+            settings.gpu_hour_price,
+            settings.gpus,
+            sum(r.input_tokens or 0 for r in ok) / active,
+            throughput["output_tokens_per_s"],
+            ttft / e2e if e2e > 0 else None,
+        )
+    blocks["energy"] = cost.energy(
+        [s for s in gpu if _within(s.at, intervals)],
+        active_seconds(intervals),
+        sum(r.output_tokens or 0 for r in ok),
+        summary["goodput"]["requests_per_s"],
+    )
+    return {key: block for key, block in blocks.items() if block is not None}
 
 
 def signals(ok: Sequence[Record]) -> dict[str, Any]:

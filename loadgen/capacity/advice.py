@@ -20,6 +20,7 @@ from typing import Any
 from loadgen.analysis.slo import Slos, named
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.verdict import MAX_FAILED, seconds
+from loadgen.reports import checked
 
 
 def slos_of(result: Mapping[str, Any]) -> Slos:
@@ -89,6 +90,12 @@ def clause(name: str, t: Mapping[str, Any], axis: Axis, precision: float, first:
             said += f": it needs at least {math.floor(1 / upper) + 1} replicas like this one"
         return said
     said = _holds(name, t, axis, first) + binds(t, axis)
+    at_capacity = [
+        text(t[block]) for block, text in (("cost", checked.price), ("energy", checked.joules))
+        if block in t
+    ]  # fmt: skip
+    if at_capacity:
+        said += f" (at {axis.amount(level)}: {', '.join(at_capacity)})"
     if axis.relative and level < 1:
         said += f": it needs at least {replicas(level)} replicas like this one"
     if upper is None:

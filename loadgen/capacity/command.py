@@ -333,6 +333,7 @@ def _probe(
         "output_tokens_per_s": target["throughput"]["output_tokens_per_s"],
         **{metric: _figures(target["metrics"][metric]) for metric in PROBE_METRICS},
         "steady_state": target.get("steady_state"),
+        **{block: target[block] for block in ("cost", "energy") if block in target},
     }
 
 

@@ -11,8 +11,9 @@ request on the client side. It writes records; analysis/ judges them.
 - `dataset.py` prompts from a file, each record's shape checked
 - `sizing.py` synthetic prompts calibrated against a tokenizer
 - `targets.py` where load goes
-- `flags.py` the flags both engines take, each defined once
+- `flags.py` the flags both engines take, and loadgen's answer and cost flags, each defined once
 - `bounds.py` the numeric flags' parsers: finite and in range
 - `progress.py` the live progress line
 - `interrupt.py` Ctrl-C and SIGTERM during a run
+- `probes.py` eval items and consistency prompts mixed into the load, and judged
 """

@@ -1,6 +1,7 @@
 """The workload and result flags both engines take (loadgen's parser and the Locust engine's
 custom arguments), each defined once: its name, parser, default, and help that shows the
-default from its value.
+default from its value. CHECKED are loadgen's alone: answers are scored and compared by its
+asyncio runner (engine/probes.py), which the Locust engine's gevent workers are not.
 
 The Locust engine keeps values as text (a master hands its custom arguments to its workers
 through msgpack, its web UI hands a form back as text); `read` parses either form.
@@ -108,6 +109,29 @@ FLAGS = {
              bounds.duration(), 0.025, format_duration, {"metavar": "DURATION"}),
         Flag("--out", "the run directory (default loadgen-runs/<time>)",
              options={"metavar": "DIR"}),
+        Flag("--eval",
+             "check answers under the load: a JSON-lines file of {messages|prompt, answer, "
+             "match, max_tokens}, or a built-in canary (builtin:arithmetic, builtin:copy), "
+             "sent greedy; summary.json gets each target's accuracy with its 95%% interval",
+             options={"metavar": "FILE|builtin:NAME"}),
+        Flag("--eval-fraction",
+             "share of each target's requests that are eval items, in (0, 1]; below 1 the "
+             "rest is the ordinary workload (default 1: every request)",
+             bounds.real(0, 1, "a share of requests", zero_ok=False), options={"metavar": "F"}),
+        Flag("--consistency",
+             "send N fixed prompts greedy alone first, then again inside the load: the share "
+             "whose output is identical, and where the others first differ",
+             bounds.count(0, 10_000, "a prompt count"), 0,
+             options={"metavar": "N"}),
+        Flag("--content-capture",
+             "keep eval and consistency outputs (and the expected text) in requests.jsonl; "
+             "off: only ids, verdicts, keyed hashes and positions are written",
+             options={"action": "store_true"}),
+        Flag("--gpu-hour-price",
+             "price of one GPU for an hour: with --gpus, $ per million output and input "
+             "tokens at the measured throughput",
+             bounds.real(0, 1_000_000, "a price in USD", zero_ok=False),
+             options={"metavar": "USD"}),
         Flag("--trace-url",
              "a link to a trace with {trace_id} in it (Grafana Explore, Tempo): report.md "
              "and report.html link the slowest requests to their traces",
@@ -119,6 +143,7 @@ WORKLOAD = ("--endpoint", "--input-tokens", "--output-tokens", "--ignore-eos", "
             "--dataset", "--tokenizer", "--prompt-seed", "--shared-prefix-tokens")  # fmt: skip
 REQUESTS = ("--timeout", "--drain", "--stall-threshold", "--seed")
 RESULTS = ("--out", "--slo", "--trace-url", "--max-send-lag", "--max-loop-lag")
+CHECKED = ("--eval", "--eval-fraction", "--consistency", "--content-capture", "--gpu-hour-price")
 
 
 def add(group: argparse._ArgumentGroup, names: Iterable[str], *, text: bool = False) -> None:

@@ -33,6 +33,7 @@ from loadgen.analysis.server_metrics import ServerWindow, Snapshot
 from loadgen.engine import client
 from loadgen.engine.budget import Budget
 from loadgen.engine.measurement import Clock
+from loadgen.engine.probes import Probes
 from loadgen.engine.schedule import Block, arrivals
 from loadgen.engine.targets import Target
 from loadgen.engine.workload import Workload
@@ -80,6 +81,7 @@ class Runner:
     record_models: bool = False  # a replayed record's model wins over the target's
     server_metrics: tuple[str, ...] = ()  # scraped when each block's measured window opens/closes
     drain_s: float | None = None  # --drain (None: window.drain_s's default)
+    probes: Probes | None = None  # eval items and consistency prompts mixed into the load
     clock: Clock = field(default_factory=Clock)
     result: RunResult = field(default_factory=RunResult)
     stopped: bool = False
@@ -223,10 +225,15 @@ class Runner:
         talk: _Talk | None = None,
     ) -> Record:
         target = self.targets[block.target]
-        if talk is None:
-            body, answer = self._body(block.target, replayed), None
-        else:
+        path, probe = self.workload.path, None
+        if talk is not None:
             body, answer = self.workload.turn(self.models[block.target], talk.history), []
+        elif self.probes is not None and replayed is None and (
+            probe := self.probes.take(block.target, self.models[block.target], excluded is None)
+        ):
+            path, body, answer = probe.path, probe.body, []
+        else:
+            body, answer = self._body(block.target, replayed), None
         self._sending += 1
         self._sent += 1
         cutoff = client.Cutoff()
@@ -238,7 +245,7 @@ class Runner:
             record = await client.send(
                 http,
                 target,
-                self.workload.path,
+                path,
                 body,
                 intended,
                 self.clock,
@@ -259,6 +266,9 @@ class Runner:
         if talk is not None:
             record.session, record.turn = talk.session, len(talk.history) // 2 + 1
             talk.history += [body["messages"][-1], {"role": "assistant", "content": answer[0]}]
+        if probe is not None:
+            assert self.probes is not None and answer is not None
+            self.probes.judge(probe, record, answer[0])
         self.result.records.append(record)
         if self.on_record is not None:
             self.on_record(record)

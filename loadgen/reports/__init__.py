@@ -5,6 +5,7 @@ drawn from summary.json and capacity.json; charts/ computes each chart once for 
 - `comparison.py` targets side by side, with verdicts (report.md's section and `compare`)
 - `capacity.py` a capacity search's capacity.json, report.md, report.html and PNGs
 - `formatting.py` how a figure is written everywhere
+- `checked.py` the sentences for answers, consistency, cost and energy
 - `charts/` every chart, computed once
 - `html/` report.html pages
 """

@@ -116,6 +116,9 @@ def result(
             "repeat": _repeats(probes, search) if capacity.repeat else None,
             "probes": sorted(probes, key=lambda p: p["number"]),
         }
+        for block in ("cost", "energy"):  # at the capacity: absent without a price or power
+            if knee is not None and block in knee:
+                out[name][block] = knee[block]
     return {
         "version": 2,
         "command": config.command,

@@ -4,6 +4,10 @@ comparison section and `python -m loadgen compare`).
 Every target of every run is one series; the first is the baseline. Differences of P50, P99
 and P99.9 come with bootstrap CIs computed from the raw records of both sides, and a
 difference whose CI spans zero is called indistinguishable rather than better or worse.
+
+Only differences beyond a margin of practical equivalence are listed (by default a latency
+within 1% or 1 ms, a price or J/token within 1%, an accuracy whose interval lies within 2
+points); the rest are counted in one line as the same within the margin.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from latency_proxy.units import parse_duration
 from loadgen.analysis import stats, steady
 from loadgen.analysis.records import Record, RunData
 from loadgen.analysis.slo import LABELS, Slos, check, percentile_label
 from loadgen.analysis.summary import figures
+from loadgen.reports import checked
 from loadgen.reports.formatting import ms
 
 COMPARED_METRICS = (
@@ -28,6 +34,44 @@ COMPARED_METRICS = (
     ("e2e_s", "E2E"),
 )
 COMPARED_PERCENTILES = ("p50", "p99", "p999")
+
+
+@dataclass(frozen=True, slots=True)
+class Margin:
+    """Differences no one would act on: within `relative` or `absolute_s` for a latency,
+    within `relative` for a price or J/token, within `points` for an accuracy."""
+
+    relative: float = 0.01
+    absolute_s: float = 0.001
+    points: float = 2.0
+
+    @classmethod
+    def parse(cls, text: str) -> Margin:
+        """`1%,1ms,2pt`: any of the three, in any order; the others keep their defaults."""
+        values: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            if part.endswith("%"):
+                values["relative"] = float(part[:-1]) / 100
+            elif part.endswith("pt"):
+                values["points"] = float(part[:-2])
+            else:
+                values["absolute_s"] = parse_duration(part)
+        margin = cls(**values)
+        if not all(0 <= v < 1e6 for v in (margin.relative, margin.absolute_s, margin.points)):
+            raise ValueError(f"--margin {text}: each part must be a finite value ≥ 0")
+        return margin
+
+    def __str__(self) -> str:
+        return (
+            f"±{self.relative * 100:g}% or ±{self.absolute_s * 1e3:g} ms, "
+            f"±{self.points:g} points of accuracy"
+        )
+
+    def beyond(self, base: float | None, diff: stats.RelativeDifference) -> bool:
+        """Whether a percentile's difference exceeds both the relative and absolute margin."""
+        if diff.estimate is None or base is None:
+            return False
+        return abs(diff.estimate) > self.relative and abs(diff.estimate * base) > self.absolute_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +170,7 @@ def render(
     slo_pct: str,
     rng: np.random.Generator,
     level: int = 1,
+    margin: Margin = Margin(),
 ) -> str:
     """Markdown: values side by side, differences against the first series, SLO verdicts."""
     title, sub = "#" * level, "#" * (level + 1)
@@ -165,18 +210,49 @@ def render(
     base = series[0]
     lines += ["", f"{sub} Differences against {base.label}", ""]
     for other in series[1:]:
-        for metric, label in compared:
-            a, b = base.values(metric), other.values(metric)
-            for pct in COMPARED_PERCENTILES:
-                diff = stats.relative_difference(a, b, stats.PERCENTILES[pct], rng)
-                text = sentence(base.label, other.label, label, pct, diff)
-                if text:
-                    lines.append(f"- {text}")
+        lines += differences(base, other, compared, rng, margin)
     signals = signal_verdicts(series)
     if signals:
         lines += ["", f"{sub} Server signals", ""] + [f"- {v}" for v in signals]
     lines += ["", f"{sub} SLOs", ""] + [f"- {v}" for v in slo_verdicts(series, slos, slo_pct)]
     return "\n".join(lines) + "\n"
+
+
+def differences(
+    base: Series,
+    other: Series,
+    compared: Sequence[tuple[str, str]],
+    rng: np.random.Generator,
+    margin: Margin,
+) -> list[str]:
+    """The bullets of one series against the baseline: each difference beyond the margin,
+    then one line for all those within it."""
+    said, same = [], 0
+    for metric, label in compared:
+        a, b = base.values(metric), other.values(metric)
+        for pct in COMPARED_PERCENTILES:
+            diff = stats.relative_difference(a, b, stats.PERCENTILES[pct], rng)
+            text = sentence(base.label, other.label, label, pct, diff)
+            if text is None:
+                continue
+            if margin.beyond(base.summary["metrics"][metric][pct], diff):
+                said.append(text)
+            else:
+                same += 1
+    more, within = checked.differences(
+        base.label, other.label, base.summary, other.summary, margin.relative, margin.points
+    )
+    said += more
+    same += within
+    lines = [f"- {text}" for text in said]
+    if same:
+        counted = f"{same} figures are" if same > 1 else "1 figure is"
+        if said:
+            counted = "the other " + ("figure is" if same == 1 else counted)
+        lines.append(
+            f"- {other.label}: {counted} the same as {base.label}'s within the margin ({margin})"
+        )
+    return lines
 
 
 SIGNAL_FIGURES = (

@@ -12,6 +12,7 @@ from typing import Any
 
 from loadgen.analysis import slices, stats, steady, timesplit
 from loadgen.analysis.records import Record, RunData
+from loadgen.reports import checked
 from loadgen.reports.charts import png
 from loadgen.reports.charts import run as charts
 from loadgen.reports.charts.model import Figure
@@ -49,10 +50,13 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         "| P50 [95% CI] | P90 | P99 [95% CI] | P99.9 | mean | n |",
         "|---|---|---|---|---|---|---|",
     ]
+    reasoned = bool(((t.get("signals") or {}).get("reasoning") or {}).get("requests"))
     for key, label in SHOWN:
         m = t["metrics"].get(key)
         if m is None or (key in SIGNAL_METRICS and not m["count"]):
             continue  # a summary from before the figure, or no server that sent it
+        if key == "answer_ttft_s" and not reasoned:
+            continue  # TTFT's twin when nothing reasoned
         row = [label] + [_pct(m, p) for p in stats.PERCENTILES] + [ms(m["mean"]), str(m["count"])]
         lines.append("| " + " | ".join(row) + " |")
     req, thr, good = t["requests"], t["throughput"], t["goodput"]
@@ -103,7 +107,7 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         f"TTFT P50 {ms(vb['ttft_s']['p50'])} ms, TPOT P50 {ms(vb['tpot_s']['p50'])} ms, "
         f"ITL P50 {ms(vb['itl_s']['p50'])} ms"
     )
-    return [*lines, "", *timesplit.markdown(name, t)]
+    return [*lines, "", *checked.section(name, t), *timesplit.markdown(name, t)]
 
 
 SIGNAL_METRICS = ("answer_ttft_s", "server_queue_s", "server_ttft_s")
@@ -259,6 +263,7 @@ def console_table(summary: dict[str, Any]) -> str:
         stream = t.get("stream")
         if stream and stream["buffered"]:
             text.append(f"{name}: {stream['verdict']}")
+        text += checked.console(name, t)
     return "\n".join(text)
 
 

@@ -25,7 +25,8 @@ TTFT/ITL figures (an exact test upstream). `python -m loadgen.sim --help`; in-pr
 - `scheduler.py` continuous batching as vLLM's V1 scheduler does it
 - `sequence.py` one request inside the engine
 - `plan.py` what a request will generate, decided on arrival
-- `model.py` the performance model: how long one step takes
+- `model.py` the performance model: how long one step takes, and its power
+- `gpus.py` the simulated GPUs' busy time, power and energy
 - `speculation.py` speculative decoding, reduced to what the timing needs
 - `prefix_cache.py` the KV cache's blocks with automatic prefix caching
 - `tokenizer.py` the tokenizer and text generator

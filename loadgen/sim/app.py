@@ -97,7 +97,9 @@ class Simulator:
             self.backend: Engine | FixedTiming = Engine(
                 preset, self.metrics, seed=seed, jitter=jitter
             )
-            self.metrics.watch(self.backend, preset.perf, preset.engine.gpu_memory_utilization)
+            self.metrics.watch(
+                self.backend, (preset.perf, self.backend.gpus), preset.engine.gpu_memory_utilization
+            )
             if preset.engine.enable_prefix_caching:
                 self.cache_block_size = preset.engine.block_size
         else:

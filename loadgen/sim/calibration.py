@@ -180,7 +180,7 @@ def replay(
         while pending and pending[-1].arrival <= clock:
             scheduler.add(pending.pop())
         batch = scheduler.schedule(clock)
-        clock += batch.time(preset.perf)
+        clock += batch.step(preset.perf).total
         for seq, gap in scheduler.complete(batch, clock):
             if gap is not None:
                 trace.gaps.append(gap)

@@ -14,10 +14,10 @@ import contextlib
 import logging
 import random
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 
 from loadgen.sim.clock import sleep_until
+from loadgen.sim.gpus import GpuMeter
 from loadgen.sim.metrics import SimMetrics
 from loadgen.sim.presets import Preset
 from loadgen.sim.scheduler import Scheduler
@@ -25,7 +25,6 @@ from loadgen.sim.sequence import Seq
 
 logger = logging.getLogger("loadgen.sim")
 RESYNC = 0.02  # seconds
-UTIL_WINDOW = 1.0  # seconds
 
 
 class Engine:
@@ -41,7 +40,7 @@ class Engine:
         self._jitter = jitter
         self._work = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._steps: deque[tuple[float, float]] = deque()  # (end, duration), last UTIL_WINDOW
+        self.gpus = GpuMeter(preset.perf.hardware)
 
     @property
     def num_running(self) -> int:
@@ -66,15 +65,6 @@ class Engine:
     @property
     def prefix_cache_hits(self) -> int:
         return self.scheduler.prefix_cache_hits
-
-    @property
-    def gpu_utilization(self) -> float:
-        """Busy fraction of the last UTIL_WINDOW seconds (DCGM samples about as long)."""
-        start = time.monotonic() - UTIL_WINDOW
-        while self._steps and self._steps[0][0] <= start:
-            self._steps.popleft()
-        busy = sum(min(duration, end - start) for end, duration in self._steps)
-        return min(1.0, busy / UTIL_WINDOW)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="loadgen.sim.engine")
@@ -110,11 +100,12 @@ class Engine:
             batch = self.scheduler.schedule(gpu_clock)
             if not batch.work:  # cannot happen while max_model_len fits in the cache
                 raise RuntimeError("scheduler made no progress")
-            duration = batch.time(self.perf)
+            step = batch.step(self.perf)
+            duration = step.total
             if self._jitter:
                 duration *= 1 + self._rng.uniform(-self._jitter, self._jitter)
             gpu_clock += duration
-            self._steps.append((gpu_clock, duration))
+            self.gpus.add(gpu_clock, duration, self.perf.power(step))
             now = await sleep_until(gpu_clock)
             self._metrics.schedule_lag.observe(max(0.0, now - gpu_clock))
             for seq, gap in self.scheduler.complete(batch, now):

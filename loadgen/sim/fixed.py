@@ -22,7 +22,6 @@ class FixedTiming:
     preemptions = 0
     prefix_cache_queries = 0
     prefix_cache_hits = 0
-    gpu_utilization = 0.0
 
     def __init__(
         self, ttft: float, itl: float, metrics: SimMetrics, *, seed: int = 0, jitter: float = 0.0

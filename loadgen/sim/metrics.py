@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
+from loadgen.sim.gpus import GpuMeter
 from loadgen.sim.model import PerfModel
 from loadgen.sim.sequence import Seq
 
@@ -62,8 +63,6 @@ class EngineState(Protocol):
     def prefix_cache_queries(self) -> int: ...
     @property
     def prefix_cache_hits(self) -> int: ...
-    @property
-    def gpu_utilization(self) -> float: ...
 
 
 class SimMetrics:
@@ -147,11 +146,12 @@ class SimMetrics:
     def watch(
         self,
         state: EngineState,
-        perf: PerfModel | None = None,
+        gpus: tuple[PerfModel, GpuMeter] | None = None,
         gpu_memory_utilization: float = 0.9,
     ) -> None:
-        """Export the engine's gauges (and, given a performance model, its GPUs)."""
-        self.registry.register(_StateCollector(self._values, state, perf, gpu_memory_utilization))
+        """Export the engine's gauges (and, given its performance model and GPU account,
+        its GPUs)."""
+        self.registry.register(_StateCollector(self._values, state, gpus, gpu_memory_utilization))
 
     def on_token(self, seq: Seq, tokens: int, gap: float | None) -> None:
         """`tokens` new tokens for `seq`, `gap` seconds apart (None: the first one)."""
@@ -191,17 +191,16 @@ class _StateCollector:
         self,
         values: tuple[str, str],
         state: EngineState,
-        perf: PerfModel | None,
+        gpus: tuple[PerfModel, GpuMeter] | None,
         gpu_memory_utilization: float,
     ) -> None:
         self._values = values
         self._state = state
-        self._perf = perf
+        self._gpus = gpus
         self._memory_utilization = gpu_memory_utilization
         self._host = socket.gethostname()
-        self._uuids = (
-            [f"GPU-{uuid.uuid4()}" for _ in range(perf.hardware.tensor_parallel)] if perf else []
-        )
+        count = gpus[0].hardware.tensor_parallel if gpus else 0
+        self._uuids = [f"GPU-{uuid.uuid4()}" for _ in range(count)]
 
     def collect(self) -> Iterator[Metric]:
         s, labels = self._state, ["model_name", "engine"]
@@ -241,32 +240,32 @@ class _StateCollector:
             c = CounterMetricFamily(name, doc, labels=labels)
             c.add_metric(self._values, value)
             yield c
-        if self._perf is not None:
-            yield from self._gpus()
+        if self._gpus is not None:
+            yield from self._gpu_series(*self._gpus)
 
-    def _gpus(self) -> Iterator[Metric]:
-        """dcgm-exporter's gauges. All GPUs of a TP group work in lockstep; power follows
-        utilization; vLLM preallocates its KV cache, so framebuffer use is flat at the
-        memory budget."""
-        assert self._perf is not None
-        hw = self._perf.hardware
-        util = self._state.gpu_utilization
+    def _gpu_series(self, perf: PerfModel, meter: GpuMeter) -> Iterator[Metric]:
+        """dcgm-exporter's fields. All GPUs of a TP group work in lockstep; power and energy
+        come from the step-by-step account (gpus.py); vLLM preallocates its KV cache, so
+        framebuffer use is flat at the memory budget."""
+        hw = perf.hardware
         total_mib = hw.gpu_memory / MIB
         used_mib = total_mib * self._memory_utilization
         labels = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"]
         families = {
-            "DCGM_FI_DEV_GPU_UTIL": ("GPU utilization (in %).", round(util * 100)),
+            "DCGM_FI_DEV_GPU_UTIL": ("GPU utilization (in %).", round(meter.utilization * 100)),
             "DCGM_FI_DEV_FB_USED": ("Framebuffer memory used (in MiB).", round(used_mib)),
             "DCGM_FI_DEV_FB_FREE": (
                 "Framebuffer memory free (in MiB).",
                 round(total_mib - used_mib),
             ),
-            "DCGM_FI_DEV_POWER_USAGE": (
-                "Power draw (in W).",
-                hw.idle_watts + (hw.max_watts - hw.idle_watts) * util,
+            "DCGM_FI_DEV_POWER_USAGE": ("Power draw (in W).", meter.power),
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": (
+                "Total energy consumption since boot (in mJ).",
+                round(meter.energy_joules * 1000),
             ),
         }
         for name, (doc, value) in families.items():
+            # a gauge family keeps dcgm-exporter's exact name (a counter's would gain _total)
             g = GaugeMetricFamily(name, doc, labels=labels)
             for i, gpu_uuid in enumerate(self._uuids):
                 g.add_metric(

@@ -10,6 +10,12 @@ small on NVLink, large over PCIe). Achievable fractions of the datasheet (MBU, M
 for everything a real engine does besides the matmuls; the CPU's share of a step is a fixed
 cost plus a cost per sequence in the batch (scheduling, input preparation, sampling and
 output processing are per request and run between the GPU's forward passes).
+
+Power follows what a step does, not whether one runs: a GPU draws its idle power plus a
+share of `compute_watts` for the fraction of datasheet FLOP/s the step achieves and a share
+of `memory_watts` for the fraction of datasheet bandwidth, capped at its power limit. A
+memory-bound decode step at small batch therefore draws well under the limit; a long prefill
+reaches it.
 """
 
 from __future__ import annotations
@@ -62,8 +68,10 @@ class Hardware:
     gpu_memory: float
     interconnect_bandwidth: float  # per GPU, one direction (NVLink)
     allreduce_latency: float  # seconds per all-reduce, independent of size
-    idle_watts: float
-    max_watts: float
+    idle_watts: float  # per GPU with nothing running
+    max_watts: float  # per GPU: the board's power limit (TDP)
+    compute_watts: float  # per GPU above idle, at 100% of peak_flops
+    memory_watts: float  # per GPU above idle, at 100% of hbm_bandwidth
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +124,17 @@ class PerfModel:
         m, tp = self.model, self.hardware.tensor_parallel
         heads_per_gpu = math.ceil(m.kv_heads / tp)
         return 2 * m.layers * heads_per_gpu * m.head_dim * m.kv_cache_bytes
+
+    def power(self, step: StepTime) -> float:
+        """Watts per GPU while `step` runs: idle, plus compute and memory in proportion to the
+        share of the datasheet rates they reach over the whole step, capped at max_watts."""
+        hw, eff = self.hardware, self.efficiency
+        if step.total <= 0:
+            return hw.idle_watts
+        compute_share = step.compute * eff.mfu / step.total
+        memory_share = step.memory * eff.mbu / step.total
+        dynamic = hw.compute_watts * compute_share + hw.memory_watts * memory_share
+        return min(hw.max_watts, hw.idle_watts + dynamic)
 
     def kv_capacity_tokens(self, gpu_memory_utilization: float) -> int:
         """Tokens of KV cache that fit in what is left of each GPU's budget after weights."""

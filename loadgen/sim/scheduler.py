@@ -24,7 +24,7 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
-from loadgen.sim.model import PerfModel
+from loadgen.sim.model import PerfModel, StepTime
 from loadgen.sim.prefix_cache import BlockPool
 from loadgen.sim.sequence import Seq
 from loadgen.sim.speculation import SpecStats, Speculation
@@ -48,9 +48,9 @@ class Batch:
     kv_tokens: int = 0  # context read from the KV cache by the step's attention
     attention: int = 0  # (query, key) pairs the step's attention scores, causal
 
-    def time(self, perf: PerfModel) -> float:
-        """How long the step takes on `perf`'s hardware."""
-        return perf.step_time(self.tokens, self.kv_tokens, self.attention, len(self.work)).total
+    def step(self, perf: PerfModel) -> StepTime:
+        """What the step costs on `perf`'s hardware: its time, in parts."""
+        return perf.step_time(self.tokens, self.kv_tokens, self.attention, len(self.work))
 
 
 class Scheduler:

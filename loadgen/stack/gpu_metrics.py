@@ -1,8 +1,9 @@
 """GPU memory and power during a run, scraped from a DCGM exporter's (or the simulator's) /metrics.
 
-Only two gauges are read: DCGM_FI_DEV_FB_USED (MiB of framebuffer in use) and
-DCGM_FI_DEV_POWER_USAGE (watts), one series per `gpu` label. Parsing is pure; the sampler is
-the I/O edge and never fails the run: an unreachable exporter just leaves a gap.
+Three fields are read: DCGM_FI_DEV_FB_USED (MiB of framebuffer in use),
+DCGM_FI_DEV_POWER_USAGE (watts) and DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ since boot, a
+counter: exact energy between two samples), one series per `gpu` label. Parsing is pure;
+the sampler is the I/O edge and never fails the run: an unreachable exporter leaves a gap.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from loadgen.engine.measurement import Clock
 
 MEMORY = "DCGM_FI_DEV_FB_USED"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 _LINE = re.compile(r"^(\w+)(?:\{([^}]*)\})?\s+(\S+)")
 _GPU_LABEL = re.compile(r'\bgpu="([^"]*)"')
 
@@ -27,7 +29,7 @@ def parse(text: str, source: str, at: float) -> list[GpuSample]:
     found: dict[str, dict[str, float]] = {}
     for line in text.splitlines():
         match = _LINE.match(line)
-        if match is None or match.group(1) not in (MEMORY, POWER):
+        if match is None or match.group(1) not in (MEMORY, POWER, ENERGY):
             continue
         label = _GPU_LABEL.search(match.group(2) or "")
         gpu = label.group(1) if label else "0"
@@ -38,7 +40,12 @@ def parse(text: str, source: str, at: float) -> list[GpuSample]:
         found.setdefault(gpu, {})[match.group(1)] = value
     return [
         GpuSample(
-            at=at, source=source, gpu=gpu, memory_mib=values.get(MEMORY), power_w=values.get(POWER)
+            at=at,
+            source=source,
+            gpu=gpu,
+            memory_mib=values.get(MEMORY),
+            power_w=values.get(POWER),
+            energy_mj=values.get(ENERGY),
         )
         for gpu, values in sorted(found.items())
     ]

@@ -508,3 +508,27 @@ def test_a_repeated_prompt_hits_the_prefix_cache() -> None:
     prefill = preset.perf.step_time(2000, 2000, 2000 * 2001 // 2).total
     assert prefill <= cold and prefill <= unrelated
     assert warm < cold / 4  # 16 tokens computed instead of 2,000
+
+
+def test_greedy_answers_depend_on_the_prompt_alone_not_the_batch() -> None:
+    """As a batch-invariant greedy engine: the same prompt at temperature 0 gives the same
+    text alone and amid a full batch; the GPUs' energy counter grows at least at idle power."""
+    preset = presets.load("llama-2-7b-bf16-h200")
+    probe = {"prompt": "what is 12 + 30", "max_tokens": 24, "temperature": 0}
+
+    async def answers(others: int) -> list[str]:
+        async with httpx.AsyncClient(timeout=20) as client:
+            url = server.url + "/v1/completions"
+            bodies = [probe] + [{**probe, "prompt": f"other prompt {i}"} for i in range(others)]
+            replies = await asyncio.gather(*(client.post(url, json=b) for b in bodies))
+            return [r.json()["choices"][0]["text"] for r in replies]
+
+    with serve(preset=preset) as server:
+        energy_before, started = server.metric("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"), time.time()
+        [alone] = asyncio.run(answers(0))
+        batched = asyncio.run(answers(31))
+        energy_after, ended = server.metric("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"), time.time()
+    assert alone and batched[0] == alone
+    assert len(set(batched)) > len(batched) // 2  # other prompts, (mostly) other answers
+    idle_mj = (ended - started) * preset.perf.hardware.idle_watts * 1000
+    assert energy_after - energy_before >= 0.9 * idle_mj

@@ -19,6 +19,8 @@ A100 = Hardware(
     allreduce_latency=10e-6,
     idle_watts=60,
     max_watts=400,
+    compute_watts=500,
+    memory_watts=400,
 )
 SEVEN_B = ModelSpec(
     params=7e9,
@@ -198,3 +200,21 @@ def test_preset_file_errors_name_the_problem(tmp_path) -> None:
     assert presets.load_file(bad).perf.efficiency.host_overhead == pytest.approx(0.003)
     with pytest.raises(ValueError, match="unknown preset"):
         presets.load("no-such-preset")
+
+
+def test_power_follows_the_steps_utilisation_not_whether_one_runs() -> None:
+    """The founding measurement: ~300 W per A100 under load, where the old model drew the
+    board's 400 W whenever a step ran."""
+    perf = presets.load("llama-70b-awq-tp4-a100").perf
+    hw = perf.hardware
+
+    def decode(streams: int) -> float:
+        return perf.power(perf.step_time(streams, streams * 600, streams * 600, streams))
+
+    assert hw.idle_watts < decode(1) < decode(8) < 0.65 * hw.max_watts
+    assert decode(32) == pytest.approx(300, rel=0.05)
+    prefill = perf.power(perf.step_time(2048, 2048, 2048 * 1024, 4))
+    assert decode(8) < prefill < hw.max_watts
+    busy = dataclasses.replace(hw, compute_watts=10 * hw.max_watts)  # capped at the limit
+    capped = dataclasses.replace(perf, hardware=busy)
+    assert capped.power(perf.step_time(2048, 2048)) == hw.max_watts

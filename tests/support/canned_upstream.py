@@ -21,6 +21,13 @@ from tests.support.scripted_upstream import ServerThread
 EVENT_STREAM = [(b"content-type", b"text/event-stream")]
 
 
+async def lifespan(receive, send) -> None:
+    """An ASGI app's lifespan: nothing to start or stop."""
+    while (await receive())["type"] != "lifespan.shutdown":
+        await send({"type": "lifespan.startup.complete"})
+    await send({"type": "lifespan.shutdown.complete"})
+
+
 @dataclass
 class Answer:
     chunks: list[bytes]
@@ -43,9 +50,7 @@ class CannedUpstream:
 
     async def __call__(self, scope: dict, receive, send) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await lifespan(receive, send)
             return
         while (await receive()).get("more_body", False):
             pass

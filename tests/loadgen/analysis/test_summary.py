@@ -274,7 +274,8 @@ def test_compare_differences_and_verdicts(tmp_path: Path) -> None:
     slos = Slos({"ttft": 0.35, "tpot": 0.05})
     text = comparison.render(series, slos, "p50", np.random.default_rng(0))
     assert "b's TTFT P50 is 2" in text and "% lower than a's (CI" in text  # ≈ 25% lower
-    assert "b's TPOT P50 is indistinguishable from a's" in text
+    assert "b's TPOT P50" not in text  # within the margin: counted, not listed
+    assert "b: the other 5 figures are the same as a's within the margin" in text
     assert "only b meets TTFT ≤ 350 ms at P50" in text
     assert "both meet TPOT ≤ 50 ms at P50" in text
     assert "| TTFT P99.9 (ms) | — (n=800) | — (n=800) |" in text

@@ -107,3 +107,13 @@ def test_the_binding_slo_is_the_one_missed_by_most_at_the_lowest_failing_probe()
     saturated = {**probe, "ratios": {"ttft": 0.9, "tpot": 0.7}, "steady": False}
     assert binding_slo(saturated, SLO) is None  # saturation, not an SLO, ends the range
     assert binding_slo(None, SLO) is None
+
+
+def test_the_cost_and_energy_at_capacity_join_the_sentence() -> None:
+    cost = {"usd_per_mtok_output": 0.834, "usd_per_mtok_input": None}
+    energy = {"joules_per_output_token": 1.234}
+    text = said("rate", **{"llama-70b": entry(7.2, 8.0, cost=cost, energy=energy)})
+    assert "llama-70b sustains 7.2 req/s (700 output tok/s) before TTFT P90" in text
+    at_capacity = "(at 7.2 req/s: $0.83 / Mtok out, 1.23 J / output token)."
+    assert text.endswith(f"(1.24 s at 8 req/s) {at_capacity}")
+    assert "Mtok" not in said("rate", **{"llama-70b": entry(7.2, 8.0)})  # no price, no figure

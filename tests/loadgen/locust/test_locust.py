@@ -162,15 +162,15 @@ def test_figures_agree_with_the_scripted_timing(runs: Runs):
 
 
 def test_compare_finds_locust_and_loadgen_alike(runs: Runs, capsys: pytest.CaptureFixture):
-    """Every P50 compare judges (TTFT, TPOT, ITL, E2E) is indistinguishable. The one tail
-    these runs are long enough for, ITL P99 (P99 needs 100 samples: only the gaps have them),
-    is left out: here it measures the other processes' stalls on a 2-core box (seen 20-40 ms
-    in either engine), not the engines."""
+    """Every P50 compare judges (TTFT, TPOT, ITL, E2E) is within the margin or
+    indistinguishable. The one tail these runs are long enough for, ITL P99 (P99 needs 100
+    samples: only the gaps have them), is left out: here it measures the other processes'
+    stalls on a 2-core box (seen 20-40 ms in either engine), not the engines."""
     assert compare.main([str(runs.loadgen), str(runs.locust)]) == 0
     text = capsys.readouterr().out
     medians = [line for line in text.splitlines() if " P50 is " in line]
-    assert len(medians) == 4, text
     assert all("indistinguishable" in line for line in medians), text
+    assert "figures are the same as" in text
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
