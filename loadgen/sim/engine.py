@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 
 from loadgen.sim.clock import sleep_until
+from loadgen.sim.frontend import Frontend
 from loadgen.sim.metrics import SimMetrics
 from loadgen.sim.presets import Preset
 from loadgen.sim.scheduler import Scheduler
@@ -36,6 +37,7 @@ class Engine:
             raise ValueError("jitter must be in [0, 1)")
         self.perf = preset.perf
         self.scheduler = Scheduler(preset.engine, preset.kv_capacity_tokens, seed)
+        self._frontend = Frontend(preset.perf.efficiency)
         self._metrics = metrics
         self._rng = random.Random(seed)
         self._jitter = jitter
@@ -88,7 +90,11 @@ class Engine:
 
     async def generate(self, seq: Seq) -> AsyncIterator[int]:
         """Queue `seq`; yields the cumulative token count of each chunk as it is released.
-        Closing the iterator early aborts the request and frees its KV cache."""
+        Closing the iterator early aborts the request and frees its KV cache. With a front
+        end (frontend.py) the engine gets it once the front end is done with it."""
+        if self._frontend.active:
+            seq.arrival = self._frontend.admit(time.monotonic(), seq.prompt_tokens)
+            await sleep_until(seq.arrival)
         self.scheduler.add(seq)
         self._work.set()
         try:

@@ -19,7 +19,13 @@ from latency_proxy.units import parse_duration, parse_size
 from loadgen.sim.model import Efficiency, Hardware, ModelSpec, PerfModel
 from loadgen.sim.scheduler import EngineConfig
 
-_DURATIONS = {"allreduce_latency", "host_overhead", "sequence_overhead"}
+_DURATIONS = {
+    "allreduce_latency",
+    "host_overhead",
+    "sequence_overhead",
+    "frontend_request",
+    "frontend_token",
+}
 _SIZES = {"gpu_memory"}
 
 
