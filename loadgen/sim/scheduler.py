@@ -24,7 +24,7 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
-from loadgen.sim.model import PerfModel
+from loadgen.sim.model import PerfModel, StepTime
 from loadgen.sim.prefix_cache import BlockPool
 from loadgen.sim.sequence import Seq
 from loadgen.sim.speculation import SpecStats, Speculation
@@ -50,7 +50,11 @@ class Batch:
 
     def time(self, perf: PerfModel) -> float:
         """How long the step takes on `perf`'s hardware."""
-        return perf.step_time(self.tokens, self.kv_tokens, self.attention, len(self.work)).total
+        return self.step(perf).total
+
+    def step(self, perf: PerfModel) -> StepTime:
+        """The step's time on `perf`'s hardware, by part."""
+        return perf.step_time(self.tokens, self.kv_tokens, self.attention, len(self.work))
 
 
 class Scheduler:
