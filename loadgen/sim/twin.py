@@ -19,7 +19,7 @@ from loadgen.sim.model import StepTime
 from loadgen.sim.presets import Preset
 from loadgen.sim.scheduler import Batch
 from loadgen.sim.sequence import Seq
-from loadgen.sim.virtual import Cluster, Sampled
+from loadgen.sim.virtual import Cluster, Observer, Sampled
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +131,16 @@ class _Seq(Seq):
         self.steps_in = 0
 
 
-def run(preset: Preset, requests: Sequence[Request], replicas: int = 1, seed: int = 0) -> Result:
+def run(
+    preset: Preset,
+    requests: Sequence[Request],
+    replicas: int = 1,
+    seed: int = 0,
+    observe: Observer | None = None,
+) -> Result:
     """Every request through `replicas` engines of `preset`; ValueError for a request the
-    model cannot take (longer than its context)."""
+    model cannot take (longer than its context). `observe` is told of every step as it
+    ends (virtual.Observer); a sequence's `index` is its request's."""
     limit = preset.max_model_len
     for i, r in enumerate(requests):
         if r.prompt_tokens < 1 or r.output_tokens < 1:
@@ -166,15 +173,17 @@ def run(preset: Preset, requests: Sequence[Request], replicas: int = 1, seed: in
         seqs[i] = seq = _Seq(i, requests[i], now + requests[i].think_s, block)
         return seq
 
-    def observe(replica: int, batch: Batch, step: StepTime, _now: float, _s: Sampled) -> None:
+    def count(replica: int, batch: Batch, step: StepTime, now: float, sampled: Sampled) -> None:
         steps.add(batch, step)
         size = len(batch.work)
         for seq, _n in batch.work:
             seq.batch_sum += size
             seq.steps_in += 1
             seq.replica = replica
+        if observe is not None:
+            observe(replica, batch, step, now, sampled)
 
-    elapsed = cluster.run(follow_up, observe)
+    elapsed = cluster.run(follow_up, count)
     served = [0] * replicas
     timings = []
     for seq in seqs:
