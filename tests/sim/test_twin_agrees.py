@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from loadgen.cli import main
-from loadgen.processes import simulator
 from loadgen.sim import capture, fit, presets, twin
+from loadgen.stack.processes import simulator
 
 PRESET = "llama-70b-bf16-tp4-a100"
 
