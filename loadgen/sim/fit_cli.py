@@ -67,6 +67,8 @@ def main(argv: list[str]) -> None:
         _fail(f"--holdout {args.holdout}: a share in (0, 0.9)")
     if args.replicas < 1:
         _fail(f"--replicas {args.replicas}: at least 1")
+    if not Path(args.out).parent.is_dir():
+        _fail(f"--out {args.out}: no such directory")
     base = _base(args)
     try:
         captured = capture.read(args.sources, args.model)

@@ -53,16 +53,21 @@ def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: in
     free = [t for t in TERMS if t.name not in reasons]
     fitted = fit.fit(search, start, free)
     reasons |= unidentified(fitted)
+    hull = dict(fitted.intervals)
     while any(name in reasons for name in fitted.free):
         free = [t for t in free if t.name not in reasons]
         kept = start | {k: v for k, v in fitted.values.items() if k in {t.name for t in free}}
         fitted = fit.fit(search, kept, free)
         reasons |= unidentified(fitted)
-    report = _report(base, start, fitted, reasons, search.replays)
+        hull = _hull(hull, fitted.intervals)
+    report = _report(start, fitted, reasons, search.replays)
+    # a term's interval spans every round it was free in: with a partner it trades off with
+    # fixed at the base value, its own interval alone would claim a certainty it lacks
+    report.intervals = {k: hull[k] for k in report.intervals}
     _judge(report, search, capture, cut)
     without = report.held_out_error()
     with_frontend = fit.fit(search, fitted.values | FRONTEND_START, [*free, *FRONTEND])
-    trial = _report(base, start, with_frontend, dict(reasons), search.replays)
+    trial = _report(start, with_frontend, dict(reasons), search.replays)
     _judge(trial, search, capture, cut)
     gain = without - trial.held_out_error()
     unclear = {t.name: why for t in FRONTEND if (why := why_not(with_frontend, t.name))}
@@ -83,6 +88,17 @@ def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: in
     report.frontend = frontend_words | {"kept": False}
     report.replays = search.replays
     return report
+
+
+def _hull(
+    a: dict[str, tuple[float, float]], b: dict[str, tuple[float, float]]
+) -> dict[str, tuple[float, float]]:
+    """Per term, the smallest interval holding both."""
+    out = dict(a)
+    for name, (lo, hi) in b.items():
+        old = out.get(name, (lo, hi))
+        out[name] = (min(lo, old[0]), max(hi, old[1]))
+    return out
 
 
 def physics(base: Preset, steps: twin.Steps) -> dict[str, str]:
@@ -155,11 +171,9 @@ def _quiet(fitted: Fitted, name: str) -> bool:
 
 
 def _report(
-    base: Preset, start: dict[str, float], fitted: Fitted, reasons: dict[str, str], replays: int
+    start: dict[str, float], fitted: Fitted, reasons: dict[str, str], replays: int
 ) -> Report:
-    values = {name: start[name] for name in start} | {
-        name: fitted.values[name] for name in fitted.free
-    }
+    values = dict(start) | {name: fitted.values[name] for name in fitted.free}
     return Report(
         values=values,
         base=dict(start),
