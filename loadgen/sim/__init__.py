@@ -33,4 +33,12 @@ TTFT/ITL figures (an exact test upstream). `python -m loadgen.sim --help`; in-pr
 - `metrics.py` /metrics: vLLM's series and DCGM-like GPU gauges
 - `tracing.py` vLLM's llm_request span
 - `calibration.py` the model against published measurements, on a virtual clock
+- `frontend.py` the API server before the engine: one serial process
+- `virtual.py` the engine's steps on a virtual clock, over replicas behind a router
+- `twin.py` a deployment's twin: requests in, per-request timings out
+- `capture.py` a capture of a deployment's traffic: the proxy's log or a loadgen run
+- `fit.py` fitting a preset's efficiency terms to a capture
+- `sensitivity.py` how timings move with each term, the schedule held fixed
+- `twin_fit.py` a fit from start to verdict: identification, held-out error
+- `fit_cli.py` `python -m loadgen.sim fit`
 """

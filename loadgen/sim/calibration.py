@@ -51,9 +51,10 @@ import statistics
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
-from loadgen.sim import presets, vllm_args
+from loadgen.sim import presets, virtual, vllm_args
+from loadgen.sim.model import StepTime
 from loadgen.sim.presets import Preset
-from loadgen.sim.scheduler import EngineConfig, Scheduler
+from loadgen.sim.scheduler import Batch, EngineConfig
 from loadgen.sim.sequence import Seq
 
 TOLERANCE = 0.10  # the simulator must land within 10% of every Qwen point (and see below)
@@ -167,29 +168,21 @@ def replay(
     seqs: Iterable[Seq],
     follow_up: Callable[[Seq, float], Seq | None] = lambda seq, now: None,
 ) -> Trace:
-    """Run `seqs` (arrival times set) through the preset's engine on a virtual clock, as
-    engine.py does in real time. `follow_up(seq, now)` is told of each finished request and
-    may return the next one, arriving `now` (a client in a closed loop)."""
-    pending = sorted(seqs, key=lambda s: s.arrival, reverse=True)
-    scheduler = Scheduler(preset.engine, preset.kv_capacity_tokens)
+    """Run `seqs` (arrival times set) through the preset's engine on a virtual clock
+    (virtual.py), as engine.py does in real time. `follow_up(seq, now)` is told of each
+    finished request and may return the next one, arriving `now` (a client in a closed loop)."""
     trace = Trace()
-    clock = 0.0
-    while pending or not scheduler.idle:
-        if scheduler.idle:
-            clock = max(clock, pending[-1].arrival)
-        while pending and pending[-1].arrival <= clock:
-            scheduler.add(pending.pop())
-        batch = scheduler.schedule(clock)
-        clock += batch.step(preset.perf).total
-        for seq, gap in scheduler.complete(batch, clock):
+
+    def observe(
+        _replica: int, _batch: Batch, _step: StepTime, _now: float, sampled: virtual.Sampled
+    ) -> None:
+        for seq, gap in sampled:
             if gap is not None:
                 trace.gaps.append(gap)
             if seq.finished:
                 trace.finished.append(seq)
-                nxt = follow_up(seq, clock)
-                if nxt is not None:
-                    scheduler.add(nxt)
-    trace.elapsed = clock
+
+    trace.elapsed = virtual.replay(preset, seqs, follow_up, observe)
     return trace
 
 

@@ -20,7 +20,8 @@ from loadgen.sim.connection import HttpProtocol
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m loadgen.sim",
-        description="A vLLM-like simulated upstream: OpenAI-compatible API, simulated timing.",
+        description="A vLLM-like simulated upstream: OpenAI-compatible API, simulated timing. "
+        "`python -m loadgen.sim fit --help`: fit a preset to a capture of a deployment.",
     )
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--preset", help="a bundled preset (see --list-presets)")
@@ -65,6 +66,12 @@ def _fault(text: str) -> faults.Rule:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["fit"]:
+        from loadgen.sim import fit_cli  # the fit's modules stay out of the server's start
+
+        fit_cli.main(argv[1:])
+        return
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:

@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator
 
 from loadgen.sim.clock import sleep_until
+from loadgen.sim.frontend import Frontend
 from loadgen.sim.gpus import GpuMeter
 from loadgen.sim.metrics import SimMetrics
 from loadgen.sim.presets import Preset
@@ -35,6 +36,7 @@ class Engine:
             raise ValueError("jitter must be in [0, 1)")
         self.perf = preset.perf
         self.scheduler = Scheduler(preset.engine, preset.kv_capacity_tokens, seed)
+        self._frontend = Frontend(preset.perf.efficiency)
         self._metrics = metrics
         self._rng = random.Random(seed)
         self._jitter = jitter
@@ -78,7 +80,11 @@ class Engine:
 
     async def generate(self, seq: Seq) -> AsyncIterator[int]:
         """Queue `seq`; yields the cumulative token count of each chunk as it is released.
-        Closing the iterator early aborts the request and frees its KV cache."""
+        Closing the iterator early aborts the request and frees its KV cache. With a front
+        end (frontend.py) the engine gets it once the front end is done with it."""
+        if self._frontend.active:
+            seq.arrival = self._frontend.admit(time.monotonic(), seq.prompt_tokens)
+            await sleep_until(seq.arrival)
         self.scheduler.add(seq)
         self._work.set()
         try:

@@ -80,6 +80,10 @@ class Efficiency:
     mfu: float  # achieved / datasheet FLOP/s in compute-bound steps
     host_overhead: float = 0.0  # seconds per step of CPU-side work the GPU waits for
     sequence_overhead: float = 0.0  # seconds per step per sequence in the batch, likewise
+    # the API server's work before the engine sees a request (tokenising, templating), on
+    # one serial process (frontend.py): seconds per request and per input token
+    frontend_request: float = 0.0
+    frontend_token: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

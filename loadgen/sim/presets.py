@@ -9,6 +9,7 @@ so a typo in a copied file does not silently fall back to a default.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass, fields
 from importlib import resources
@@ -19,7 +20,13 @@ from latency_proxy.units import parse_duration, parse_size
 from loadgen.sim.model import Efficiency, Hardware, ModelSpec, PerfModel
 from loadgen.sim.scheduler import EngineConfig
 
-_DURATIONS = {"allreduce_latency", "host_overhead", "sequence_overhead"}
+_DURATIONS = {
+    "allreduce_latency",
+    "host_overhead",
+    "sequence_overhead",
+    "frontend_request",
+    "frontend_token",
+}
 _SIZES = {"gpu_memory"}
 
 
@@ -57,6 +64,47 @@ def load(name: str) -> Preset:
 def load_file(path: str | Path) -> Preset:
     path = Path(path)
     return parse(path.stem, tomllib.loads(path.read_text()))
+
+
+def dump(preset: Preset) -> str:
+    """The preset as a file `load_file` reads back: durations in µs, sizes in bytes. An
+    engine's speculative decoding is a vLLM flag (--speculative-config), not a preset key:
+    ValueError."""
+    if preset.engine.speculation is not None:
+        raise ValueError("a preset file cannot hold --speculative-config: give it as a flag")
+    lines = [
+        f"description = {_toml(preset.description)}",
+        f"served_model_name = {_toml(preset.served_model_name)}",
+        f"mean_output_tokens = {preset.mean_output_tokens}",
+    ]
+    tables = {
+        "model": preset.perf.model,
+        "hardware": preset.perf.hardware,
+        "efficiency": preset.perf.efficiency,
+        "engine": preset.engine,
+    }
+    for table, values in tables.items():
+        lines.append(f"\n[{table}]")
+        for f in fields(values):
+            value = getattr(values, f.name)
+            if value is None:
+                continue
+            if f.name in _DURATIONS:
+                micro = f"{value * 1e6:.6f}".rstrip("0").rstrip(".")
+                lines.append(f'{f.name} = "{micro}us"')
+            elif f.name in _SIZES:
+                lines.append(f"{f.name} = {int(value)}")
+            else:
+                lines.append(f"{f.name} = {_toml(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return repr(value)
 
 
 def parse(name: str, data: dict[str, Any]) -> Preset:

@@ -49,7 +49,7 @@ class Batch:
     attention: int = 0  # (query, key) pairs the step's attention scores, causal
 
     def step(self, perf: PerfModel) -> StepTime:
-        """What the step costs on `perf`'s hardware: its time, in parts."""
+        """The step's time on `perf`'s hardware, by part."""
         return perf.step_time(self.tokens, self.kv_tokens, self.attention, len(self.work))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import socket
 import statistics
@@ -368,6 +369,31 @@ def test_engine_timing_follows_the_performance_model() -> None:
     decode = preset.perf.step_time(1, 1020).total
     assert prefill <= timing.ttft_s < prefill + 0.04
     assert timing.tpot_s == pytest.approx(decode, rel=0.15)
+
+
+def test_the_front_end_hands_a_burst_to_the_engine_one_request_at_a_time() -> None:
+    base = presets.load("mpt-7b-fp16-a100")
+    efficiency = dataclasses.replace(
+        base.perf.efficiency, frontend_request=0.1, frontend_token=50e-6
+    )
+    preset = dataclasses.replace(
+        base,
+        perf=dataclasses.replace(base.perf, efficiency=efficiency),
+        engine=dataclasses.replace(base.engine, enable_prefix_caching=False),  # one prompt twice
+    )
+    body = {"prompt": "word " * 1000, "max_tokens": 2, "ignore_eos": True, "stream_options": USAGE}
+
+    async def burst(url: str) -> list[float]:
+        async with httpx.AsyncClient(timeout=10) as client:
+            done = await asyncio.gather(*(stream(client, url, body) for _ in range(2)))
+            return sorted(timing.ttft_s for timing, _ in done)
+
+    with serve(preset=preset) as server:
+        first, second = asyncio.run(burst(server.url + "/v1/completions"))
+    front = 0.1 + 50e-6 * 1000  # per request + per input token
+    prefill = base.perf.step_time(1000, 1000).total
+    assert front + prefill <= first < front + prefill + 0.04
+    assert 2 * front + prefill <= second < 2 * front + 2 * prefill + 0.06
 
 
 def test_engine_releases_chunks_every_stream_interval_tokens() -> None:
