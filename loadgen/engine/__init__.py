@@ -2,6 +2,8 @@
 request on the client side. It writes records; analysis/ judges them.
 
 - `runner.py` blocks of closed- or open-loop requests, interleaved across targets
+- `server_window.py` the servers' metrics scraped around each measured window
+- `tasks.py` a block's coroutines run until it is over, the rest cancelled
 - `budget.py` a block's budget: its window, warm-up and end
 - `window.py` which part of a load a request belongs to
 - `schedule.py` arrival schedules and the block plan (pure)

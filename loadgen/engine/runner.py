@@ -27,15 +27,17 @@ import aiohttp
 import numpy as np
 
 from latency_proxy.measure.meter import STALL_THRESHOLD_S
-from loadgen.analysis import server_metrics, settle
+from loadgen.analysis import settle
 from loadgen.analysis.records import Phase, Record
-from loadgen.analysis.server_metrics import ServerWindow, Snapshot
-from loadgen.engine import client
+from loadgen.analysis.server_metrics import ServerWindow
+from loadgen.engine import client, server_window
 from loadgen.engine.budget import Budget
 from loadgen.engine.measurement import Clock
 from loadgen.engine.probes import Probes
 from loadgen.engine.schedule import Block, arrivals
+from loadgen.engine.server_window import ServerWindows
 from loadgen.engine.targets import Target
+from loadgen.engine.tasks import cancel, run_until
 from loadgen.engine.workload import Workload
 from loadgen.replay.prompts import PromptBook
 from loadgen.replay.window import Arrival
@@ -90,6 +92,11 @@ class Runner:
     _sending: int = 0  # requests sent and not finished, of every kind
     _sent: int = 0  # requests sent so far
 
+    @property
+    def _servers(self) -> ServerWindows:
+        """The servers scraped around each block's window (--server-metrics, set late)."""
+        return ServerWindows(self.server_metrics, self.clock, self.result.server)
+
     def stop(self) -> None:
         """End the run now, keeping what was measured (Ctrl-C, SIGTERM).
 
@@ -123,7 +130,7 @@ class Runner:
                 budget = self._budget = Budget(block, time.perf_counter(), cap, self.drain_s)
                 warming = asyncio.create_task(self._warm_up(block, budget, ramp))
                 draining = asyncio.create_task(self._drain(budget))
-                opening = self._scrape_when_open(budget) if self.server_metrics else None
+                opening = self._servers.when_open(budget) if self.server_metrics else None
                 try:
                     if load.concurrency is not None:
                         await self._closed(block, budget, ramp, load.concurrency, http, sweep_level)
@@ -153,7 +160,7 @@ class Runner:
                     )
                 )
                 if opening is not None:
-                    await self._close_window(block, opening, budget.closing, sweep_level)
+                    await self._servers.close(block, opening, budget.closing, sweep_level)
         finally:
             monitor.cancel()
             for http in sessions.values():
@@ -177,7 +184,7 @@ class Runner:
             rate = (self._sent - sent) / max(now - budget.start, SETTLE_SAMPLE_S)
             if self.server_metrics and now - scraped_at >= SERVER_SAMPLE_S:
                 scraped_at = now
-                found = _server_in_flight(await self._scrape())
+                found = server_window.in_flight(await self._servers.scrape())
                 if found is not None:
                     server.append((now, found))
             e2e = self._typical_e2e(block)
@@ -349,7 +356,7 @@ class Runner:
 
         if concurrency > 0:
             workers = [worker(i) for i in range(concurrency)]
-            await _run_until(budget.over, workers, self._scrape_closing(budget))
+            await run_until(budget.over, workers, self._servers.closing(budget))
 
     async def _open(
         self,
@@ -399,55 +406,9 @@ class Runner:
             task.add_done_callback(tasks.discard)
 
         try:
-            await _run_until(budget.over, [dispatch()], self._scrape_closing(budget))
+            await run_until(budget.over, [dispatch()], self._servers.closing(budget))
         finally:
-            await _cancel(tasks)
-
-    def _scrape_when_open(self, budget: Budget) -> asyncio.Task[list[Snapshot]]:
-        """Scrape the servers when the block's measured window opens (after its warmup)."""
-
-        async def later() -> list[Snapshot]:
-            await budget.opened.wait()
-            return await self._scrape()
-
-        return asyncio.create_task(later())
-
-    async def _scrape(self) -> list[Snapshot]:
-        return await server_metrics.scrape(
-            self.server_metrics, self.clock.epoch(time.perf_counter())
-        )
-
-    async def _scrape_closing(self, budget: Budget) -> None:
-        """The window's closing scrape: once the last measured request finished, while the
-        cooldown requests still hold the load, so the gauges read the level, not a drain."""
-        if self.server_metrics:
-            budget.closing = await self._scrape()
-
-    async def _close_window(
-        self,
-        block: Block,
-        opening: asyncio.Task[list[Snapshot]],
-        closing: list[Snapshot],
-        level: float | None,
-    ) -> None:
-        """Keep the difference of the two scrapes for each endpoint read both times. A block
-        cut short before its window opened has none."""
-        if not opening.done():
-            opening.cancel()
-            await asyncio.gather(opening, return_exceptions=True)
-            return
-        opened = {s.source: s for s in opening.result()}
-        for closed in closing:
-            if closed.source in opened:
-                self.result.server.append(
-                    server_metrics.difference(
-                        opened[closed.source],
-                        closed,
-                        target=block.target,
-                        block=block.index,
-                        level=level,
-                    )
-                )
+            await cancel(tasks)
 
     async def _watch_loop(self) -> None:
         samples = self.result.loop_lag
@@ -473,41 +434,3 @@ class _Talk:
 
     session: str
     history: list[dict[str, Any]] = field(default_factory=list)
-
-
-async def _run_until(
-    event: asyncio.Event,
-    coros: list[Coroutine[Any, Any, None]],
-    before_cancel: Coroutine[Any, Any, None],
-) -> None:
-    """Run coroutines (which end only once the event is set, or by failing) until the event
-    is set; then await before_cancel, cancel what is left and raise what failed."""
-    tasks = {asyncio.create_task(c) for c in coros}
-    waiter = asyncio.create_task(event.wait())
-    try:
-        await asyncio.wait({waiter, *tasks}, return_when=asyncio.FIRST_COMPLETED)
-        if event.is_set():
-            await before_cancel
-    finally:
-        before_cancel.close()  # a no-op once awaited; an un-awaited coroutine must not warn
-        await _cancel({waiter, *tasks})
-
-
-async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
-    pending = list(tasks)
-    for task in pending:
-        task.cancel()
-    results = await asyncio.gather(*pending, return_exceptions=True)
-    for result in results:
-        if isinstance(result, Exception):
-            raise result
-
-
-def _server_in_flight(snapshots: list[Snapshot]) -> float | None:
-    """vLLM's running + waiting requests, over the endpoints that export them."""
-    counts = [
-        sum(s.scalars[name] for name in server_metrics.GAUGES.values() if name in s.scalars)
-        for s in snapshots
-        if any(name in s.scalars for name in server_metrics.GAUGES.values())
-    ]
-    return sum(counts) if counts else None
