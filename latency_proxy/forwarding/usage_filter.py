@@ -15,7 +15,7 @@ import re
 
 import orjson
 
-from latency_proxy.measure.meter import EventKind
+from latency_proxy.measure.payload import EventKind
 from latency_proxy.measure.sse import Event
 
 _FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')

@@ -9,18 +9,16 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
 from latency_proxy.measure import event_shape, server_report
 from latency_proxy.measure.coalescing import coalesced_fraction
+from latency_proxy.measure.payload import EventKind, Reading, read, texts
 from latency_proxy.measure.sse import Event
 
 DONE_DATA = b"[DONE]"  # the data of the stream's last event
-_ANSWER_DELTA_KEYS = ("content", "tool_calls")  # _reasoning_only reads them inline
-_REASONING_DELTA_KEYS = ("reasoning", "reasoning_content")  # vLLM 0.32, and before it
-_CONTENT_DELTA_KEYS = _ANSWER_DELTA_KEYS + _REASONING_DELTA_KEYS
 # A gap longer than this is a stall. Healthy decode steps take 10-100 ms and a long prefill
 # batched beside a stream (chunked prefill) adds a few hundred; a preemption, a recompute or a
 # stuck engine costs seconds. One second is ten times the slowest healthy token, and where a
@@ -31,14 +29,6 @@ _PROBE_USAGE = b'{"probe":0}'
 # the largest token count taken from a usage object: exact as a float, so every sink (a
 # histogram, a JSON reader) sees the number itself; beyond it the value is not a count
 MAX_TOKEN_COUNT = 2**53
-
-
-class EventKind(Enum):
-    CONTENT = "content"  # carries generated output
-    USAGE_ONLY = "usage_only"  # choices empty, usage present: the final usage chunk
-    OTHER = "other"  # role-only, empty delta, finish-only, error object, comment
-    DONE = "done"  # data: [DONE]
-    INVALID = "invalid"  # data that is not JSON
 
 
 class ReasoningSource(Enum):
@@ -98,87 +88,6 @@ class RequestTiming:
     def reasoning_source_value(self) -> str | None:
         """reasoning_source as text: what the log line, the CLIENT span and loadgen record."""
         return self.reasoning_source.value if self.reasoning_source is not None else None
-
-
-def classify(payload: Any) -> EventKind:
-    """Content, usage-only or other, as docs/reference/timing.md defines a content event."""
-    if not isinstance(payload, dict):
-        return EventKind.OTHER
-    choices = payload.get("choices")
-    if choices:
-        if not isinstance(choices, list):
-            return EventKind.OTHER  # a string's characters, a dict's keys: no choice objects
-        for choice in choices:
-            if not isinstance(choice, dict):
-                continue
-            if choice.get("text"):
-                return EventKind.CONTENT
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                for key in _CONTENT_DELTA_KEYS:
-                    if delta.get(key):
-                        return EventKind.CONTENT
-        return EventKind.OTHER
-    if payload.get("usage"):
-        return EventKind.USAGE_ONLY
-    return EventKind.OTHER
-
-
-class Reading(NamedTuple):
-    """What one event's payload says, apart from its usage and its text."""
-
-    kind: EventKind
-    response_id: str | None = None
-    response_model: str | None = None
-    error_type: str | None = None  # type/code of an error object; never its message
-    finish_reasons: tuple[str, ...] = ()
-    reasoning: bool = False  # a content event with reasoning and no answer in it
-
-
-def _reasoning_only(choices: list[Any]) -> bool:
-    """Whether content choices carry reasoning and nothing of the answer."""
-    reasoning = False
-    for choice in choices:
-        if not isinstance(choice, dict):
-            continue
-        if choice.get("text"):
-            return False
-        delta = choice.get("delta")
-        if isinstance(delta, dict):
-            if delta.get("content") or delta.get("tool_calls"):  # the answer's keys
-                return False
-            reasoning = reasoning or bool(delta.get("reasoning") or delta.get("reasoning_content"))
-    return reasoning
-
-
-def read(payload: Any) -> Reading:
-    """The Reading of a parsed payload (any JSON value)."""
-    kind = classify(payload)
-    if not isinstance(payload, dict):
-        return Reading(kind)
-    response_id = payload.get("id")
-    model = payload.get("model")
-    error = payload.get("error")
-    error_type = None
-    if isinstance(error, dict):
-        # only the type: an error message may quote the prompt
-        error_type = str(error.get("type") or error.get("code") or "error")[:64]
-    choices = payload.get("choices")
-    reasons: tuple[str, ...] = ()
-    if choices and isinstance(choices, list):
-        reasons = tuple(
-            c["finish_reason"]
-            for c in choices
-            if isinstance(c, dict) and isinstance(c.get("finish_reason"), str)
-        )
-    return Reading(
-        kind,
-        response_id if isinstance(response_id, str) else None,
-        model if isinstance(model, str) else None,
-        error_type,
-        reasons,
-        kind is EventKind.CONTENT and _reasoning_only(choices),
-    )
 
 
 class StreamMeter:
@@ -268,7 +177,7 @@ class StreamMeter:
         reading = read(payload)
         if reading.kind is EventKind.CONTENT:
             if self._text is not None:
-                self._text.extend(_texts(payload, "delta"))
+                self._text.extend(texts(payload, "delta"))
             if self._lessons:
                 self._learn(data, payload, reading)
         elif reading.kind is EventKind.USAGE_ONLY:
@@ -286,7 +195,7 @@ class StreamMeter:
             self._take_usage(payload.get("usage"))
             self._take_server_report(payload)
             if self._text is not None:
-                self._text.extend(_texts(payload, "message"))
+                self._text.extend(texts(payload, "message"))
 
     def finish(self, t_end: float) -> RequestTiming:
         """Compute the figures; t_end is when the last byte of the response went out."""
@@ -444,40 +353,22 @@ class StreamMeter:
         usage, and nothing else the meter reads (the Reading check is implied today by the
         text keys event_shape cuts at; it keeps exactness if those ever change)."""
         self._lessons -= 1
-        texts = _texts(payload, "delta")
-        if len(texts) != 1:
+        found = texts(payload, "delta")
+        if len(found) != 1:
             return
         usage = payload.get("usage")
         shape = event_shape.find(data, usage_hole=isinstance(usage, dict))
         if shape is None:
             return
-        marker = "y" if texts[0] == "x" else "x"
+        marker = "y" if found[0] == "x" else "x"
         try:
             probe = orjson.loads(shape.fill(marker.encode(), _PROBE_USAGE))
         except orjson.JSONDecodeError:
             return
         if (
             read(probe) == reading
-            and _texts(probe, "delta") == [marker]
+            and texts(probe, "delta") == [marker]
             and probe.get("usage") == (usage if shape.middle is None else {"probe": 0})
         ):
             self._shape, self._shape_reading, self._shape_usage = shape, reading, usage
 
-
-def _texts(payload: dict[str, Any], key: str) -> list[str]:
-    """Generated text of each choice: `text`, or `<key>.content` / reasoning (chat)."""
-    out: list[str] = []
-    choices = payload.get("choices")
-    if not isinstance(choices, list):
-        return out  # a string's characters, a dict's keys: no choice objects
-    for choice in choices:
-        if not isinstance(choice, dict):
-            continue
-        if isinstance(choice.get("text"), str):
-            out.append(choice["text"])
-        part = choice.get(key)
-        if isinstance(part, dict):
-            for field_name in ("reasoning_content", "reasoning", "content"):
-                if isinstance(part.get(field_name), str):
-                    out.append(part[field_name])
-    return out

@@ -14,7 +14,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from latency_proxy.measure.meter import STALL_THRESHOLD_S, EventKind, StreamMeter
+from latency_proxy.measure.meter import STALL_THRESHOLD_S, StreamMeter
+from latency_proxy.measure.payload import EventKind
 from latency_proxy.measure.sse import SSEParser
 from loadgen.analysis.records import FIRST_N, SIGNALS, Record
 from loadgen.engine.targets import Target

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from latency_proxy.measure.meter import EventKind, StreamMeter, TokenSource, classify
+from latency_proxy.measure.meter import StreamMeter, TokenSource
+from latency_proxy.measure.payload import EventKind, classify
 from latency_proxy.measure.sse import Event
 
 

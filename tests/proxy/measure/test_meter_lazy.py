@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from latency_proxy.measure import event_shape
-from latency_proxy.measure.meter import EventKind, StreamMeter
+from latency_proxy.measure.meter import StreamMeter
+from latency_proxy.measure.payload import EventKind
 from latency_proxy.measure.sse import Event, SSEParser
 
 Pairs = list[tuple[str, Any]]  # a JSON object as written: keys in order, duplicates allowed
