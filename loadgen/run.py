@@ -128,7 +128,7 @@ def predicted(config: RunConfig) -> RunData:
         "--workers": config.workers > 1,
         "--embedded": config.embedded,
         "--blocks": (config.blocks or 1) > 1,
-        "--settle": config.settle is not None,
+        "capacity": config.settle is not None,
     }
     if asked := [name for name, given in refused.items() if given]:
         raise ValueError(f"a virtual: target does not take {', '.join(asked)}")

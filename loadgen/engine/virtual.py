@@ -22,18 +22,18 @@ import numpy as np
 
 from loadgen.analysis.records import UNFINISHED, Phase, Record
 from loadgen.engine.schedule import arrivals
+from loadgen.engine.targets import VIRTUAL
 from loadgen.engine.window import drain_s
 from loadgen.engine.workload import Lengths
 from loadgen.replay import Arrival
 from loadgen.sim import presets, twin, vllm_args
 from loadgen.sim.presets import Preset
 
-PREFIX = "virtual:"
 MAX_REQUESTS = 2_000_000  # a window asking for more is refused, not simulated for hours
 
 
 def is_virtual(spec: str) -> bool:
-    return spec.startswith(PREFIX)
+    return spec.startswith(VIRTUAL)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,7 +46,7 @@ class _Parser(argparse.ArgumentParser):
 def preset(spec: str, virtual_args: str = "") -> Preset:
     """The preset a `virtual:NAME` or `virtual:FILE.toml` names, with --virtual-args (vLLM's
     flags, as `python -m loadgen.sim` takes them) applied. ValueError naming what is wrong."""
-    name = spec.removeprefix(PREFIX)
+    name = spec.removeprefix(VIRTUAL)
     if name.endswith(".toml") or "/" in name:
         if not Path(name).is_file():
             raise ValueError(f"--target {spec}: no such preset file")
