@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import math
 import shlex
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -69,8 +68,8 @@ def preset(spec: str, virtual_args: str = "") -> Preset:
 
 
 class Window:
-    """One block's window on the run's clock: warm-up [0, warmup_s), measured until `closes`
-    (None: until `requests` measured requests are due)."""
+    """One block's window on the run's clock: warm-up [0, warmup_s), then measured for
+    duration_s, or until `requests` measured requests are due (neither: all that come)."""
 
     def __init__(self, warmup_s: float, duration_s: float | None, requests: int | None) -> None:
         self.warmup_s = warmup_s
@@ -93,12 +92,6 @@ class Window:
         return kept
 
 
-def requests_of(
-    offsets: Sequence[float], inputs: Lengths, outputs: Lengths, rng: np.random.Generator
-) -> list[twin.Request]:
-    return [twin.Request(at, inputs.draw(rng), outputs.draw(rng)) for at in offsets]
-
-
 def closed_loop(
     model: Preset,
     window: Window,
@@ -107,7 +100,7 @@ def closed_loop(
     outputs: Lengths,
     rng_seed: int,
     replicas: int,
-) -> tuple[list[twin.Request], list[twin.Timing]]:
+) -> list[twin.Timing]:
     """`streams` sessions of back-to-back turns (think 0), as many turns as the window sends:
     more are tried until every stream's last turn falls outside the window."""
     turns = max(4, math.ceil((window.requests or 0) / streams) + 1)
@@ -123,7 +116,7 @@ def closed_loop(
         due = [t.arrival for _r, t in pairs]
         kept = pairs[: len(window.due(due))]
         if {r.session for r, _t in pairs[len(kept) :]} == {r.session for r in requests}:
-            return [r for r, _t in kept], [t for _r, t in kept]  # no stream ran out of turns
+            return [t for _r, t in kept]  # no stream ran out of turns
         if len(requests) * 2 > MAX_REQUESTS:
             raise ValueError(f"the window asks for more than {MAX_REQUESTS:,} virtual requests")
         turns *= 2
@@ -205,7 +198,7 @@ def run_block(
     gamma_shape: float,
     seed: int,
     replicas: int,
-    start: float | None = None,
+    start: float,
     drain: float | None = None,
     trace: Sequence[Arrival] | None = None,
 ) -> tuple[list[Record], Phase, list[int]]:
@@ -222,16 +215,15 @@ def run_block(
         lines = [a.record.line for a in trace]
     elif sweep == "concurrency":
         streams = int(level)
-        requests, timings = closed_loop(model, window, streams, inputs, outputs, seed, replicas)
+        timings = closed_loop(model, window, streams, inputs, outputs, seed, replicas)
     else:
         offsets = window.due(arrivals(level, arrival, rng, gamma_shape))
-        requests = requests_of(offsets, inputs, outputs, rng)
+        requests = [twin.Request(at, inputs.draw(rng), outputs.draw(rng)) for at in offsets]
         timings = twin.run(model, requests, replicas, seed).timings
     served = [0] * replicas
     for t in timings:
         served[t.replica] += 1
-    begin = time.time() if start is None else start
-    out, phase = records(target, timings, window, level, begin, drain)
+    out, phase = records(target, timings, window, level, start, drain)
     for record, line in zip(out, lines or (), strict=False):
         record.replay_index = line
     return out, phase, served
