@@ -98,6 +98,21 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         "compare (default: proxy)",
     )
     t.add_argument("--targets-file", metavar="FILE.toml", help="named targets (see examples/)")
+    t.add_argument(
+        "--virtual-args",
+        default="",
+        metavar="FLAGS",
+        help="with --target virtual:PRESET (the simulator's virtual clock: predicted figures, "
+        'no load sent): vLLM engine flags applied to the preset, e.g. "--max-num-seqs 128"',
+    )
+    t.add_argument(
+        "--virtual-replicas",
+        type=bounds.count(1, 1000, "a replica count"),
+        default=1,
+        metavar="N",
+        help="with --target virtual:PRESET: replicas of it, each request sent to the "
+        "least-loaded (default 1)",
+    )
     t.add_argument("--model", help="model to ask for (default: the target's, else /v1/models)")
     t.add_argument(
         "--embedded",
@@ -300,6 +315,8 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         model=args.model,
         embedded=args.embedded,
         overrides={},
+        virtual_args=args.virtual_args,
+        virtual_replicas=args.virtual_replicas,
         endpoint=args.endpoint,
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,

@@ -36,6 +36,8 @@ class RunConfig:
     model: str | None
     embedded: bool  # start the simulator and the proxy first (run.on_stack)
     overrides: Mapping[str, str]  # built-in target name -> URL (the embedded stack's)
+    virtual_args: str = ""  # vLLM's flags for a virtual: target's preset
+    virtual_replicas: int = 1  # a virtual: target's replicas, requests sent least-loaded
 
     # what each request asks for
     endpoint: str  # chat | completions

@@ -27,7 +27,7 @@ from loadgen.analysis import evals
 from loadgen.analysis.records import Record, RunData
 from loadgen.analysis.summary import summarize_run
 from loadgen.config import RunConfig
-from loadgen.engine import client
+from loadgen.engine import client, virtual
 from loadgen.engine.dataset import load_dataset
 from loadgen.engine.interrupt import default_signal_handlers, stop_on_signal
 from loadgen.engine.probes import Probes
@@ -93,6 +93,13 @@ def measure(config: RunConfig) -> dict[str, Any]:
     if config.replay is not None:  # a bad trace stops the run before any load
         replay.load(config.replay, config.duration_s, config.requests)
     dataset = load_dataset(config.dataset) if config.dataset else None  # so does a bad dataset
+    if any(virtual.is_virtual(spec) for spec in config.targets):
+        data = predicted(config)
+        summary = summarize_run(data)
+        summary["virtual"] = data.meta["virtual_run"]
+        rundir.write(config.out, data, summary)
+        report.write(config.out, data, summary)
+        return summary
     if config.workers > 1:
         return supervisor.run_workers(config)
     file_targets = load_file(config.targets_file) if config.targets_file else None
@@ -107,6 +114,69 @@ def measure(config: RunConfig) -> dict[str, Any]:
     rundir.write(config.out, data, summary)
     report.write(config.out, data, summary, comparison.of_run(data, summary))
     return summary
+
+
+def predicted(config: RunConfig) -> RunData:
+    """The run on the simulator's virtual clock (engine/virtual.py): each level one block of
+    the twin's predicted timings, checked before anything is computed."""
+    refused = {
+        "another target": len(config.targets) > 1,
+        "--turns": config.turns > 1,
+        "--dataset": config.dataset is not None,
+        "--shared-prefix-tokens": config.shared_prefix_tokens > 0,
+        "--eval/--consistency": config.probes is not None,
+        "--workers": config.workers > 1,
+        "--embedded": config.embedded,
+        "--blocks": (config.blocks or 1) > 1,
+        "capacity": config.settle is not None,
+    }
+    if asked := [name for name, given in refused.items() if given]:
+        raise ValueError(f"a virtual: target does not take {', '.join(asked)}")
+    spec = config.targets[0]
+    model = virtual.preset(spec, config.virtual_args)
+    name = f"virtual:{model.name}"
+    window = virtual.Window(config.warmup_s, config.duration_s, config.requests)
+    data = RunData(settings=config.summary)
+    trace = None
+    if config.replay is not None:  # the window is the trace's: every arrival of it is sent
+        loaded = replay.load(config.replay, config.duration_s, config.requests)
+        trace = replay.fit(loaded, model.max_model_len, config.replay)
+        window = virtual.Window(config.warmup_s, None, None)
+        data.meta["replay"] = trace.meta
+    served = []
+    start = time.time()
+    for level in config.levels:
+        records, phase, counts = virtual.run_block(
+            model,
+            name,
+            window=window,
+            level=level,
+            sweep=config.sweep,
+            inputs=config.input_tokens,
+            outputs=config.output_tokens,
+            arrival=config.arrival,
+            gamma_shape=config.gamma_shape,
+            seed=config.summary.seed,
+            replicas=config.virtual_replicas,
+            start=start,
+            drain=config.drain_s,
+            trace=trace.arrivals if trace is not None else None,
+        )
+        data.records += records
+        data.phases.append(phase)
+        served.append(counts)
+        start = (phase.done_at or phase.end_at) + 1.0  # levels one after another, as run
+    data.meta |= _meta(config, {name: {"url": spec, "model": model.served_model_name}}, None)
+    data.meta |= {
+        "virtual": True,
+        "virtual_run": {
+            "preset": model.name,
+            "args": config.virtual_args,
+            "replicas": config.virtual_replicas,
+            "requests_per_replica": served,
+        },
+    }
+    return data
 
 
 async def execute(
@@ -147,7 +217,9 @@ async def execute(
         runner.probes = await _probes(config, runner)
     if shard == 0:  # one sampler per run, not per shard: shards share the servers
         runner.server_metrics = config.server_metrics
-    data = RunData(settings=config.summary, meta=_meta(config, targets, models, workload))
+    served = {n: {"url": t.url, "model": models[n]} for n, t in targets.items()}
+    sizing_meta = None if workload.dataset else workload.sizing.meta()
+    data = RunData(settings=config.summary, meta=_meta(config, served, sizing_meta))
     data.meta["prompts"] = {
         "seed": prompt_seed,
         "shared_prefix_tokens": config.shared_prefix_tokens,
@@ -323,18 +395,19 @@ async def _prompt_sizing(config: RunConfig, target: Target, model: str) -> Sizin
 
 
 def _meta(
-    config: RunConfig, targets: dict[str, Target], models: dict[str, str], w: Workload
+    config: RunConfig, targets: dict[str, dict[str, str]], prompt_sizing: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """What the run was, for the report; no headers (they may carry credentials)."""
+    """What the run was, for the report; `targets` their URLs and models, no headers (they
+    may carry credentials)."""
     return {
         "command": config.command,
         "started_at": time.time(),
-        "targets": {n: {"url": t.url, "model": models[n]} for n, t in targets.items()},
+        "targets": targets,
         "endpoint": config.endpoint,
         "sweep": config.sweep,
         "levels": list(config.levels),
         "shard": list(config.shard),
-        "prompt_sizing": None if w.dataset else w.sizing.meta(),
+        "prompt_sizing": prompt_sizing,
         "trace_url": config.trace_url,
         "environment": environment(),
     }

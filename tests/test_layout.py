@@ -51,7 +51,8 @@ MAY_IMPORT: dict[str, set[str]] = {
         *(f"{LOADGEN}.capacity.{m}" for m in ("advice", "axis", "search", "verdict")),
     },
     f"{LOADGEN}.stack": {f"{LOADGEN}.engine", f"{LOADGEN}.analysis"},
-    f"{LOADGEN}.engine": {f"{LOADGEN}.analysis", f"{LOADGEN}.replay"},
+    # a virtual: target's load runs on the simulator's twin instead of a socket
+    f"{LOADGEN}.engine": {f"{LOADGEN}.analysis", f"{LOADGEN}.replay", f"{LOADGEN}.sim"},
     # replayed prompts are made of the same text as synthetic ones; its flags' numbers are
     # checked as the engine's are
     f"{LOADGEN}.replay": {

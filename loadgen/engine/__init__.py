@@ -13,6 +13,7 @@ request on the client side. It writes records; analysis/ judges them.
 - `dataset.py` prompts from a file, each record's shape checked
 - `sizing.py` synthetic prompts calibrated against a tokenizer
 - `targets.py` where load goes
+- `virtual.py` a virtual: target's load on the simulator's clock, its predictions as records
 - `flags.py` the flags both engines take, and loadgen's answer and cost flags, each defined once
 - `bounds.py` the numeric flags' parsers: finite and in range
 - `progress.py` the live progress line

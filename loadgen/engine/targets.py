@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+VIRTUAL = "virtual:"  # a preset on the simulator's virtual clock (virtual.py), not a server
 BUILTIN = {
     "proxy": ("LATENCY_PROXY_URL", "http://127.0.0.1:8080"),
     "direct": ("VLLM_URL", "http://127.0.0.1:8000"),
@@ -82,4 +83,6 @@ def resolve(
         return Target(spec, _base(env.get(variable) or default))
     if "://" in spec:
         return Target(name_of(spec), _base(spec))
+    if spec.startswith(VIRTUAL):
+        raise ValueError(f"--target {spec}: a virtual target runs in python -m loadgen only")
     raise ValueError(f"unknown target {spec!r}: give a URL, proxy, direct or a targets-file name")

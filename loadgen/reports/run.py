@@ -149,6 +149,8 @@ def markdown(
     lines = ["# loadgen report", ""]
     if meta.get("command"):
         lines += ["```", meta["command"], "```", ""]
+    if summary.get("virtual"):
+        lines += [predicted(summary["virtual"]), ""]
     if meta.get("replay"):
         lines += _replay_lines(meta["replay"])
     if summary.get("interrupted"):
@@ -163,6 +165,17 @@ def markdown(
     lines += slowest
     lines += [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def predicted(twin: dict[str, Any]) -> str:
+    """The sentence a virtual run opens with: its figures were never measured."""
+    args = f" with {twin['args']}" if twin.get("args") else ""
+    replicas = twin["replicas"]
+    on = f"{replicas} replicas of " if replicas > 1 else ""
+    return (
+        f"**Predicted**: these figures come from the simulator's virtual clock ({on}preset "
+        f"{twin['preset']}{args}), not from a server; no request was sent."
+    )
 
 
 def sweep_section(sweep: dict[str, Any]) -> list[str]:
@@ -251,6 +264,8 @@ def console_table(summary: dict[str, Any]) -> str:
     text = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     text.insert(1, "  ".join("-" * w for w in widths))
     text.append("(latencies in ms)")
+    if summary.get("virtual"):
+        text.append(predicted(summary["virtual"]).replace("**", ""))
     for name, t in summary["targets"].items():
         saturated = steady.label(t.get("steady_state"))
         if saturated:
@@ -342,6 +357,8 @@ def page(
     """report.html: report.md's sections and sentences, the same figures as SVG."""
     sections = [line for n, t in summary["targets"].items() for line in target_section(n, t)]
     text = {"figures": "\n".join(sections)}
+    if summary.get("virtual"):
+        text["figures"] = predicted(summary["virtual"]) + "\n\n" + text["figures"]
     if data.meta.get("replay"):
         text["replay"] = "\n".join(_replay_lines(data.meta["replay"]))
     if summary.get("sweep"):

@@ -1,0 +1,121 @@
+"""A virtual: target runs the workload on the simulator's twin and writes a real run's
+directory, its figures marked as predicted; they are the twin's own for the same arrivals,
+a second replica lowers a saturated TTFT, and a bad virtual: name is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadgen.cli import main
+from loadgen.sim import presets, twin
+
+PRESET = "llama-70b-bf16-tp4-a100"
+TARGET = f"virtual:{PRESET}"
+
+
+def virtual_run(out: Path, *flags: str) -> dict:
+    code = main(["--target", TARGET, "--out", str(out), "--no-progress", *flags])
+    assert code == 0
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_a_virtual_run_writes_the_run_directory_marked_predicted(tmp_path: Path, capsys):
+    out = tmp_path / "run"
+    virtual_run(out, "--rate", "4", "--duration", "10s", "--warmup", "1s")
+    for name in ("requests.jsonl", "run.json", "summary.json", "report.md", "report.html"):
+        assert (out / name).is_file(), name
+    assert json.loads((out / "run.json").read_text())["meta"]["virtual"] is True
+    assert "Predicted" in (out / "report.md").read_text()
+    assert "Predicted" in capsys.readouterr().out
+    lines = (out / "requests.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert {r["excluded"] for r in records} == {None, "warmup"}
+
+
+def test_its_figures_are_the_twins_for_the_same_arrivals(tmp_path: Path):
+    out = tmp_path / "run"
+    args = ("--rate", "6", "--duration", "20s", "--warmup", "0s", "--input-tokens", "200-2000")
+    summary = virtual_run(out, *args)
+    start = json.loads((out / "run.json").read_text())["phases"][0]["start_at"]
+    lines = (out / "requests.jsonl").read_text().splitlines()
+    records = sorted((json.loads(line) for line in lines), key=lambda r: r["intended_at"])
+    assert len(records) > 80
+    requests = [
+        twin.Request(r["intended_at"] - start, r["input_tokens"], r["output_tokens"])
+        for r in records
+    ]
+    timings = twin.run(presets.load(PRESET), requests).timings
+    ttft = [t.ttft for t in timings]
+    tpot = [t.tpot for t in timings]
+    assert [r["ttft_s"] for r in records] == pytest.approx(ttft, rel=1e-4)
+    assert [r["tpot_s"] for r in records] == pytest.approx(tpot, rel=1e-4)
+    metrics = summary["targets"][TARGET]["metrics"]
+    assert metrics["ttft_s"]["p50"] == pytest.approx(float(np.median(ttft)), rel=0.05)
+    assert metrics["tpot_s"]["p50"] == pytest.approx(float(np.median(tpot)), rel=0.05)
+
+
+def test_more_replicas_lower_a_saturated_ttft(tmp_path: Path):
+    load = ("--rate", "30", "--duration", "8s", "--warmup", "0s", "--drain", "600s")
+    one = virtual_run(tmp_path / "one", *load)
+    three = virtual_run(tmp_path / "three", *load, "--virtual-replicas", "3")
+    ttft = [s["targets"][TARGET]["metrics"]["ttft_s"]["p50"] for s in (one, three)]
+    assert ttft[1] < ttft[0] / 2
+    (served,) = three["virtual"]["requests_per_replica"]
+    assert len(served) == 3 and min(served) > 0
+    assert sum(served) == three["targets"][TARGET]["requests"]["ok"]
+
+
+def test_virtual_args_change_the_engine(tmp_path: Path):
+    load = ("--concurrency", "32", "--requests", "64", "--warmup", "0s")
+    full = virtual_run(tmp_path / "full", *load)
+    small = virtual_run(tmp_path / "small", *load, "--virtual-args", "--max-num-seqs 4")
+    ttft = [s["targets"][TARGET]["metrics"]["ttft_s"]["p50"] for s in (full, small)]
+    assert ttft[1] > ttft[0] * 2  # 28 of 32 streams wait for a seat
+    assert small["targets"][TARGET]["requests"]["ok"] == 64
+
+
+@pytest.mark.parametrize(
+    ("target", "args", "says"),
+    [
+        ("virtual:no-such-preset", "", "unknown preset 'no-such-preset'"),
+        ("virtual:/nowhere/fitted.toml", "", "no such preset file"),
+        (TARGET, "--max-num-seqs many", "--virtual-args"),
+        (TARGET, "--no-such-flag 1", "cannot honour --no-such-flag"),
+    ],
+)
+def test_a_bad_virtual_target_is_one_line_and_exit_2(
+    tmp_path: Path, capsys, target: str, args: str, says: str
+):
+    out = tmp_path / "run"
+    code = main(["--target", target, "--virtual-args", args, "--rate", "1", "--out", str(out)])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]
+    assert not out.exists()
+
+
+def test_a_replay_keeps_the_traces_arrivals_at_its_speed(tmp_path: Path):
+    virtual_run(tmp_path / "capture", "--rate", "4", "--duration", "5s", "--warmup", "0s")
+    trace = tmp_path / "capture" / "requests.jsonl"
+    captured = [json.loads(line) for line in trace.read_text().splitlines()]
+    virtual_run(tmp_path / "replay", "--replay", str(trace), "--replay-speed", "2")
+    lines = (tmp_path / "replay" / "requests.jsonl").read_text().splitlines()
+    replayed = [json.loads(line) for line in lines]
+    assert [r["replay_index"] for r in replayed] == list(range(1, len(captured) + 1))
+    gaps = np.diff([r["intended_at"] for r in captured])
+    assert np.diff([r["intended_at"] for r in replayed]) == pytest.approx(gaps / 2, abs=1e-5)
+    meta = json.loads((tmp_path / "replay" / "run.json").read_text())["meta"]
+    assert meta["virtual"] is True and meta["replay"]["speed"] == 2
+
+
+def test_capacity_refuses_a_virtual_target_in_one_line(tmp_path: Path, capsys):
+    out = tmp_path / "search"
+    code = main(["capacity", "--target", TARGET, "--slo", "ttft=800ms@p90", "--out", str(out)])
+    assert code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert TARGET in line and "python -m loadgen only" in line
+    assert not out.exists()
