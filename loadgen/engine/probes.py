@@ -139,7 +139,7 @@ def settings(args: Any) -> ProbeSettings | None:
     the flag or the file's line, for anything that would not run: before any load."""
     if args.eval_fraction is not None and args.eval is None:
         raise ValueError("--eval-fraction needs --eval")
-    fraction = 1.0 if args.eval_fraction is None else args.eval_fraction  # (0, 1]: the flag's
+    fraction = 1.0 if args.eval_fraction is None else args.eval_fraction  # parsed in (0, 1]
     if args.eval is None and not args.consistency:
         if args.content_capture:
             raise ValueError("--content-capture keeps --eval and --consistency outputs: give one")
