@@ -10,12 +10,9 @@ due after the window closed is not sent; one still running a drain after it is U
 
 from __future__ import annotations
 
-import argparse
 import math
-import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NoReturn
 
 import numpy as np
 
@@ -35,13 +32,6 @@ def is_virtual(spec: str) -> bool:
     return spec.startswith(VIRTUAL)
 
 
-class _Parser(argparse.ArgumentParser):
-    """vLLM's flags, a bad one a ValueError (one line) instead of argparse's exit."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ValueError(f"--virtual-args: {message}")
-
-
 def preset(spec: str, virtual_args: str = "") -> Preset:
     """The preset a `virtual:NAME` or `virtual:FILE.toml` names, with --virtual-args (vLLM's
     flags, as `python -m loadgen.sim` takes them) applied. ValueError naming what is wrong."""
@@ -58,12 +48,7 @@ def preset(spec: str, virtual_args: str = "") -> Preset:
             base = presets.load(name)
         except ValueError as exc:
             raise ValueError(f"--target {spec}: {exc}") from None
-    parser = _Parser(add_help=False)
-    vllm_args.add_arguments(parser)
-    args, unknown = parser.parse_known_args(shlex.split(virtual_args))
-    if unknown:
-        raise ValueError(f"--virtual-args: {vllm_args.refuse(unknown)}")
-    applied, _warnings = vllm_args.apply(base, args)
+    applied, _warnings = vllm_args.apply(base, vllm_args.parse_text(virtual_args))
     return applied
 
 

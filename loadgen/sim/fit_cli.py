@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -97,12 +96,8 @@ def main(argv: list[str]) -> None:
 
 def _base(args: argparse.Namespace) -> Preset:
     """The base preset with --virtual-args applied, as the simulator applies vLLM's flags."""
-    parser = argparse.ArgumentParser(prog="--virtual-args", add_help=False)
-    vllm_args.add_arguments(parser)
     try:
-        flags, unknown = parser.parse_known_args(shlex.split(args.virtual_args))
-        if unknown:
-            raise ValueError(vllm_args.refuse(unknown))
+        flags = vllm_args.parse_text(args.virtual_args)
         loaded = presets.load_file(args.preset_file) if args.preset_file else None
         preset, _warnings = vllm_args.apply(loaded or presets.load(args.preset), flags)
         if preset.engine.speculation is not None:
@@ -112,8 +107,6 @@ def _base(args: argparse.Namespace) -> Preset:
             )
     except (ValueError, OSError) as exc:
         _fail(f"{args.preset_file or args.preset}: {exc}")
-    except SystemExit:
-        _fail(f"--virtual-args {args.virtual_args!r}: not vLLM flags the simulator takes")
     return preset
 
 

@@ -14,7 +14,9 @@ import dataclasses
 import json
 import math
 import os
+import shlex
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 from loadgen.sim import speculation
 from loadgen.sim.presets import Preset
@@ -200,6 +202,28 @@ def serving(args: argparse.Namespace) -> Serving:
         per_request_metrics=args.enable_per_request_metrics,
         spec_metrics=args.per_request_spec_decode_metrics == "summary",
     )
+
+
+class _TextParser(argparse.ArgumentParser):
+    """vLLM's flags from one string: a bad one is a ValueError (one line), not an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
+def parse_text(text: str) -> argparse.Namespace:
+    """vLLM's flags written as one string (`--virtual-args "--max-num-seqs 128"`), parsed as
+    the simulator's command line parses them; ValueError, starting "--virtual-args:", for one
+    that does not parse or that the simulator does not model."""
+    parser = _TextParser(prog="--virtual-args", add_help=False)
+    add_arguments(parser)
+    try:
+        args, unknown = parser.parse_known_args(shlex.split(text))
+    except ValueError as exc:
+        raise ValueError(f"--virtual-args: {exc}") from None
+    if unknown:
+        raise ValueError(f"--virtual-args: {refuse(unknown)}")
+    return args
 
 
 def refuse(unknown: Sequence[str]) -> str:
