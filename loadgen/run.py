@@ -90,11 +90,13 @@ def measure(config: RunConfig) -> dict[str, Any]:
     """One run directory at config.out (data, summary, report); returns the summary."""
     if config.prompt_seed is None:  # fresh prompts for every run; its workers share them
         config = replace(config, prompt_seed=secrets.randbits(63))
-    if config.replay is not None:  # a bad trace stops the run before any load
-        replay.load(config.replay, config.duration_s, config.requests)
+    # a bad trace stops the run before any load; the window read is the one the run replays
+    trace = None
+    if config.replay is not None:
+        trace = replay.load(config.replay, config.duration_s, config.requests)
     dataset = load_dataset(config.dataset) if config.dataset else None  # so does a bad dataset
     if any(virtual.is_virtual(spec) for spec in config.targets):
-        data = predicted(config)
+        data = predicted(config, trace)
         summary = summarize_run(data)
         summary["virtual"] = data.meta["virtual_run"]
         rundir.write(config.out, data, summary)
@@ -107,7 +109,7 @@ def measure(config: RunConfig) -> dict[str, Any]:
     for spec in config.targets:
         target = resolve(spec, file_targets, overrides=config.overrides)
         targets[target.name] = target
-    data = uvloop.run(execute(config, targets, dataset))
+    data = uvloop.run(execute(config, targets, dataset, trace))
     if not data.phases:
         raise KeyboardInterrupt  # stopped before any load was sent: nothing to write
     summary = summarize_run(data)
@@ -116,7 +118,7 @@ def measure(config: RunConfig) -> dict[str, Any]:
     return summary
 
 
-def predicted(config: RunConfig) -> RunData:
+def predicted(config: RunConfig, loaded: replay.Replay | None) -> RunData:
     """The run on the simulator's virtual clock (engine/virtual.py): each level one block of
     the twin's predicted timings, checked before anything is computed."""
     refused = {
@@ -139,7 +141,7 @@ def predicted(config: RunConfig) -> RunData:
     data = RunData(settings=config.summary)
     trace = None
     if config.replay is not None:  # the window is the trace's: every arrival of it is sent
-        loaded = replay.load(config.replay, config.duration_s, config.requests)
+        assert loaded is not None, "measure reads the trace"
         trace = replay.fit(loaded, model.max_model_len, config.replay)
         window = virtual.Window(config.warmup_s, None, None)
         data.meta["replay"] = trace.meta
@@ -180,7 +182,10 @@ def predicted(config: RunConfig) -> RunData:
 
 
 async def execute(
-    config: RunConfig, targets: dict[str, Target], dataset: list[Prompt] | None
+    config: RunConfig,
+    targets: dict[str, Target],
+    dataset: list[Prompt] | None,
+    loaded: replay.Replay | None,
 ) -> RunData:
     """One process's share of the load, all levels; returns the raw data."""
     shard, shards = config.shard
@@ -212,7 +217,7 @@ async def execute(
     runner = Runner(targets, models, workload, rng, config.timeout_s, shard, progress)
     runner.stall_threshold_s = config.stall_threshold_s
     runner.drain_s = config.drain_s
-    trace = await _replayed(config, runner, sizing, prompt_seed) if config.replay else None
+    trace = await _replayed(config, loaded, runner, sizing, prompt_seed) if loaded else None
     if config.probes is not None:
         runner.probes = await _probes(config, runner)
     if shard == 0:  # one sampler per run, not per shard: shards share the servers
@@ -277,12 +282,11 @@ async def execute(
 
 
 async def _replayed(
-    config: RunConfig, runner: Runner, sizing: Sizing, prompt_seed: int
+    config: RunConfig, trace: replay.Replay, runner: Runner, sizing: Sizing, prompt_seed: int
 ) -> replay.Replay:
     """The trace's window, checked against each target's context length, and the runner set
     to give its records their prompts and models."""
     assert config.replay is not None
-    trace = replay.load(config.replay, config.duration_s, config.requests)
     async with client.session() as http:
         for name, target in runner.targets.items():
             limit = await client.context_length(http, target, runner.models[name])
