@@ -78,7 +78,9 @@ DETECTORS: tuple[Detector, ...] = (
     ),
     Detector(
         "email",
-        re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
+        # no boundary after the last label: addresses run together ("a@x.comb@y.com", a
+        # stream's tokens joined) must not hide one another behind a failed match
+        re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z][A-Za-z0-9-]+"),
     ),
     Detector(
         "prc_resident_id", re.compile(r"(?<!\d)\d{17}[\dXx](?![\dA-Za-z])"), prc_resident_id_ok

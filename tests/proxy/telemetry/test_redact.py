@@ -59,6 +59,13 @@ def test_each_secret_is_detected_in_context(kind: str, secret: str) -> None:
     assert out.startswith("Please remember [REDACTED:") and out.endswith(", thanks.")
 
 
+@pytest.mark.parametrize("times", [2, 3])
+def test_addresses_run_together_are_each_caught(times: int) -> None:
+    """A stream's tokens joined without a space: no address hides the next one."""
+    address = "canary0123456789@example.com"
+    assert address not in scrub(address * times)
+
+
 @pytest.mark.parametrize("text", SAFE)
 def test_ordinary_text_and_numbers_survive(text: str) -> None:
     assert scrub(text) == text
