@@ -88,7 +88,8 @@ class Engine:
         self.scheduler.add(seq)
         self._work.set()
         try:
-            while (count := await seq.next_chunk()) < seq.output_tokens:
+            count = 0
+            while (count := await seq.next_chunk(count)) < seq.output_tokens:
                 yield count
             yield count
         finally:

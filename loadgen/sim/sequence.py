@@ -4,6 +4,9 @@ that wakes the HTTP response when a chunk's worth of tokens is ready.
 The stream interval lives here (vLLM's `--stream-interval`): the first token is released at
 once, then every `stream_interval` tokens, and whatever remains when the request finishes.
 (`first_chunk` > 1 is a scripted test's chunking, script.py: vLLM's first chunk is one token.)
+As in vLLM's output processor, the engine's step decides a chunk's end, not the reader: a
+reader that wakes late still gets the count the step released, and one that missed several
+chunks gets them merged, as vLLM's per-request output collector merges them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from loadgen.sim.speculation import SpecStats
 class Seq:
     __slots__ = (
         "_next",
+        "_released",
         "_waiter",
         "aborted",
         "arrival",
@@ -69,6 +73,7 @@ class Seq:
         self.spec: SpecStats | None = None  # its verify steps, when the engine speculates
         self.stepped = 0  # tokens sampled in its last step (more than 1 when speculating)
         self._next = first_chunk
+        self._released = 0  # cumulative tokens of the chunks released so far
         self._waiter: asyncio.Future[None] | None = None
 
     @property
@@ -82,7 +87,7 @@ class Seq:
 
     def advance(self, tokens: int, now: float) -> float | None:
         """Record `tokens` newly sampled at `now`; returns the gap since the previous token
-        (None for the first). Wakes the reader when a chunk is due."""
+        (None for the first). Releases a chunk when one is due, and wakes the reader."""
         gap = None if self.last_token_at is None else (now - self.last_token_at) / tokens
         if self.first_token_at is None:
             self.first_token_at = now
@@ -91,8 +96,11 @@ class Seq:
         self.last_token_at = now
         if self.finished:
             self.finished_at = now
-        if self.generated >= self.due and self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        if self.generated >= self.due:
+            self._released = self.generated
+            self._next = self.generated + self.stream_interval
+            if self._waiter is not None and not self._waiter.done():
+                self._waiter.set_result(None)
         return gap
 
     @property
@@ -105,11 +113,10 @@ class Seq:
         ends = range(self.first_chunk, self.output_tokens, self.stream_interval)
         return chain(ends, (self.output_tokens,))
 
-    async def next_chunk(self) -> int:
-        """Wait for the next chunk; returns the cumulative tokens released so far."""
-        while self.generated < self.due:
+    async def next_chunk(self, taken: int) -> int:
+        """Wait for a chunk past `taken` tokens; returns the cumulative tokens released."""
+        while self._released <= taken:
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
         self._waiter = None
-        self._next = self.generated + self.stream_interval
-        return self.generated
+        return self._released
