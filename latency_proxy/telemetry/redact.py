@@ -78,9 +78,14 @@ DETECTORS: tuple[Detector, ...] = (
     ),
     Detector(
         "email",
-        # no boundary after the last label: addresses run together ("a@x.comb@y.com", a
-        # stream's tokens joined) must not hide one another behind a failed match
-        re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z][A-Za-z0-9-]+"),
+        # A local part is tried once per run of its characters, taken whole (possessive):
+        # tried at each word inside "a.a.a…" it made the scan quadratic. Leading dots and
+        # signs of the run are kept. No boundary after the last label: addresses run
+        # together ("a@x.comb@y.com", a stream's tokens joined) must not hide one another.
+        re.compile(
+            r"(?<![A-Za-z0-9._%+-])(?P<keep>[._%+-]*+)[A-Za-z0-9._%+-]++"
+            r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z][A-Za-z0-9-]+"
+        ),
     ),
     Detector(
         "prc_resident_id", re.compile(r"(?<!\d)\d{17}[\dXx](?![\dA-Za-z])"), prc_resident_id_ok
@@ -128,7 +133,8 @@ def scrub(text: str, extra: Sequence[re.Pattern[str]] = ()) -> str:
         ) -> str:
             if check is not None and not check(match.group()):
                 return match.group()
-            return f"[REDACTED:{name}]"
+            kept = match.groupdict().get("keep") or ""  # text the match needs but is not secret
+            return f"{kept}[REDACTED:{name}]"
 
         text = detector.pattern.sub(replace, text)
     for pattern in extra:
