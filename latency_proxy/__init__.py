@@ -5,7 +5,8 @@ and imports go down: forwarding/ over server/, upstream/ and telemetry/, over re
 measure/. A request flows socket → server/ → app → forwarding/ → upstream/, and its answer
 back through forwarding/'s relay into server/'s writers; telemetry/ records it at the end.
 
-- `cli.py` flags, environment and config file to Settings, then uvicorn
+- `cli.py` flags, environment and config file to Settings, then serving
+- `serving.py` one process's listening sockets and uvicorn servers
 - `app.py` the main port's ASGI app and its lifespan
 - `admin.py` the admin port: /metrics, /healthz, /readyz
 - `state.py` what the main and admin apps of one process share

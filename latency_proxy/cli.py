@@ -1,19 +1,12 @@
-"""`latency-proxy` / `python -m latency_proxy`: flags, environment, uvicorn start."""
+"""`latency-proxy` / `python -m latency_proxy`: flags, environment and config file to Settings,
+then one process serves (serving.py), or a supervisor and its workers (workers/)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import logging
-import signal
-import socket
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
-
-import uvicorn
-import uvloop
+from collections.abc import Sequence
 
 from latency_proxy import __version__
 from latency_proxy.app import ProxyApp
@@ -25,21 +18,16 @@ from latency_proxy.config import (
     SETTING_TYPES,
     SIZE_SETTINGS,
     ConfigError,
-    Settings,
     admin_token,
     content_policy,
     load_settings,
     upstream_credentials,
 )
-from latency_proxy.server.http_protocol import (
-    REQUEST_LINE_ALLOWANCE,
-    ConnectionLimits,
-    protocol_class,
-)
-from latency_proxy.state import ProxyState
+from latency_proxy.serving import serve
 from latency_proxy.telemetry.logs import configure
 from latency_proxy.units import format_duration, format_size
 from latency_proxy.upstream.fd_limit import raise_soft_limit
+from latency_proxy.workers.supervisor import supervise
 
 log = logging.getLogger("latency_proxy")
 
@@ -228,141 +216,6 @@ def shown_default(name: str) -> str | None:
     return str(value)
 
 
-def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
-    """A listening socket; with reuse_port, one of several on the port (--workers), among
-    which the kernel spreads new connections."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
-    sock.set_inheritable(True)
-    return sock
-
-
-class DrainingServer(uvicorn.Server):
-    """The main port: marks the proxy as draining (/readyz says 503) before uvicorn's
-    graceful stop (stop accepting, wait for in-flight streams up to --drain-timeout)."""
-
-    def __init__(
-        self,
-        config: uvicorn.Config,
-        state: ProxyState,
-        on_ready: Callable[[], None] | None = None,
-    ) -> None:
-        super().__init__(config)
-        self._state = state
-        self._on_ready = on_ready  # a worker tells its supervisor it serves
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self._on_ready is not None and not self.should_exit:
-            self._on_ready()
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if not self._state.draining:
-            log.info("draining", extra={"fields": {"signal": sig}})
-        self._state.draining = True
-        super().handle_exit(sig, frame)
-
-
-class AdminServer(uvicorn.Server):
-    """The admin port: stopped by us after the main port has drained, not by signals."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def _uvicorn_config(
-    app: object, lifespan: str, drain_timeout: float, settings: Settings
-) -> uvicorn.Config:
-    limits = ConnectionLimits(
-        max_head_bytes=settings.max_header_bytes + REQUEST_LINE_ALLOWANCE,
-        header_timeout=settings.header_timeout,
-        write_timeout=settings.write_timeout,
-    )
-    return uvicorn.Config(
-        app,
-        loop="uvloop",
-        http=protocol_class(limits),
-        lifespan=lifespan,
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        date_header=False,
-        proxy_headers=False,
-        timeout_graceful_shutdown=drain_timeout,
-        timeout_keep_alive=settings.idle_timeout,
-    )
-
-
-async def _serve(
-    main: DrainingServer, main_sock: socket.socket, admin: AdminServer, admin_sock: socket.socket
-) -> None:
-    admin_task = asyncio.create_task(admin.serve(sockets=[admin_sock]))
-    try:
-        await main.serve(sockets=[main_sock])
-    finally:
-        admin.should_exit = True
-        await admin_task
-
-
-def main_server(
-    settings: Settings, app: ProxyApp, on_ready: Callable[[], None] | None = None
-) -> DrainingServer:
-    """The main port's server (a worker's only one)."""
-    config = _uvicorn_config(app, "on", settings.drain_timeout, settings)
-    return DrainingServer(config, app.state, on_ready)
-
-
-def admin_server(settings: Settings, app: object) -> AdminServer:
-    return AdminServer(_uvicorn_config(app, "off", 1.0, settings))
-
-
-def log_listening(
-    settings: Settings,
-    main_sock: socket.socket,
-    admin_sock: socket.socket,
-    open_files: tuple[int, int],
-) -> None:
-    """The start line; `open_files`: the soft limit now, and before it was raised."""
-    log.info(
-        "listening",
-        extra={
-            "fields": {
-                "main": "{}:{}".format(*main_sock.getsockname()[:2]),
-                "admin": "{}:{}".format(*admin_sock.getsockname()[:2]),
-                "routes": {r.name: r.shown_url for r in settings.routes},
-                "content_capture": settings.content_capture,
-                "open_files_limit": open_files[0],  # the soft limit, raised to the hard one
-                "open_files_limit_raised_from": open_files[1],  # the same when nothing to raise
-                "workers": settings.workers,
-                "version": __version__,
-            }
-        },
-    )
-
-
-def quiet_signals() -> None:
-    """uvicorn re-raises the signal that stopped it once it is done; by then we have
-    drained and flushed, so that second delivery is a no-op and the exit code stays 0."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, frame: None)
-
-
-def serve(settings: Settings, app: ProxyApp, open_files: tuple[int, int]) -> None:
-    main_sock = bind(settings.host, settings.port)
-    admin_sock = bind(settings.admin_host, settings.admin_port)
-    main = main_server(settings, app)
-    admin = admin_server(settings, app.admin)
-    log_listening(settings, main_sock, admin_sock, open_files)
-    quiet_signals()
-    uvloop.run(_serve(main, main_sock, admin, admin_sock))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     flags = {k: v for k, v in vars(args).items() if v is not None}
@@ -391,9 +244,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     open_files = raise_soft_limit()  # before any socket, and inherited by every worker
     try:
         if app is None:
-            # imported here: the supervisor builds its servers with this module's parts
-            from latency_proxy.workers.supervisor import supervise
-
             return supervise(settings, flags, credentials, token, open_files)
         serve(settings, app, open_files)
     except OSError as exc:

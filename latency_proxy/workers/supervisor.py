@@ -29,8 +29,8 @@ from typing import Any
 import uvloop
 
 from latency_proxy.admin import create_admin_app
-from latency_proxy.cli import admin_server, bind, log_listening
 from latency_proxy.config import Settings
+from latency_proxy.serving import admin_server, bind, log_listening
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.providers import Telemetry, exposition

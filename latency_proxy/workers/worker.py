@@ -15,8 +15,8 @@ from typing import Any
 import uvloop
 
 from latency_proxy.app import ProxyApp
-from latency_proxy.cli import main_server, quiet_signals
 from latency_proxy.config import admin_token, content_policy, load_settings, upstream_credentials
+from latency_proxy.serving import main_server, quiet_signals
 from latency_proxy.telemetry.logs import configure
 from latency_proxy.telemetry.worker_store import Store
 
