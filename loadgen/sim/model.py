@@ -92,10 +92,11 @@ class StepTime:
     compute: float
     communication: float
     overhead: float
+    draft: float = 0.0  # a draft model's passes after the forward (speculative decoding)
 
     @property
     def total(self) -> float:
-        return max(self.memory, self.compute) + self.communication + self.overhead
+        return max(self.memory, self.compute) + self.communication + self.overhead + self.draft
 
     @property
     def compute_bound(self) -> bool:
@@ -123,10 +124,12 @@ class PerfModel:
 
     @property
     def kv_bytes_per_token_per_gpu(self) -> float:
+        return self.kv_per_gpu(self.model)
+
+    def kv_per_gpu(self, m: ModelSpec) -> float:
         """KV heads are split across the TP group; with fewer KV heads than GPUs each
         GPU keeps a replica of one head."""
-        m, tp = self.model, self.hardware.tensor_parallel
-        heads_per_gpu = math.ceil(m.kv_heads / tp)
+        heads_per_gpu = math.ceil(m.kv_heads / self.hardware.tensor_parallel)
         return 2 * m.layers * heads_per_gpu * m.head_dim * m.kv_cache_bytes
 
     def power(self, step: StepTime) -> float:
@@ -140,10 +143,17 @@ class PerfModel:
         dynamic = hw.compute_watts * compute_share + hw.memory_watts * memory_share
         return min(hw.max_watts, hw.idle_watts + dynamic)
 
-    def kv_capacity_tokens(self, gpu_memory_utilization: float) -> int:
-        """Tokens of KV cache that fit in what is left of each GPU's budget after weights."""
+    def kv_capacity_tokens(
+        self, gpu_memory_utilization: float, draft: ModelSpec | None = None
+    ) -> int:
+        """Tokens of KV cache that fit in what is left of each GPU's budget after weights
+        (a draft model's too: it is sharded alike and keeps its own KV for every token)."""
         free = self.hardware.gpu_memory * gpu_memory_utilization - self.weight_bytes_per_gpu
-        return int(free // self.kv_bytes_per_token_per_gpu)
+        per_token = self.kv_bytes_per_token_per_gpu
+        if draft is not None:
+            free -= draft.weight_bytes / self.hardware.tensor_parallel
+            per_token += self.kv_per_gpu(draft)
+        return int(free // per_token)
 
     def step_time(
         self, tokens: int, kv_tokens: int, attention: int = 0, sequences: int = 1
@@ -151,23 +161,43 @@ class PerfModel:
         """One forward pass over `tokens` new tokens of `sequences` sequences that hold
         `kv_tokens` of context in the KV cache (read once each), scoring `attention`
         (query, key) pairs."""
-        hw, eff, m = self.hardware, self.efficiency, self.model
+        eff = self.efficiency
+        memory, compute, communication = self._forward(self.model, tokens, kv_tokens, attention)
+        overhead = eff.host_overhead + eff.sequence_overhead * sequences
+        return StepTime(memory, compute, communication, overhead)
+
+    def draft_time(self, draft: ModelSpec, passes: list[tuple[int, int, int]]) -> float:
+        """A draft model's forward passes (tokens, kv_tokens, attention each) on these GPUs
+        at the target's efficiencies, launched without CPU gaps (CUDA graphs)."""
+        total = 0.0
+        for tokens, kv_tokens, attention in passes:
+            memory, compute, communication = self._forward(draft, tokens, kv_tokens, attention)
+            total += max(memory, compute) + communication
+        return total
+
+    def _forward(
+        self, m: ModelSpec, tokens: int, kv_tokens: int, attention: int
+    ) -> tuple[float, float, float]:
+        """Memory, compute and all-reduce time of one forward pass of model m."""
+        hw, eff = self.hardware, self.efficiency
         tp = hw.tensor_parallel
-        read = self.weight_bytes_per_gpu + self.kv_bytes_per_token_per_gpu * kv_tokens
+        read = m.weight_bytes / tp + self.kv_per_gpu(m) * kv_tokens
         memory = read / (hw.hbm_bandwidth * eff.mbu)
         flops = 2 * m.params * tokens + 4 * m.layers * m.heads * m.head_dim * attention
         compute = flops / (tp * hw.peak_flops * eff.mfu)
-        overhead = eff.host_overhead + eff.sequence_overhead * sequences
-        return StepTime(memory, compute, self.communication_time(tokens), overhead)
+        return memory, compute, self._communication(m, tokens)
 
     def communication_time(self, tokens: int) -> float:
+        return self._communication(self.model, tokens)
+
+    def _communication(self, m: ModelSpec, tokens: int) -> float:
         """Two ring all-reduces per layer (after attention and after the MLP) of the fp16
         activations: each GPU sends 2 × (TP−1)/TP of the buffer."""
         tp = self.hardware.tensor_parallel
         if tp == 1:
             return 0.0
-        buffer = tokens * self.model.hidden_size * 2
+        buffer = tokens * m.hidden_size * 2
         per_allreduce = self.hardware.allreduce_latency + (
             2 * (tp - 1) / tp * buffer / self.hardware.interconnect_bandwidth
         )
-        return 2 * self.model.layers * per_allreduce
+        return 2 * m.layers * per_allreduce

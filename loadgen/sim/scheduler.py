@@ -15,11 +15,13 @@ as hits (vLLM's prefix_cache_queries and _hits). Without chunked prefill a seque
 admitted only when its whole uncached prompt fits in one step's budget.
 
 With speculative decoding (speculation.py) a decoding sequence's step also verifies its
-draft tokens (they take budget and compute) and samples 1 + the drafts accepted.
+draft tokens (they take budget and compute) and samples 1 + the drafts accepted; with a
+draft model the step also runs it once per draft token (Batch.step).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import deque
 from dataclasses import dataclass
@@ -47,10 +49,25 @@ class Batch:
     tokens: int = 0  # new tokens in the step
     kv_tokens: int = 0  # context read from the KV cache by the step's attention
     attention: int = 0  # (query, key) pairs the step's attention scores, causal
+    speculation: Speculation | None = None  # the engine's, when it speculates
+    drafts: int = 0  # draft tokens verified in the step
+    drafting: int = 0  # sequences that verify drafts (and get new ones proposed)
+    drafting_context: int = 0  # tokens those sequences hold
 
     def step(self, perf: PerfModel) -> StepTime:
-        """The step's time on `perf`'s hardware, by part."""
-        return perf.step_time(self.tokens, self.kv_tokens, self.attention, len(self.work))
+        """The step's time on `perf`'s hardware, by part. A draft model runs k passes after
+        the forward: one over the step's own tokens (its KV must follow the target's), then
+        k − 1 over one token per drafting sequence."""
+        time = perf.step_time(self.tokens, self.kv_tokens, self.attention, len(self.work))
+        spec = self.speculation
+        if spec is None or spec.draft is None or not self.tokens:
+            return time
+        own = self.tokens - self.drafts
+        passes = [(own, self.kv_tokens, self.attention)]
+        n, context = self.drafting, self.drafting_context
+        k = spec.num_speculative_tokens if n else 1
+        passes += [(n, context + i * n, context + i * n) for i in range(1, k)]
+        return dataclasses.replace(time, draft=perf.draft_time(spec.draft, passes))
 
 
 class Scheduler:
@@ -96,7 +113,7 @@ class Scheduler:
 
     def schedule(self, now: float) -> Batch:
         """The next step's work; sequences admitted for the first time are stamped `now`."""
-        batch = Batch([])
+        batch = Batch([], speculation=self.config.speculation)
         budget = self.config.max_num_batched_tokens
         preempted = False
         i = 0
@@ -170,6 +187,10 @@ class Scheduler:
         self.blocks.cache(seq.blocks, seq.block_hashes, full)
         batch.work.append((seq, n))
         m = n + drafts
+        if drafts:
+            batch.drafts += drafts
+            batch.drafting += 1
+            batch.drafting_context += seq.computed + m
         batch.tokens += m
         batch.kv_tokens += seq.computed + m
         batch.attention += m * seq.computed + m * (m + 1) // 2

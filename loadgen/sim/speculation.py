@@ -8,6 +8,13 @@ probability `acceptance_rate`, the simulator's own key: a real drafter's rate de
 text). Memory-bound decode costs about the same for 1 + k tokens as for one, so TPOT falls
 by about the mean acceptance length; compute-bound steps gain less.
 
+With `"method": "draft_model"` a separate draft model proposes the drafts, and costs time:
+each step runs it k times after the target's forward (once over the step's tokens, then once
+per further draft), on the same GPUs. Its shape is a preset's [model] table, named by
+`model` (a bundled preset or a preset file, resolved by vllm_args), and its weights and KV
+cache take GPU memory beside the target's. The other methods' proposers (n-gram lookup,
+EAGLE/Medusa/MTP heads) are taken as free.
+
 `--per-request-spec-decode-metrics summary` adds vLLM's `speculative_decoding` object
 (RequestSpecDecodeMetrics.to_dict) to a request's `metrics`.
 """
@@ -19,6 +26,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.sim.model import ModelSpec
+
 METHODS = ("ngram", "eagle", "eagle3", "medusa", "mtp", "draft_model", "suffix")
 KEYS = ("method", "num_speculative_tokens", "model", "acceptance_rate")
 
@@ -28,6 +37,8 @@ class Speculation:
     num_speculative_tokens: int
     acceptance_rate: float = 0.7
     method: str = "ngram"
+    model: str = ""  # the draft model, as given
+    draft: ModelSpec | None = None  # its shape, when its cost is modelled (draft_model)
 
     def __post_init__(self) -> None:
         if self.num_speculative_tokens < 1:
@@ -65,7 +76,6 @@ def parse(text: str) -> Speculation:
             f"--speculative-config: cannot honour {', '.join(unknown)} (the simulator models "
             f"{', '.join(KEYS)}; acceptance_rate is its own)"
         )
-    config.pop("model", None)
     return Speculation(**config)
 
 

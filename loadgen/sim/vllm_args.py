@@ -18,7 +18,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
-from loadgen.sim import speculation
+from loadgen.sim import presets, speculation
+from loadgen.sim.model import ModelSpec
 from loadgen.sim.presets import Preset
 from loadgen.sim.serving import DEFAULT_REASONING_TOKENS, Serving
 
@@ -248,7 +249,7 @@ def apply(
     """The preset with the given engine flags applied, checked as vLLM checks them, and
     what vLLM would warn about. Raises ValueError for what vLLM (or the simulator) refuses.
     `env` is read for VLLM_ALLOW_LONG_MAX_MODEL_LEN, as vLLM reads its environment."""
-    warnings: list[str] = []
+    warnings: list[str] = [preset.warning] if preset.warning else []
     model, hardware = preset.perf.model, preset.perf.hardware
     engine = preset.engine
 
@@ -380,7 +381,9 @@ def kv_cache_memory(preset: Preset) -> float:
     """Bytes per GPU left for the KV cache (vLLM: 'Available KV cache memory')."""
     perf = preset.perf
     budget = perf.hardware.gpu_memory * preset.engine.gpu_memory_utilization
-    return budget - perf.weight_bytes_per_gpu
+    draft = preset.draft
+    drafts = draft.weight_bytes / perf.hardware.tensor_parallel if draft is not None else 0.0
+    return budget - perf.weight_bytes_per_gpu - drafts
 
 
 def kv_cache_blocks(preset: Preset) -> int:
@@ -396,7 +399,7 @@ def check_kv_cache(preset: Preset) -> None:
             "No available memory for the cache blocks. Try increasing "
             "`gpu_memory_utilization` when initializing the engine."
         )
-    per_token = preset.perf.kv_bytes_per_token_per_gpu
+    per_token = preset.kv_bytes_per_token_per_gpu
     size = preset.engine.block_size
     needed = math.ceil(preset.max_model_len / size) * size * per_token
     if needed > available:
@@ -436,9 +439,26 @@ def startup_lines(preset: Preset) -> list[str]:
 
 def _speculation(text: str) -> speculation.Speculation:
     try:
-        return speculation.parse(text)
+        spec = speculation.parse(text)
+        if spec.method == "draft_model":
+            spec = dataclasses.replace(spec, draft=_draft_shape(spec.model))
+        return spec
     except (ValueError, TypeError) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _draft_shape(model: str) -> ModelSpec:
+    """A draft model's shape: the [model] table of the preset `model` names."""
+    if not model:
+        raise ValueError('--speculative-config: draft_model needs "model" (a preset name)')
+    try:
+        found = presets.load_file(model) if model.endswith(".toml") else presets.load(model)
+    except (OSError, ValueError) as exc:
+        raise ValueError(
+            f'--speculative-config: draft "model" {model!r}: the simulator takes the draft\'s '
+            f"shape from a bundled preset or a preset file ({exc})"
+        ) from None
+    return found.perf.model
 
 
 def _json_object(text: str) -> dict[str, object]:
