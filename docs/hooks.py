@@ -213,8 +213,9 @@ def preset_table(load: Any) -> str:
         batch = 64
         batched = perf.step_time(batch, batch * (ctx + 1), batch * (ctx + 1), batch).total
         prefill = perf.step_time(prompt, prompt, prompt * (prompt + 1) // 2).total
+        mark = " (not calibrated)" if preset.uncalibrated else ""
         out.append(
-            f"| `{name}` | {preset.served_model_name} | "
+            f"| `{name}`{mark} | {preset.served_model_name} | "
             f"{perf.weight_bytes_per_gpu / 1e9:.1f} GB | "
             f"{preset.kv_capacity_tokens / 1000:,.0f}k tokens ({attention}) | "
             f"{preset.engine.max_num_seqs:,} | {decode * 1e3:.1f} ms | {batched * 1e3:.1f} ms | "

@@ -1,8 +1,10 @@
 """Presets: a model on some hardware, as a TOML data file (presets/NAME.toml).
 
-A preset file has top-level `description`, `served_model_name`, `mean_output_tokens` and
-four tables — [model], [hardware], [efficiency], [engine] — whose keys are the fields of
-model.ModelSpec, model.Hardware, model.Efficiency and scheduler.EngineConfig. Durations
+A preset file has top-level `description`, `served_model_name`, `mean_output_tokens`, an
+optional `uncalibrated` (why its figures are an estimate no measurement has checked: the
+simulator warns at start and the docs' preset table marks it) and four tables — [model],
+[hardware], [efficiency], [engine] — whose keys are the fields of model.ModelSpec,
+model.Hardware, model.Efficiency and scheduler.EngineConfig. Durations
 take units ("12us", "1.5ms"), GPU memory takes a size ("80GiB"). Unknown keys are errors,
 so a typo in a copied file does not silently fall back to a default.
 """
@@ -38,14 +40,35 @@ class Preset:
     mean_output_tokens: int
     perf: PerfModel
     engine: EngineConfig
+    uncalibrated: str = ""  # why no measurement backs it; empty: calibrated or derived
 
     @property
     def max_model_len(self) -> int:
         return self.perf.model.max_model_len
 
     @property
+    def draft(self) -> ModelSpec | None:
+        """The draft model speculative decoding runs beside the target, if any."""
+        spec = self.engine.speculation
+        return spec.draft if spec is not None else None
+
+    @property
     def kv_capacity_tokens(self) -> int:
-        return self.perf.kv_capacity_tokens(self.engine.gpu_memory_utilization)
+        return self.perf.kv_capacity_tokens(self.engine.gpu_memory_utilization, self.draft)
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV bytes a token takes on each GPU: the target's, and the draft model's."""
+        draft = self.draft
+        own = self.perf.kv_bytes_per_token_per_gpu
+        return own + (self.perf.kv_per_gpu(draft) if draft is not None else 0.0)
+
+    @property
+    def warning(self) -> str:
+        """The line to show wherever the preset is used, when it is not calibrated."""
+        if not self.uncalibrated:
+            return ""
+        return f"preset {self.name} is not calibrated against any measurement: {self.uncalibrated}"
 
 
 def names() -> list[str]:
@@ -77,6 +100,8 @@ def dump(preset: Preset) -> str:
         f"served_model_name = {_toml(preset.served_model_name)}",
         f"mean_output_tokens = {preset.mean_output_tokens}",
     ]
+    if preset.uncalibrated:
+        lines.append(f"uncalibrated = {_toml(preset.uncalibrated)}")
     tables = {
         "model": preset.perf.model,
         "hardware": preset.perf.hardware,
@@ -111,9 +136,13 @@ def parse(name: str, data: dict[str, Any]) -> Preset:
     """A validated preset from a parsed TOML document."""
     data = dict(data)
     tables = {key: data.pop(key, {}) for key in ("model", "hardware", "efficiency", "engine")}
-    top = _take(Preset, data, ("description", "served_model_name", "mean_output_tokens"))
-    if len(top) != 3:
+    top = _take(
+        Preset, data, ("description", "served_model_name", "mean_output_tokens", "uncalibrated")
+    )
+    if len(top.keys() - {"uncalibrated"}) != 3:
         raise ValueError(f"preset {name}: needs description, served_model_name, mean_output_tokens")
+    if not isinstance(top.get("uncalibrated", ""), str):
+        raise ValueError(f"preset {name}: uncalibrated must be a string (why)")
     perf = PerfModel(
         _build(ModelSpec, tables["model"]),
         _build(Hardware, tables["hardware"]),
