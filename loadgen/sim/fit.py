@@ -88,8 +88,7 @@ def requests(capture: Capture) -> list[twin.Request]:
             r.arrival,
             r.prompt_tokens,
             r.output_tokens,
-            prefix_key="capture" if r.cached_tokens else None,
-            prefix_tokens=r.cached_tokens,
+            prefix=(("capture", r.cached_tokens),) if r.cached_tokens else (),
         )
         for r in capture.requests
     ]

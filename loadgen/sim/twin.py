@@ -2,15 +2,19 @@
 clock (virtual.py), each request's timings back. Pure, no I/O.
 
 A request names what the engine needs of it: when it reached the router, its prompt and
-output lengths, and which of its prompt's first tokens it shares with other requests (a
-`prefix_key` and how many tokens: requests with the same key share that prefix, so the
-replica's prefix cache serves it to all but the first, as long as it stays cached). A later
-turn of a session (same `session`, after it in the list) reaches the router `think_s` after
-the previous turn finished; its own `arrival` is then ignored.
+output lengths, and what its context (prompt, then output) shares with other requests: its
+`prefix`, the named parts the context opens with, each (name, tokens). Two requests whose
+parts agree up to a token have the same tokens up to there, as vLLM's chained block hashes
+say, so the replica's prefix cache serves them to the later one while they stay cached. A
+part may run on into the output: vLLM V1 caches an answer's blocks as they are computed, so
+a conversation's next turn, whose prompt repeats the answer, finds them too. A later turn
+of a session (same `session`, after it in the list) reaches the router `think_s` after the
+previous turn finished; its own `arrival` is then ignored.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,8 +31,7 @@ class Request:
     arrival: float  # seconds on the run's clock
     prompt_tokens: int
     output_tokens: int
-    prefix_key: str | None = None  # requests with one key share their first prefix_tokens
-    prefix_tokens: int = 0
+    prefix: tuple[tuple[str, int], ...] = ()  # the named parts its context opens with
     session: str | None = None
     think_s: float = 0.0  # a later turn: from the previous turn's end to this one's arrival
 
@@ -114,21 +117,54 @@ class Result:
     per_replica: list[int]  # requests each replica served
 
 
-class _Seq(Seq):
-    """A Seq that remembers its request and the batches it was in."""
+def block_hashes(
+    prefix: Sequence[tuple[str, int]], tokens: int, block_size: int
+) -> tuple[bytes, ...]:
+    """A hash for each full block of the first `tokens` tokens that ends inside the named
+    parts: the chain of part names up to the block's end, and where in the context it ends."""
+    hashes: list[bytes] = []
+    chain, end = b"", 0
+    for name, n in prefix:
+        chain = hashlib.blake2b(chain + name.encode(), digest_size=16).digest()
+        start, end = end, min(end + max(0, n), tokens)
+        first = (start // block_size + 1) * block_size
+        hashes += (chain + stop.to_bytes(8, "little") for stop in range(first, end + 1, block_size))
+        if end == tokens:
+            break
+    return tuple(hashes)
 
-    __slots__ = ("batch_sum", "index", "replica", "sent_at", "steps_in")
+
+_HASHES = Seq.block_hashes  # the slot behind _Seq's lazy property
+
+
+class _Seq(Seq):
+    """A Seq that remembers its request and the batches it was in. Its block hashes are made
+    when the scheduler first asks and dropped once it finished, so a long trace holds them
+    only for the requests in the engine."""
+
+    __slots__ = ("batch_sum", "block_size", "index", "prefix", "replica", "sent_at", "steps_in")
 
     def __init__(self, index: int, request: Request, arrival: float, block_size: int) -> None:
-        shared = min(request.prefix_tokens, request.prompt_tokens) // block_size
-        key = request.prefix_key
-        hashes = tuple(f"{key}:{j}".encode() for j in range(shared)) if key else ()
-        super().__init__(request.prompt_tokens, request.output_tokens, arrival, block_hashes=hashes)
+        super().__init__(request.prompt_tokens, request.output_tokens, arrival)
         self.index = index
+        self.prefix: tuple[tuple[str, int], ...] | None = request.prefix or None
+        self.block_size = block_size
         self.sent_at = arrival
         self.replica = -1
         self.batch_sum = 0
         self.steps_in = 0
+
+    @property  # type: ignore[override]
+    def block_hashes(self) -> tuple[bytes, ...]:
+        if self.prefix is not None:  # first asked: over prompt and output
+            tokens = self.prompt_tokens + self.output_tokens
+            _HASHES.__set__(self, block_hashes(self.prefix, tokens, self.block_size))
+            self.prefix = None
+        return _HASHES.__get__(self)
+
+    @block_hashes.setter
+    def block_hashes(self, hashes: tuple[bytes, ...]) -> None:
+        _HASHES.__set__(self, hashes)
 
 
 def run(
@@ -165,6 +201,7 @@ def run(
     steps = Steps()
 
     def follow_up(done: Seq, now: float) -> Seq | None:
+        done.block_hashes = ()  # its blocks are freed: the pool keeps the hashes it caches
         session = requests[done.index].session
         turns = later.get(session) if session is not None else None
         if not turns:

@@ -37,8 +37,8 @@ def test_a_burst_queues_on_one_replica_and_spreads_over_two() -> None:
 
 def test_a_later_turn_follows_the_previous_ones_end_and_hits_its_prefix() -> None:
     turns = [
-        Request(1.0, 600, 30, prefix_key="s", prefix_tokens=600, session="s"),
-        Request(0.0, 900, 30, prefix_key="s", prefix_tokens=900, session="s", think_s=2.0),
+        Request(1.0, 600, 30, prefix=(("s", 600),), session="s"),
+        Request(0.0, 900, 30, prefix=(("s", 900),), session="s", think_s=2.0),
     ]
     first, second = twin.run(PRESET, turns).timings
     assert second.arrival == pytest.approx(first.finished + 2.0)
