@@ -33,7 +33,8 @@ class PromptBook:
     sizing: Sizing
     seed: int
     block_tokens: int = DEFAULT_BLOCK_TOKENS
-    _parts: dict[str, list[str]] = field(default_factory=dict)
+    _parts: dict[str, list[str]] = field(default_factory=dict)  # each part's words drawn so far
+    _known: dict[str, int] = field(default_factory=dict)  # each part's length: its longest use
 
     def prompt(self, record: TraceRecord) -> Prompt:
         """The record's prompt, asking for exactly its recorded output (ignore_eos does it)."""
@@ -44,16 +45,28 @@ class PromptBook:
         if not record.prefix:
             rng = np.random.default_rng([self.seed, 0, record.line])
             return synthetic_text(record.input_tokens, self.sizing, rng)
+        picked: list[str] = []
+        for name, n in self.parts(record):
+            picked += self._part(name, n)
+        picked += self._words(f"after:{record.line}", words - len(picked))  # past the named parts
+        return LEAD + "".join(" " + w for w in picked)
+
+    def parts(self, record: TraceRecord) -> list[tuple[str, int]]:
+        """The record's named parts in its prompt, each (name, words after the lead), cut where
+        the prompt ends; what follows them is the record's own. A virtual run shares by them."""
+        words = max(0, record.input_tokens - self.sizing.overhead)
         lengths = (
             self._block_lengths(words, len(record.prefix))
             if record.prefix_unit == "block"
             else self._message_lengths(words, record)
         )
-        picked: list[str] = []
+        out, left = [], words
         for key, n in zip(record.prefix, lengths, strict=False):
-            picked += self._part(f"{record.prefix_unit}:{key}", n)
-        picked += self._words(f"after:{record.line}", words - len(picked))  # past the named parts
-        return LEAD + "".join(" " + w for w in picked[:words])
+            name = f"{record.prefix_unit}:{key}"
+            self._known[name] = max(self._known.get(name, 0), n)
+            out.append((name, min(n, left)))
+            left -= out[-1][1]
+        return out
 
     def _block_lengths(self, words: int, blocks: int) -> list[int]:
         first = max(0, self.block_tokens - self.sizing.overhead)
@@ -66,10 +79,10 @@ class PromptBook:
 
     def _message_lengths(self, words: int, record: TraceRecord) -> list[int]:
         keys = [f"message:{k}" for k in record.prefix]
-        known = sum(len(self._parts[k]) for k in keys if k in self._parts)
-        new = sum(1 for k in keys if k not in self._parts)
+        known = sum(self._known[k] for k in keys if k in self._known)
+        new = sum(1 for k in keys if k not in self._known)
         each = max(1, (words - known) // new) if new else 0
-        return [len(self._parts[k]) if k in self._parts else each for k in keys]
+        return [self._known.get(k, each) for k in keys]
 
     def _part(self, key: str, n: int) -> list[str]:
         part = self._parts.setdefault(key, [])
