@@ -138,6 +138,12 @@ class Prompt:
     messages: list[dict[str, Any]] | None = None
     max_tokens: int | None = None
 
+    def as_text(self) -> str:
+        """Its text, or its messages' contents one a line (a completion's prompt, a turn's)."""
+        if self.text is not None:
+            return self.text
+        return "\n".join(str(m.get("content", "")) for m in self.messages or [])
+
 
 @dataclass(slots=True)
 class Workload:
@@ -170,8 +176,7 @@ class Workload:
     def turn(self, model: str, history: list[dict[str, Any]]) -> dict[str, Any]:
         """A conversation's next request: everything said so far, then a new user message."""
         prompt = self._prompt()
-        text = prompt.text if prompt.text is not None else _flatten(prompt.messages)
-        return self.body(model, Prompt(messages=[*history, *user_messages(text)]))
+        return self.body(model, Prompt(messages=[*history, *user_messages(prompt.as_text())]))
 
     def body(self, model: str, prompt: Prompt | None = None) -> dict[str, Any]:
         """A request body: for `prompt` when given (a replayed record), else the next one."""
@@ -188,9 +193,5 @@ class Workload:
         if self.endpoint == "chat":
             body["messages"] = prompt.messages or user_messages(prompt.text)
         else:
-            body["prompt"] = prompt.text if prompt.text is not None else _flatten(prompt.messages)
+            body["prompt"] = prompt.as_text()
         return body
-
-
-def _flatten(messages: list[dict[str, Any]] | None) -> str:
-    return "\n".join(str(m.get("content", "")) for m in messages or [])
