@@ -27,7 +27,7 @@ from loadgen.analysis import evals
 from loadgen.analysis.records import Record, RunData
 from loadgen.analysis.summary import summarize_run
 from loadgen.config import RunConfig
-from loadgen.engine import client, virtual
+from loadgen.engine import client, virtual, virtual_requests
 from loadgen.engine.dataset import load_dataset
 from loadgen.engine.interrupt import default_signal_handlers, stop_on_signal
 from loadgen.engine.probes import Probes
@@ -96,7 +96,7 @@ def measure(config: RunConfig) -> dict[str, Any]:
         trace = replay.load(config.replay, config.duration_s, config.requests)
     dataset = load_dataset(config.dataset) if config.dataset else None  # so does a bad dataset
     if any(virtual.is_virtual(spec) for spec in config.targets):
-        data = predicted(config, trace)
+        data = predicted(config, trace, dataset)
         summary = summarize_run(data)
         summary["virtual"] = data.meta["virtual_run"]
         rundir.write(config.out, data, summary)
@@ -118,14 +118,13 @@ def measure(config: RunConfig) -> dict[str, Any]:
     return summary
 
 
-def predicted(config: RunConfig, loaded: replay.Replay | None) -> RunData:
+def predicted(
+    config: RunConfig, loaded: replay.Replay | None, dataset: list[Prompt] | None = None
+) -> RunData:
     """The run on the simulator's virtual clock (engine/virtual.py): each level one block of
     the twin's predicted timings, checked before anything is computed."""
     refused = {
         "another target": len(config.targets) > 1,
-        "--turns": config.turns > 1,
-        "--dataset": config.dataset is not None,
-        "--shared-prefix-tokens": config.shared_prefix_tokens > 0,
         "--eval/--consistency": config.probes is not None,
         "--workers": config.workers > 1,
         "--embedded": config.embedded,
@@ -139,36 +138,62 @@ def predicted(config: RunConfig, loaded: replay.Replay | None) -> RunData:
     name = f"virtual:{model.name}"
     window = virtual.Window(config.warmup_s, config.duration_s, config.requests)
     data = RunData(settings=config.summary)
-    trace = None
+    prompts = virtual_requests.Prompts(
+        config.endpoint,
+        config.input_tokens,
+        config.output_tokens,
+        dataset,
+        config.shared_prefix_tokens,
+        config.turns,
+        config.think_time,
+    )
+    trace, lines = None, []
     if config.replay is not None:  # the window is the trace's: every arrival of it is sent
         assert loaded is not None, "measure reads the trace"
         trace = replay.fit(loaded, model.max_model_len, config.replay)
         window = virtual.Window(config.warmup_s, None, None)
         data.meta["replay"] = trace.meta
+        book = replay.PromptBook(
+            virtual_requests.sizing(config.endpoint), 0, config.replay.block_tokens
+        )
+        lines = [a.record.line for a in trace.arrivals]
     served = []
     start = time.time()
     for level in config.levels:
+        if trace is not None:
+            planned = virtual_requests.replayed(trace.arrivals, book, config.endpoint)
+        else:
+            planned = virtual.plan(
+                model,
+                window,
+                level,
+                config.sweep,
+                prompts,
+                config.arrival,
+                config.gamma_shape,
+                config.summary.seed,
+                config.virtual_replicas,
+            )
         records, phase, counts = virtual.run_block(
             model,
             name,
+            planned,
             window=window,
             level=level,
-            sweep=config.sweep,
-            inputs=config.input_tokens,
-            outputs=config.output_tokens,
-            arrival=config.arrival,
-            gamma_shape=config.gamma_shape,
             seed=config.summary.seed,
             replicas=config.virtual_replicas,
             start=start,
             drain=config.drain_s,
-            trace=trace.arrivals if trace is not None else None,
+            lines=lines,
+            stream_interval=virtual.stream_interval(config.virtual_args),
+            stall_s=config.stall_threshold_s,
         )
         data.records += records
         data.phases.append(phase)
         served.append(counts)
         start = (phase.done_at or phase.end_at) + 1.0  # levels one after another, as run
     data.meta |= _meta(config, {name: {"url": spec, "model": model.served_model_name}}, None)
+    data.meta["prompts"] = {"shared_prefix_tokens": config.shared_prefix_tokens}
     data.meta |= {
         "virtual": True,
         "virtual_run": {

@@ -14,6 +14,8 @@ request on the client side. It writes records; analysis/ judges them.
 - `sizing.py` synthetic prompts calibrated against a tokenizer
 - `targets.py` where load goes
 - `virtual.py` a virtual: target's load on the simulator's clock, its predictions as records
+- `virtual_requests.py` a virtual run's workload as the twin's requests: lengths, turns, sharing
+- `virtual_stream.py` a virtual request's stream: its content events, their gaps on the record
 - `flags.py` the flags both engines take, and loadgen's answer and cost flags, each defined once
 - `bounds.py` the numeric flags' parsers: finite and in range
 - `progress.py` the live progress line

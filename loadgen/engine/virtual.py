@@ -1,9 +1,11 @@
 """A run on the simulator's virtual clock (`--target virtual:PRESET`): the workload becomes
-the twin's requests (loadgen/sim/twin.py), and their predicted timings become records, so a
-virtual run writes the run directory a real one does. No sockets, no sleeping.
+the twin's requests (loadgen/sim/twin.py, virtual_requests.py), and their predicted timings
+and streams (virtual_stream.py) become records, so a virtual run writes the run directory a
+real one does. No sockets, no sleeping.
 
-Open loop draws its arrivals as the runner would (schedule.arrivals); closed loop is N
-sessions of back-to-back turns; a replay keeps the trace window's arrivals at its speed.
+Open loop draws its arrivals as the runner would (schedule.arrivals), each a request or a
+conversation's start; closed loop is N streams of back-to-back conversations; a replay
+keeps the trace window's arrivals at its speed.
 Like a real run's window, a request due before the warm-up's end is kept as "warmup"; one
 due after the window closed is not sent; one still running a drain after it is UNFINISHED.
 """
@@ -19,9 +21,9 @@ import numpy as np
 from loadgen.analysis.records import UNFINISHED, Phase, Record
 from loadgen.engine.schedule import arrivals
 from loadgen.engine.targets import VIRTUAL
+from loadgen.engine.virtual_requests import Planned, Prompts
+from loadgen.engine.virtual_stream import Stream
 from loadgen.engine.window import drain_s
-from loadgen.engine.workload import Lengths
-from loadgen.replay import Arrival
 from loadgen.sim import presets, twin, vllm_args
 from loadgen.sim.presets import Preset
 
@@ -52,6 +54,11 @@ def preset(spec: str, virtual_args: str = "") -> Preset:
     return applied
 
 
+def stream_interval(virtual_args: str) -> int:
+    """Tokens per streamed chunk after the first, as --virtual-args's --stream-interval says."""
+    return int(vllm_args.parse_text(virtual_args).stream_interval)
+
+
 class Window:
     """One block's window on the run's clock: warm-up [0, warmup_s), then measured for
     duration_s, or until `requests` measured requests are due (neither: all that come)."""
@@ -77,34 +84,74 @@ class Window:
         return kept
 
 
-def closed_loop(
+def plan(
     model: Preset,
     window: Window,
-    streams: int,
-    inputs: Lengths,
-    outputs: Lengths,
-    rng_seed: int,
+    level: float,
+    sweep: str,
+    prompts: Prompts,
+    arrival: str,
+    gamma_shape: float,
+    seed: int,
     replicas: int,
-) -> list[twin.Timing]:
-    """`streams` sessions of back-to-back turns (think 0), as many turns as the window sends:
-    more are tried until every stream's last turn falls outside the window."""
-    turns = max(4, math.ceil((window.requests or 0) / streams) + 1)
+) -> Planned:
+    """One level's requests as the runner would send them: open loop, one request (or one
+    conversation) per arrival; closed loop, `level` streams of back-to-back conversations.
+    Turns the window would not send are left out. ValueError for a request longer than the
+    model's context, naming where its length came from."""
+    if sweep == "concurrency":
+        planned = closed_loop(model, window, int(level), prompts, seed, replicas)
+    else:
+        rng = np.random.default_rng([seed, 0])
+        planned = Planned()
+        for n, at in enumerate(window.due(arrivals(level, arrival, rng, gamma_shape))):
+            if prompts.turns > 1:  # an arrival is a conversation's start
+                prompts.conversation(planned, f"c{n}", at, rng, f"c{n}")
+            else:
+                prompts.one(planned, at, rng)
+        if prompts.turns > 1:
+            planned = sent(model, window, planned, replicas, seed)[0]
+    limit = model.max_model_len
+    for r in planned.requests:
+        if r.prompt_tokens + r.output_tokens > limit:
+            raise ValueError(
+                f"{prompts.source()}: a request of {r.prompt_tokens:,} + {r.output_tokens:,} "
+                f"tokens is more than {model.name}'s context ({limit:,})"
+            )
+    return planned
+
+
+def sent(
+    model: Preset, window: Window, planned: Planned, replicas: int, seed: int
+) -> tuple[Planned, set[str | None]]:
+    """The requests the window sends (the earliest-due first) and the twin's sessions of
+    those it does not. A request due after the window closed cannot change one due before,
+    so the first ones' arrivals hold when the rest are left out."""
+    timings = twin.run(model, planned.requests, replicas, seed).timings
+    order = sorted(range(len(timings)), key=lambda i: timings[i].arrival)
+    count = len(window.due(timings[i].arrival for i in order))
+    left = {planned.requests[i].session for i in order[count:]}
+    return planned.only(sorted(order[:count])), left
+
+
+def closed_loop(
+    model: Preset, window: Window, streams: int, prompts: Prompts, rng_seed: int, replicas: int
+) -> Planned:
+    """`streams` streams of conversations back to back, as many as the window sends: more
+    are tried until every stream has one it does not send."""
+    each = max(4, math.ceil((window.requests or 0) / (streams * prompts.turns)) + 1)
     while True:
         rng = np.random.default_rng(rng_seed)
-        requests = [
-            twin.Request(0.0, inputs.draw(rng), outputs.draw(rng), session=f"s{s}")
-            for _turn in range(turns)
-            for s in range(streams)
-        ]
-        timings = twin.run(model, requests, replicas, rng_seed).timings
-        pairs = sorted(zip(requests, timings, strict=True), key=lambda p: p[1].arrival)
-        due = [t.arrival for _r, t in pairs]
-        kept = pairs[: len(window.due(due))]
-        if {r.session for r, _t in pairs[len(kept) :]} == {r.session for r in requests}:
-            return [t for _r, t in kept]  # no stream ran out of turns
-        if len(requests) * 2 > MAX_REQUESTS:
+        planned = Planned()
+        for n in range(each):
+            for s in range(streams):
+                prompts.conversation(planned, f"s{s}-{n}", 0.0, rng, f"s{s}")
+        kept, left = sent(model, window, planned, replicas, rng_seed)
+        if len(left) == streams:
+            return kept  # no stream ran out
+        if len(planned.requests) * 2 > MAX_REQUESTS:
             raise ValueError(f"the window asks for more than {MAX_REQUESTS:,} virtual requests")
-        turns *= 2
+        each *= 2
 
 
 def records(
@@ -114,6 +161,9 @@ def records(
     level: float,
     start: float,
     drain: float | None,
+    labels: Sequence[tuple[str | None, int | None]],
+    stream: Stream,
+    stall_s: float,
 ) -> tuple[list[Record], Phase]:
     """The block's records and its phase, in epoch seconds from `start`."""
     measured = [t.arrival for t in timings if t.arrival >= window.warmup_s]
@@ -124,12 +174,13 @@ def records(
     )
     cut = closes + drain_s(closes - window.warmup_s, drain)
     out, done = [], window.warmup_s
-    for i, t in enumerate(timings):
+    for i, (t, (session, turn)) in enumerate(zip(timings, labels, strict=True)):
         warm = t.arrival < window.warmup_s
         finished = warm or t.finished <= cut
         end = t.finished if finished else cut
         if not warm:
             done = max(done, end)
+        tpot = t.tpot if finished else None
         out.append(
             Record(
                 request_id=f"virtual-{i}",
@@ -143,9 +194,10 @@ def records(
                 error=None if finished else UNFINISHED,
                 excluded="warmup" if warm else None,
                 level=level,
-                session=None,
+                session=session,
+                turn=turn,
                 ttft_s=t.ttft if t.first_token <= end else None,
-                tpot_s=t.tpot if finished else None,
+                tpot_s=tpot,
                 e2e_s=t.e2e if finished else None,
                 time_to_first_chunk_s=t.ttft if t.first_token <= end else None,
                 input_tokens=t.prompt_tokens,
@@ -156,6 +208,7 @@ def records(
                 server_queue_s=t.queue,
                 server_ttft_s=t.prefill,
                 server_decode_s=t.decode if finished else None,
+                **stream.fields(i, t.arrival, end, tpot, stall_s),
             )
         )
     phase = Phase(
@@ -173,42 +226,25 @@ def records(
 def run_block(
     model: Preset,
     target: str,
+    planned: Planned,
     *,
     window: Window,
     level: float,
-    sweep: str,
-    inputs: Lengths,
-    outputs: Lengths,
-    arrival: str,
-    gamma_shape: float,
     seed: int,
     replicas: int,
     start: float,
     drain: float | None = None,
-    trace: Sequence[Arrival] | None = None,
+    lines: Sequence[int] = (),
+    stream_interval: int = 1,
+    stall_s: float = math.inf,
 ) -> tuple[list[Record], Phase, list[int]]:
-    """One level of a rate or concurrency sweep, or a replay's window (`trace`, at its
-    speed), on the virtual clock: its records, its phase and how many requests each replica
-    served."""
-    rng = np.random.default_rng([seed, 0])
-    lines: list[int] | None = None
-    if trace is not None:
-        requests = [
-            twin.Request(a.offset_s, a.record.input_tokens, a.record.output_tokens) for a in trace
-        ]
-        timings = twin.run(model, requests, replicas, seed).timings
-        lines = [a.record.line for a in trace]
-    elif sweep == "concurrency":
-        streams = int(level)
-        timings = closed_loop(model, window, streams, inputs, outputs, seed, replicas)
-    else:
-        offsets = window.due(arrivals(level, arrival, rng, gamma_shape))
-        requests = [twin.Request(at, inputs.draw(rng), outputs.draw(rng)) for at in offsets]
-        timings = twin.run(model, requests, replicas, seed).timings
-    served = [0] * replicas
-    for t in timings:
-        served[t.replica] += 1
-    out, phase = records(target, timings, window, level, start, drain)
-    for record, line in zip(out, lines or (), strict=False):
+    """One level of a sweep, or a replay's window (its trace `lines`), on the virtual
+    clock: its records, its phase and how many requests each replica served."""
+    stream = Stream(stream_interval)
+    result = twin.run(model, planned.requests, replicas, seed, observe=stream)
+    out, phase = records(
+        target, result.timings, window, level, start, drain, planned.labels, stream, stall_s
+    )
+    for record, line in zip(out, lines, strict=False):
         record.replay_index = line
-    return out, phase, served
+    return out, phase, result.per_replica

@@ -1,0 +1,145 @@
+"""The workload as the twin's requests (sim/twin.py): each prompt's length, its answer's, and
+what its context shares with other requests' (the twin's named prefix parts).
+
+Lengths are counted by the simulator's own rule (sim/tokenizer.py), as a real run against
+the simulator would find them: a synthetic prompt of N tokens is N tokens (a real run sizes
+its words to the rule), a dataset prompt is its count in the request's shape (chat messages
+or completion text). Every synthetic prompt opens with the same template header and lead
+word, then `--shared-prefix-tokens` shared words: that opening is one part all requests
+share. A conversation (`--turns`) sends its history again: turn k's prompt is every earlier
+turn's prompt and answer, then its new message (exact under the simulator's rule, where an
+answer's role header stands where its generation prompt stood), named by the conversation,
+so it finds what the turn before left in the prefix cache, that turn's answer included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from loadgen.engine.workload import (
+    LEAD,
+    NO_THINK,
+    Durations,
+    Lengths,
+    Prompt,
+    Sizing,
+    user_messages,
+)
+from loadgen.replay import Arrival, PromptBook
+from loadgen.sim import twin
+from loadgen.sim.tokenizer import SIMPLE
+
+SHARED = "shared"  # the part every synthetic prompt opens with
+
+
+def count(prompt: Prompt, endpoint: str, turns: int = 1) -> int:
+    """A prompt's tokens as the simulator counts the request that sends it (alone, or as a
+    conversation's new message)."""
+    if endpoint == "chat":
+        message = prompt.messages if prompt.messages and turns == 1 else None
+        return len(SIMPLE.chat(message or user_messages(prompt.as_text())))
+    return len(SIMPLE.prompt(prompt.as_text()))
+
+
+def opening(endpoint: str, words: int) -> int:
+    """The tokens a prompt opens with up to `words` words after its lead word: the chat
+    template's header, the lead, the words (the generation prompt comes at the end)."""
+    text = " ".join([LEAD] * (words + 1))
+    if endpoint == "chat":
+        return len(SIMPLE.chat(user_messages(text), generation_prompt=False))
+    return len(SIMPLE.prompt(text))
+
+
+def sizing(endpoint: str) -> Sizing:
+    """Synthetic prompts' sizing against the simulator's rule: what calibration would find."""
+    return Sizing(overhead=count(Prompt(text=LEAD), endpoint), source="simulator")
+
+
+@dataclass(slots=True)
+class Planned:
+    """The twin's requests and, for each, its record's conversation and turn."""
+
+    requests: list[twin.Request] = field(default_factory=list)
+    labels: list[tuple[str | None, int | None]] = field(default_factory=list)
+
+    def add(self, request: twin.Request, session: str | None = None, turn: int | None = None):
+        self.requests.append(request)
+        self.labels.append((session, turn))
+
+    def only(self, kept: Sequence[int]) -> Planned:
+        return Planned([self.requests[i] for i in kept], [self.labels[i] for i in kept])
+
+
+@dataclass(slots=True)
+class Prompts:
+    """How one request's prompt and answer are drawn, as the real workload draws them."""
+
+    endpoint: str
+    inputs: Lengths
+    outputs: Lengths
+    dataset: Sequence[Prompt] | None = None
+    shared_words: int = 0  # --shared-prefix-tokens
+    turns: int = 1
+    think: Durations = NO_THINK
+    _counted: dict[int, int] = field(default_factory=dict)  # dataset index: tokens
+
+    def source(self) -> str:
+        """Where the lengths come from, as the command line said it."""
+        if self.turns > 1:
+            return f"--turns {self.turns}"
+        return "--dataset" if self.dataset else "--input-tokens/--output-tokens"
+
+    def draw(self, rng: np.random.Generator) -> tuple[int, int]:
+        """A new prompt's tokens and its answer's."""
+        if not self.dataset:
+            return self.inputs.draw(rng), self.outputs.draw(rng)
+        i = int(rng.integers(0, len(self.dataset)))
+        prompt = self.dataset[i]
+        if i not in self._counted:
+            self._counted[i] = count(prompt, self.endpoint, self.turns)
+        return self._counted[i], prompt.max_tokens or self.outputs.draw(rng)
+
+    def _shared(self, prompt: int) -> tuple[tuple[str, int], ...]:
+        if not self.shared_words:
+            return ()
+        return ((SHARED, min(prompt, opening(self.endpoint, self.shared_words))),)
+
+    def one(self, planned: Planned, at: float, rng: np.random.Generator) -> None:
+        """A single request due `at`."""
+        prompt, output = self.draw(rng)
+        planned.add(twin.Request(at, prompt, output, prefix=self._shared(prompt)))
+
+    def conversation(
+        self, planned: Planned, name: str, at: float, rng: np.random.Generator, chain: str
+    ) -> None:
+        """A conversation of `turns` requests, its first due `at`, each later one a think
+        time after the answer before; `chain` is the twin's session (a closed-loop stream
+        runs its conversations one after another)."""
+        parts: tuple[tuple[str, int], ...] = ()
+        history = 0
+        for turn in range(1, self.turns + 1):
+            think = self.think.draw(rng) if turn > 1 else 0.0
+            prompt, output = self.draw(rng)
+            own = prompt + output
+            if turn == 1:
+                parts = self._shared(prompt)
+                own -= sum(n for _name, n in parts)
+            if self.turns > 1:  # named, so the next turn finds it
+                parts += ((f"{name}:{turn}", own),)
+            request = twin.Request(at, history + prompt, output, parts, chain, think)
+            planned.add(request, *((name, turn) if self.turns > 1 else ()))
+            history += prompt + output
+
+
+def replayed(trace: Sequence[Arrival], book: PromptBook, endpoint: str) -> Planned:
+    """A replay's window: each record's lengths, and the parts the trace says it shares."""
+    planned = Planned()
+    lead = opening(endpoint, 0)
+    for a in trace:
+        named = book.parts(a.record) if a.record.prefix else []
+        parts = tuple((name, words + lead * (i == 0)) for i, (name, words) in enumerate(named))
+        planned.add(twin.Request(a.offset_s, a.record.input_tokens, a.record.output_tokens, parts))
+    return planned
