@@ -45,6 +45,23 @@ def test_a_later_turn_follows_the_previous_ones_end_and_hits_its_prefix() -> Non
     assert first.cached_tokens == 0 and second.cached_tokens == 592  # 37 whole blocks of 600
 
 
+def test_parts_are_shared_as_far_as_their_names_agree() -> None:
+    parts = [(("a", 1000), ("b", 1000)), (("a", 1000), ("c", 1000)), (("a", 1000), ("b", 1000))]
+    requests = [Request(float(i), 2000, 10, prefix=p) for i, p in enumerate(parts)]
+    cached = [t.cached_tokens for t in twin.run(PRESET, requests).timings]
+    # "a" alone: its whole blocks; "a" then "b" again: all but the last token's block
+    assert cached == [0, 992, 1984]
+
+
+def test_a_turn_finds_the_answer_before_it_in_the_cache() -> None:
+    turns = [
+        Request(0.0, 600, 30, prefix=(("s", 630),), session="s"),
+        Request(0.0, 900, 30, prefix=(("s", 930),), session="s", think_s=1.0),
+    ]
+    first, second = twin.run(PRESET, turns).timings
+    assert second.cached_tokens == 624  # 39 whole blocks of the 629 tokens computed
+
+
 def test_the_front_end_serves_a_burst_one_request_at_a_time() -> None:
     preset = with_efficiency(PRESET, frontend_request=0.01, frontend_token=1e-5)
     timings = twin.run(preset, [Request(0.0, 1000, 5) for _ in range(3)]).timings
