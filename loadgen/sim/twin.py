@@ -138,21 +138,30 @@ _HASHES = Seq.block_hashes  # the slot behind _Seq's lazy property
 
 
 class _Seq(Seq):
-    """A Seq that remembers its request and the batches it was in. Its block hashes are made
-    when the scheduler first asks and dropped once it finished, so a long trace holds them
-    only for the requests in the engine."""
+    """A Seq that remembers its request and the batches it was in."""
 
-    __slots__ = ("batch_sum", "block_size", "index", "prefix", "replica", "sent_at", "steps_in")
+    __slots__ = ("batch_sum", "index", "replica", "sent_at", "steps_in")
 
-    def __init__(self, index: int, request: Request, arrival: float, block_size: int) -> None:
+    def __init__(self, index: int, request: Request, arrival: float) -> None:
         super().__init__(request.prompt_tokens, request.output_tokens, arrival)
         self.index = index
-        self.prefix: tuple[tuple[str, int], ...] | None = request.prefix or None
-        self.block_size = block_size
         self.sent_at = arrival
         self.replica = -1
         self.batch_sum = 0
         self.steps_in = 0
+
+
+class _SharingSeq(_Seq):
+    """One with a prefix: its block hashes are made when the scheduler first asks and
+    dropped once it finished, so a long trace holds them only for the requests in the
+    engine (a request without one pays nothing for this)."""
+
+    __slots__ = ("block_size", "prefix")
+
+    def __init__(self, index: int, request: Request, arrival: float, block_size: int) -> None:
+        super().__init__(index, request, arrival)
+        self.prefix: tuple[tuple[str, int], ...] | None = request.prefix
+        self.block_size = block_size
 
     @property  # type: ignore[override]
     def block_hashes(self) -> tuple[bytes, ...]:
@@ -165,6 +174,12 @@ class _Seq(Seq):
     @block_hashes.setter
     def block_hashes(self, hashes: tuple[bytes, ...]) -> None:
         _HASHES.__set__(self, hashes)
+
+
+def _seq(index: int, request: Request, arrival: float, block_size: int) -> _Seq:
+    if request.prefix:
+        return _SharingSeq(index, request, arrival, block_size)
+    return _Seq(index, request, arrival)
 
 
 def run(
@@ -196,7 +211,7 @@ def run(
             continue
         if r.session is not None:
             later[r.session] = deque()
-        seqs[i] = seq = _Seq(i, r, r.arrival, block)
+        seqs[i] = seq = _seq(i, r, r.arrival, block)
         cluster.submit(seq)
     steps = Steps()
 
@@ -207,7 +222,7 @@ def run(
         if not turns:
             return None
         i = turns.popleft()
-        seqs[i] = seq = _Seq(i, requests[i], now + requests[i].think_s, block)
+        seqs[i] = seq = _seq(i, requests[i], now + requests[i].think_s, block)
         return seq
 
     def count(replica: int, batch: Batch, step: StepTime, now: float, sampled: Sampled) -> None:
