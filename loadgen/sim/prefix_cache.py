@@ -85,12 +85,17 @@ class BlockPool:
             blocks.append(block)
         return blocks
 
-    def cache(self, blocks: Sequence[int], hashes: Sequence[bytes], computed_blocks: int) -> None:
-        """Register the hashes of a request's full prompt blocks once they are scheduled to
-        be computed. A hash another block already holds stays with that block."""
+    def cache(
+        self, blocks: Sequence[int], hashes: Sequence[bytes], computed_blocks: int, start: int = 0
+    ) -> None:
+        """Register the hashes of a request's full blocks once they are scheduled to be
+        computed, from block `start` (those before it were given already: vLLM counts them
+        per request, so a step costs its new blocks, not the whole context). A hash another
+        block already holds stays with that block."""
         if not self.caching:
             return
-        for block, block_hash in zip(blocks[:computed_blocks], hashes, strict=False):
+        for j in range(start, min(computed_blocks, len(hashes))):
+            block, block_hash = blocks[j], hashes[j]
             if self._hash[block] is None and block_hash not in self._cached:
                 self._hash[block] = block_hash
                 self._cached[block_hash] = block

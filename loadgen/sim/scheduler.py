@@ -158,6 +158,7 @@ class Scheduler:
                 seq.created_tokens = max(0, len(seq.block_hashes) * size - cached)
             self.blocks.take(hits)
             seq.blocks = hits
+            seq.hashed_blocks = len(hits)
             seq.computed = cached
             budget -= self._take(batch, seq, n, need)
         return batch
@@ -184,7 +185,8 @@ class Scheduler:
         """Schedule n tokens of seq (and `drafts` draft tokens to verify with them)."""
         seq.blocks += self.blocks.allocate(blocks)
         full = (seq.computed + n) // self.config.block_size
-        self.blocks.cache(seq.blocks, seq.block_hashes, full)
+        self.blocks.cache(seq.blocks, seq.block_hashes, full, seq.hashed_blocks)
+        seq.hashed_blocks = max(seq.hashed_blocks, full)
         batch.work.append((seq, n))
         m = n + drafts
         if drafts:

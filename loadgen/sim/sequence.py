@@ -34,6 +34,7 @@ class Seq:
         "first_chunk",
         "first_token_at",
         "generated",
+        "hashed_blocks",
         "last_token_at",
         "output_tokens",
         "preemptions",
@@ -62,6 +63,7 @@ class Seq:
         self.generated = 0
         self.computed = 0  # tokens whose KV is in the cache (scheduler's view)
         self.blocks: list[int] = []  # the KV-cache blocks it holds, in order
+        self.hashed_blocks = 0  # of them, those whose hashes the cache was given (vLLM's count)
         self.preemptions = 0
         self.cached_tokens = 0  # prompt tokens its first admission found in the prefix cache
         self.created_tokens = 0  # prompt tokens of full blocks it added to the cache
