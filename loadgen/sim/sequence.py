@@ -106,6 +106,12 @@ class Seq:
         return gap
 
     @property
+    def released(self) -> int:
+        """Cumulative tokens of the chunks released so far: `generated` right after the step
+        that released one."""
+        return self._released
+
+    @property
     def due(self) -> int:
         """The cumulative token count at which the next chunk is released."""
         return min(self._next, self.output_tokens)

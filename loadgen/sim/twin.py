@@ -142,8 +142,8 @@ class _Seq(Seq):
 
     __slots__ = ("batch_sum", "index", "replica", "sent_at", "steps_in")
 
-    def __init__(self, index: int, request: Request, arrival: float) -> None:
-        super().__init__(request.prompt_tokens, request.output_tokens, arrival)
+    def __init__(self, index: int, request: Request, arrival: float, interval: int) -> None:
+        super().__init__(request.prompt_tokens, request.output_tokens, arrival, interval)
         self.index = index
         self.sent_at = arrival
         self.replica = -1
@@ -158,8 +158,10 @@ class _SharingSeq(_Seq):
 
     __slots__ = ("block_size", "prefix")
 
-    def __init__(self, index: int, request: Request, arrival: float, block_size: int) -> None:
-        super().__init__(index, request, arrival)
+    def __init__(
+        self, index: int, request: Request, arrival: float, interval: int, block_size: int
+    ) -> None:
+        super().__init__(index, request, arrival, interval)
         self.prefix: tuple[tuple[str, int], ...] | None = request.prefix
         self.block_size = block_size
 
@@ -176,10 +178,10 @@ class _SharingSeq(_Seq):
         _HASHES.__set__(self, hashes)
 
 
-def _seq(index: int, request: Request, arrival: float, block_size: int) -> _Seq:
+def _seq(index: int, request: Request, arrival: float, interval: int, block_size: int) -> _Seq:
     if request.prefix:
-        return _SharingSeq(index, request, arrival, block_size)
-    return _Seq(index, request, arrival)
+        return _SharingSeq(index, request, arrival, interval, block_size)
+    return _Seq(index, request, arrival, interval)
 
 
 def run(
@@ -188,10 +190,14 @@ def run(
     replicas: int = 1,
     seed: int = 0,
     observe: Observer | None = None,
+    stream_interval: int = 1,
 ) -> Result:
     """Every request through `replicas` engines of `preset`; ValueError for a request the
     model cannot take (longer than its context). `observe` is told of every step as it
-    ends (virtual.Observer); a sequence's `index` is its request's."""
+    ends (virtual.Observer); a sequence's `index` is its request's, and its `released`
+    says when a streamed chunk ends (every `stream_interval` tokens after the first)."""
+    if stream_interval < 1:
+        raise ValueError(f"stream_interval must be ≥ 1, not {stream_interval}")
     limit = preset.max_model_len
     for i, r in enumerate(requests):
         if r.prompt_tokens < 1 or r.output_tokens < 1:
@@ -211,7 +217,7 @@ def run(
             continue
         if r.session is not None:
             later[r.session] = deque()
-        seqs[i] = seq = _seq(i, r, r.arrival, block)
+        seqs[i] = seq = _seq(i, r, r.arrival, stream_interval, block)
         cluster.submit(seq)
     steps = Steps()
 
@@ -222,7 +228,7 @@ def run(
         if not turns:
             return None
         i = turns.popleft()
-        seqs[i] = seq = _seq(i, requests[i], now + requests[i].think_s, block)
+        seqs[i] = seq = _seq(i, requests[i], now + requests[i].think_s, stream_interval, block)
         return seq
 
     def count(replica: int, batch: Batch, step: StepTime, now: float, sampled: Sampled) -> None:
