@@ -158,6 +158,7 @@ def predicted(
         )
         lines = [a.record.line for a in trace.arrivals]
     served = []
+    interval = virtual.stream_interval(config.virtual_args)
     start = time.time()
     for level in config.levels:
         if trace is not None:
@@ -185,7 +186,7 @@ def predicted(
             start=start,
             drain=config.drain_s,
             lines=lines,
-            stream_interval=virtual.stream_interval(config.virtual_args),
+            stream_interval=interval,
             stall_s=config.stall_threshold_s,
         )
         data.records += records

@@ -56,7 +56,10 @@ def preset(spec: str, virtual_args: str = "") -> Preset:
 
 def stream_interval(virtual_args: str) -> int:
     """Tokens per streamed chunk after the first, as --virtual-args's --stream-interval says."""
-    return int(vllm_args.parse_text(virtual_args).stream_interval)
+    interval = int(vllm_args.parse_text(virtual_args).stream_interval)
+    if interval < 1:
+        raise ValueError(f"--virtual-args: --stream-interval must be ≥ 1, not {interval}")
+    return interval
 
 
 class Window:
@@ -240,8 +243,8 @@ def run_block(
 ) -> tuple[list[Record], Phase, list[int]]:
     """One level of a sweep, or a replay's window (its trace `lines`), on the virtual
     clock: its records, its phase and how many requests each replica served."""
-    stream = Stream(stream_interval)
-    result = twin.run(model, planned.requests, replicas, seed, observe=stream)
+    stream = Stream()
+    result = twin.run(model, planned.requests, replicas, seed, stream, stream_interval)
     out, phase = records(
         target, result.timings, window, level, start, drain, planned.labels, stream, stall_s
     )

@@ -1,11 +1,11 @@
 """A virtual request's stream as a client sees it: when its content events arrive.
 
 The twin tells an observer (sim/virtual.py's Observer) of every step and the sequences that
-sampled in it; a request's events are released as the real-time simulator releases its
-chunks (sim/sequence.py): the first token at once, then each time `--stream-interval` more
-were sampled, and the rest at its end. A record keeps what a real client's keeps of them:
-the gaps (itl_s, their largest, stalls, the share of bursts) and the time to its
-FIRST_N-th token. Times are one float per event, as a real record's gaps are.
+sampled in it; a sequence says when the step released a chunk (sim/sequence.py: the first
+token at once, then every `--stream-interval` tokens, and the rest at its end), and that is
+an event. A record keeps what a real client's keeps of them: the gaps (itl_s, their largest,
+stalls, the share of bursts) and the time to its FIRST_N-th token. Times are one float per
+event, as a real record's gaps are.
 """
 
 from __future__ import annotations
@@ -24,23 +24,18 @@ from loadgen.sim.virtual import Sampled
 class Stream:
     """The observer: each request's event times, by its index in the twin's requests."""
 
-    def __init__(self, interval: int = 1) -> None:
-        if interval < 1:
-            raise ValueError(f"--stream-interval must be ≥ 1, not {interval}")
-        self.interval = interval
+    def __init__(self) -> None:
         self.events: dict[int, array[float]] = {}
         self.nth: dict[int, float] = {}  # when the event holding its FIRST_N-th token came
-        self._due: dict[int, int] = {}  # the token count that releases its next event
 
     def __call__(
         self, _replica: int, _batch: Batch, _step: StepTime, now: float, sampled: Sampled
     ) -> None:
         for seq, _gap in sampled:
+            if seq.released != seq.generated:
+                continue  # sampled, but not the end of a chunk
             i = seq.index  # type: ignore[attr-defined]  # twin's sequences know their request
-            if seq.generated < min(self._due.get(i, 1), seq.output_tokens):
-                continue
             self.events.setdefault(i, array("d")).append(now)
-            self._due[i] = seq.generated + self.interval
             if i not in self.nth and seq.generated >= FIRST_N:
                 self.nth[i] = now
 

@@ -58,7 +58,7 @@ def test_a_turn_finds_the_answer_before_it_in_the_cache() -> None:
         Request(0.0, 600, 30, prefix=(("s", 630),), session="s"),
         Request(0.0, 900, 30, prefix=(("s", 930),), session="s", think_s=1.0),
     ]
-    first, second = twin.run(PRESET, turns).timings
+    _first, second = twin.run(PRESET, turns).timings
     assert second.cached_tokens == 624  # 39 whole blocks of the 629 tokens computed
 
 
