@@ -88,6 +88,13 @@ def test_a_shared_prefix_is_a_cache_hit_that_lowers_ttft(tmp_path: Path):
     assert {r["cached_tokens"] for r in shared[1:]} == {2002 // BLOCK * BLOCK}
     ttft = [np.median([r["ttft_s"] for r in run]) for run in (alone, shared)]
     assert ttft[1] < 0.6 * ttft[0]
+    start = json.loads((tmp_path / "shared" / "run.json").read_text())["phases"][0]["start_at"]
+    requests = [
+        twin.Request(r["intended_at"] - start, 3000, r["output_tokens"], prefix=(("s", 2002),))
+        for r in shared
+    ]
+    timings = twin.run(presets.load(PRESET), requests).timings
+    assert [r["ttft_s"] for r in shared] == pytest.approx([t.ttft for t in timings], rel=1e-4)
 
 
 def test_dataset_prompts_are_counted_by_the_simulators_rule(tmp_path: Path):
