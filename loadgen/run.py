@@ -147,23 +147,22 @@ def predicted(
         config.turns,
         config.think_time,
     )
-    trace, lines = None, []
+    replayed, lines = None, []
     if config.replay is not None:  # the window is the trace's: every arrival of it is sent
         assert loaded is not None, "measure reads the trace"
         trace = replay.fit(loaded, model.max_model_len, config.replay)
         window = virtual.Window(config.warmup_s, None, None)
         data.meta["replay"] = trace.meta
-        book = replay.PromptBook(
-            virtual_requests.sizing(config.endpoint), 0, config.replay.block_tokens
-        )
+        sizing = virtual_requests.sizing(config.endpoint)
+        book = replay.PromptBook(sizing, 0, config.replay.block_tokens)
+        replayed = virtual_requests.replayed(trace.arrivals, book, config.endpoint)
         lines = [a.record.line for a in trace.arrivals]
     served = []
     interval = virtual.stream_interval(config.virtual_args)
     start = time.time()
     for level in config.levels:
-        if trace is not None:
-            planned = virtual_requests.replayed(trace.arrivals, book, config.endpoint)
-        else:
+        planned = replayed
+        if planned is None:
             planned = virtual.plan(
                 model,
                 window,
