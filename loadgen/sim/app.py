@@ -199,7 +199,7 @@ class Simulator:
         job = _Job(
             req,
             plan,
-            Seq(len(req.prompt), plan.tokens, arrival, interval, first, self._hashes(req.prompt)),
+            Seq(len(req.prompt), plan.tokens, arrival, interval, first, self._hashes(req, plan)),
             request_id,
             f"{'chatcmpl' if chat else 'cmpl'}-{request_id}",
             {k: v for k in _TRACE_HEADERS if (v := request.headers.get(k))} if self.tracer else {},
@@ -313,11 +313,14 @@ class Simulator:
             answer = OutputPlan([script.text] * answer.tokens, answer.finish_reason)
         return answer, reasoning
 
-    def _hashes(self, prompt: list[str]) -> tuple[bytes, ...]:
-        """The prompt's block hashes for the prefix cache, over its token ids."""
+    def _hashes(self, req: GenerationRequest, plan: OutputPlan) -> tuple[bytes, ...]:
+        """The block hashes for the prefix cache, over the token ids of the prompt and then
+        the answer: vLLM V1 caches an answer's blocks as they are generated, so the next turn
+        of a conversation, which sends the answer back, finds them."""
         if not self.cache_block_size:
             return ()
-        ids = [tokenizer.token_id(token) for token in prompt]
+        answer = [token for piece in plan.pieces for token in piece.split()]
+        ids = [tokenizer.token_id(token) for token in (*req.prompt, *answer)]
         return prefix_cache.block_hashes(ids, self.cache_block_size)
 
     def _model(self, job: _Job) -> str:

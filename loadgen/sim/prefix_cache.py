@@ -2,7 +2,8 @@
 
 vLLM V1 (vllm/v1/core/kv_cache_utils.py, block_pool.py) keys every *full* block of a prompt
 by a hash of its token ids chained to the hash of the block before it, so a block's hash
-stands for the whole prefix up to its end. A block whose request has finished keeps its
+stands for the whole prefix up to its end; the blocks its answer fills are keyed the same
+way as they are computed. A block whose request has finished keeps its
 hash and goes to the tail of the free queue; a new request whose prompt starts with the
 same blocks takes them back instead of computing them again. Blocks are handed out from the
 head of the free queue, so the least recently freed cached block is the one evicted: LRU

@@ -155,7 +155,8 @@ class Scheduler:
                 self.prefix_cache_queries += seq.known
                 self.prefix_cache_hits += cached
                 seq.cached_tokens = cached
-                seq.created_tokens = max(0, len(seq.block_hashes) * size - cached)
+                prompt_blocks = min(len(seq.block_hashes), seq.prompt_tokens // size)
+                seq.created_tokens = max(0, prompt_blocks * size - cached)
             self.blocks.take(hits)
             seq.blocks = hits
             seq.hashed_blocks = len(hits)

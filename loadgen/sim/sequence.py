@@ -55,7 +55,7 @@ class Seq:
         block_hashes: tuple[bytes, ...] = (),
     ) -> None:
         self.prompt_tokens = prompt_tokens
-        self.block_hashes = block_hashes  # of the prompt's full blocks (prefix_cache.py)
+        self.block_hashes = block_hashes  # of its full blocks, prompt then answer (prefix_cache.py)
         self.output_tokens = output_tokens  # planned; the request finishes when reached
         self.stream_interval = stream_interval
         self.first_chunk = first_chunk

@@ -1,6 +1,6 @@
 """--turns against loadgen.sim: each turn resends the conversation so far, the model's actual
 answers included, after the think time; records carry session and turn; the prefix cache
-sees the conversation grow."""
+sees the conversation grow, and finds the answers in it."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from tests.loadgen.engine.test_prompt_cache import hits
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[str]:
-    with simulator("--preset", "llama-70b-bf16-tp4-a100") as url:
+    preset = ("--preset", "llama-70b-bf16-tp4-a100")
+    with simulator(*preset, "--enable-prompt-tokens-details") as url:
         yield url
 
 
@@ -51,6 +52,10 @@ def test_each_turn_resends_the_conversation_with_its_answers(
             grown.add(after.input_tokens - before_.input_tokens - before_.output_tokens)
             assert after.intended_at >= before_.end_at + 0.05 - 1e-3  # the think time
             assert after.intended_at <= before_.end_at + 0.15 + 0.05
+            # all of it cached, the answer too (as vLLM V1 does), but the block its last
+            # token is in: what a virtual run predicts
+            context = before_.input_tokens + before_.output_tokens - 1
+            assert after.cached_tokens == context // 16 * 16
     assert complete >= 2
     assert len(grown) == 1 and grown.pop() > 0  # the same new-question size every turn
     # later turns find the conversation so far in the prefix cache
