@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
@@ -44,6 +45,7 @@ def count(prompt: Prompt, endpoint: str, turns: int = 1) -> int:
     return len(SIMPLE.prompt(prompt.as_text()))
 
 
+@cache  # a run asks the same for every request
 def opening(endpoint: str, words: int) -> int:
     """The tokens a prompt opens with up to `words` words after its lead word: the chat
     template's header, the lead, the words (the generation prompt comes at the end)."""
@@ -65,7 +67,9 @@ class Planned:
     requests: list[twin.Request] = field(default_factory=list)
     labels: list[tuple[str | None, int | None]] = field(default_factory=list)
 
-    def add(self, request: twin.Request, session: str | None = None, turn: int | None = None):
+    def add(
+        self, request: twin.Request, session: str | None = None, turn: int | None = None
+    ) -> None:
         self.requests.append(request)
         self.labels.append((session, turn))
 
@@ -139,7 +143,7 @@ def replayed(trace: Sequence[Arrival], book: PromptBook, endpoint: str) -> Plann
     planned = Planned()
     lead = opening(endpoint, 0)
     for a in trace:
-        named = book.parts(a.record) if a.record.prefix else []
-        parts = tuple((name, words + lead * (i == 0)) for i, (name, words) in enumerate(named))
+        named = enumerate(book.parts(a.record))
+        parts = tuple((name, words + lead * (i == 0)) for i, (name, words) in named)
         planned.add(twin.Request(a.offset_s, a.record.input_tokens, a.record.output_tokens, parts))
     return planned
