@@ -134,7 +134,7 @@ def block_hashes(
     return tuple(hashes)
 
 
-_HASHES = Seq.block_hashes  # the slot behind _Seq's lazy property
+_HASHES = Seq.block_hashes  # the slot behind _SharingSeq's lazy property
 
 
 class _Seq(Seq):
