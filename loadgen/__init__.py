@@ -13,6 +13,7 @@ and engine/, over analysis/. sim/ stands apart: a server, not a client.
 - `config.py` RunConfig: one run as its flags asked for it
 - `rundir.py` a run directory on disk
 - `extras.py` what a command needs beyond the core install
+- `jsonl.py` JSON-lines input read alike everywhere (a leaf every layer may import)
 - `capacity/` the capacity search
 - `locust/` the Locust engine
 - `shards/` one run over many processes or machines

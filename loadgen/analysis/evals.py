@@ -30,12 +30,11 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-import orjson
+from loadgen import jsonl
 
 MATCHES = ("exact", "contains", "regex", "number", "choice")
 BUILTINS = ("arithmetic", "copy")
 BUILTIN_ITEMS = 200  # per canary: enough for a ±7-point interval at worst, cheap to send
-MAX_TOKENS_LIMIT = 1 << 20
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _CHOICE = (
     re.compile(r"answer\s*(?:is|:)?\s*\(?([A-J])\b", re.IGNORECASE),
@@ -71,11 +70,7 @@ def load(spec: str, seed: int = 0) -> list[EvalItem]:
         text = Path(spec).read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"--eval {spec}: cannot read it ({exc.__class__.__name__})") from None
-    items = [
-        parse_line(line, f"{spec}:{number}")
-        for number, line in enumerate(text.splitlines(), 1)
-        if line.strip()
-    ]
+    items = [_item(data, f"{spec}:{number}") for number, data in jsonl.strict_objects(text, spec)]
     if not items:
         raise ValueError(f"{spec}: no items")
     ids = [item.id for item in items]
@@ -84,19 +79,14 @@ def load(spec: str, seed: int = 0) -> list[EvalItem]:
     return items
 
 
-def parse_line(line: str, where: str) -> EvalItem:
-    """One item from one line; `where` (FILE:LINE) names it in errors and is its default id."""
-    try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        raise ValueError(f"{where}: not a JSON object") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{where}: not a JSON object")
+def _item(data: dict[str, Any], where: str) -> EvalItem:
+    """One item from one line's object; `where` (FILE:LINE) names it in errors and is its
+    default id."""
     messages, prompt = data.get("messages"), data.get("prompt")
     if (messages is None) == (prompt is None):
         raise ValueError(f"{where}: needs exactly one of messages and prompt")
-    if messages is not None and not _is_conversation(messages):
-        raise ValueError(f"{where}: messages must be a non-empty list of {{role, content}}")
+    if messages is not None and (fault := jsonl.messages_fault(messages)):
+        raise ValueError(f"{where}: {fault}")
     if prompt is not None and not (isinstance(prompt, str) and prompt.strip()):
         raise ValueError(f"{where}: prompt must be a non-empty string")
     answer = data.get("answer")
@@ -114,11 +104,8 @@ def parse_line(line: str, where: str) -> EvalItem:
     if match == "number" and _decimal(answer) is None:
         raise ValueError(f"{where}: match number needs a number as the answer")
     max_tokens = data.get("max_tokens")
-    if max_tokens is not None and not (
-        isinstance(max_tokens, int) and not isinstance(max_tokens, bool)
-        and 1 <= max_tokens <= MAX_TOKENS_LIMIT
-    ):  # fmt: skip
-        raise ValueError(f"{where}: max_tokens must be an integer in [1, {MAX_TOKENS_LIMIT}]")
+    if fault := jsonl.max_tokens_fault(max_tokens):
+        raise ValueError(f"{where}: {fault}")
     item_id = data.get("id", where)
     return EvalItem(str(item_id), answer, match, prompt, messages, max_tokens)
 
@@ -173,14 +160,6 @@ def _decimal(text: str) -> Decimal | None:
     except InvalidOperation:
         return None
     return value if value.is_finite() else None
-
-
-def _is_conversation(messages: Any) -> bool:
-    return (
-        isinstance(messages, list)
-        and bool(messages)
-        and all(isinstance(m, dict) and "role" in m and "content" in m for m in messages)
-    )
 
 
 def _first_repeat(ids: list[str]) -> str:

@@ -16,9 +16,9 @@ from typing import Any
 
 from latency_proxy.setting_types import WEEK_S, Duration, Number, SettingType
 from latency_proxy.units import format_size, parse_size
+from loadgen.jsonl import MAX_TOKENS as MAX_TOKENS  # the one limit, where files are read too
 
 YEAR_S = 366 * 24 * 3600.0
-MAX_TOKENS = 1_000_000  # past any context window: a longer prompt would only eat memory
 
 
 class BadValue(argparse.ArgumentTypeError, ValueError):

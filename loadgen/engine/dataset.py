@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loadgen.engine.bounds import MAX_TOKENS
+from loadgen import jsonl
 from loadgen.engine.workload import Prompt
 
 _DECODER = json.JSONDecoder()
@@ -36,21 +36,12 @@ def load_dataset(path: str | Path) -> list[Prompt]:
         if text.lstrip().startswith("["):
             prompts = [p for line, item in _list_items(text) if (p := _sharegpt(item, line))]
         else:
-            prompts = [_jsonl(item, line) for line, item in _lines(text)]
+            prompts = [_jsonl(item, line) for line, item in jsonl.objects(text)]
     except BadRecord as exc:
         raise BadRecord(f"{path}:{exc}") from None
     if not prompts:
         raise BadRecord(f"{path}: no prompts found")
     return prompts
-
-
-def _lines(text: str) -> Iterator[tuple[int, Any]]:
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BadRecord(f"{number}: not JSON ({exc.msg})") from None
 
 
 def _list_items(text: str) -> Iterator[tuple[int, Any]]:
@@ -78,56 +69,35 @@ def _list_items(text: str) -> Iterator[tuple[int, Any]]:
 def _sharegpt(item: Any, line: int) -> Prompt | None:
     """A conversation's first human turn as a prompt; None for one without."""
     if not isinstance(item, dict):
-        raise BadRecord(f"{line}: a conversation must be a JSON object, not {_kind(item)}")
+        raise BadRecord(f"{line}: a conversation must be a JSON object, not {jsonl.kind(item)}")
     turns = item.get("conversations")
     if turns is None:
         return None
     if not isinstance(turns, list):
-        raise BadRecord(f"{line}: conversations must be a list of turns, not {_kind(turns)}")
+        raise BadRecord(f"{line}: conversations must be a list of turns, not {jsonl.kind(turns)}")
     for turn in turns:
         if not isinstance(turn, dict):
-            raise BadRecord(f"{line}: a turn must be a JSON object, not {_kind(turn)}")
+            raise BadRecord(f"{line}: a turn must be a JSON object, not {jsonl.kind(turn)}")
         if turn.get("from") in HUMAN:
             value = turn.get("value")
             if not isinstance(value, str):
-                raise BadRecord(f"{line}: a turn's value must be text, not {_kind(value)}")
+                raise BadRecord(f"{line}: a turn's value must be text, not {jsonl.kind(value)}")
             return Prompt(messages=[{"role": "user", "content": value}]) if value else None
     return None
 
 
-def _jsonl(item: Any, line: int) -> Prompt:
-    if not isinstance(item, dict):
-        raise BadRecord(f"{line}: a record must be a JSON object, not {_kind(item)}")
-    max_tokens = _max_tokens(item.get("max_tokens", item.get("output_tokens")), line)
+def _jsonl(item: dict[str, Any] | str, line: int) -> Prompt:
+    if isinstance(item, str):
+        raise BadRecord(f"{line}: {item}")
+    max_tokens = item.get("max_tokens", item.get("output_tokens"))
+    if fault := jsonl.max_tokens_fault(max_tokens):
+        raise BadRecord(f"{line}: {fault}")
     if "messages" in item:
-        return Prompt(messages=_messages(item["messages"], line), max_tokens=max_tokens)
+        if fault := jsonl.messages_fault(item["messages"]):
+            raise BadRecord(f"{line}: {fault}")
+        return Prompt(messages=item["messages"], max_tokens=max_tokens)
     if "prompt" in item:
         if not isinstance(item["prompt"], str):
-            raise BadRecord(f"{line}: prompt must be text, not {_kind(item['prompt'])}")
+            raise BadRecord(f"{line}: prompt must be text, not {jsonl.kind(item['prompt'])}")
         return Prompt(text=item["prompt"], max_tokens=max_tokens)
     raise BadRecord(f"{line}: needs a prompt or messages field")
-
-
-def _messages(messages: Any, line: int) -> list[dict[str, Any]]:
-    if not isinstance(messages, list) or not messages:
-        raise BadRecord(f"{line}: messages must be a non-empty list, not {_kind(messages)}")
-    for message in messages:
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise BadRecord(f"{line}: each message must be an object with a role")
-        if not isinstance(message.get("content"), str | list):
-            raise BadRecord(f"{line}: a message's content must be text or a list of parts")
-    return messages
-
-
-def _max_tokens(value: Any, line: int) -> int | None:
-    if value is None:
-        return None
-    if type(value) is not int or not 1 <= value <= MAX_TOKENS:
-        raise BadRecord(f"{line}: max_tokens must be a whole number from 1 to {MAX_TOKENS}")
-    return value
-
-
-def _kind(value: Any) -> str:
-    """What a JSON value is, as the message names it (never the value: it may be prompt text)."""
-    names = {dict: "an object", list: "a list", str: "text", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 import orjson
 
 from latency_proxy.telemetry.semconv import OTHER_MODEL
+from loadgen import jsonl
 from loadgen.engine.bounds import MAX_TOKENS
 
 FORMATS = ("azure", "mooncake", "requests", "proxy")
@@ -199,15 +200,8 @@ def _azure_time(stamp: str, line: int) -> float:
 
 
 def _json_lines(text: str) -> Iterator[tuple[int, dict | BadRow]]:
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            yield number, BadRow(number, "not JSON")
-            continue
-        yield number, item if isinstance(item, dict) else BadRow(number, "not a JSON object")
+    for number, item in jsonl.objects(text):
+        yield number, BadRow(number, item) if isinstance(item, str) else item
 
 
 def _time(value: object, line: int, name: str, scale: float = 1.0) -> float:

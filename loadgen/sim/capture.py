@@ -1,10 +1,11 @@
 """A capture of a deployment's traffic, as a fit reads it: the proxy's request log lines or
 a loadgen run directory (its requests.jsonl). Pure parsing but for reading the files.
 
-The simulator reads these formats itself (it never imports the load generator): what it
-needs of a request is when it arrived, its lengths, the prefix-cache hit, and what was
-measured — TTFT and TPOT and, with vLLM's --enable-per-request-metrics, the server's queue,
-prefill (scheduled to first token) and decode times. Failed requests are counted, not
+The simulator reads these formats itself (of the load generator it imports only the
+JSON-lines reader every part shares, loadgen.jsonl): what it needs of a request is when it
+arrived, its lengths, the prefix-cache hit, and what was measured — TTFT and TPOT and, with
+vLLM's --enable-per-request-metrics, the server's queue, prefill (scheduled to first token)
+and decode times. Failed requests are counted, not
 replayed; requests outside a run's measured window (warmup, cooldown) still loaded the
 server, so they are replayed but not fitted to.
 """
@@ -15,7 +16,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
+from loadgen.jsonl import strict_objects
 
 ACCESS_LOGGER = "latency_proxy.access"  # the proxy's request lines (docs/reference/log-line.md)
 MIN_REQUESTS = 50  # with timings: fewer cannot bound a P90, nor tell the terms apart
@@ -114,15 +115,7 @@ def _parse(file: Path, text: str) -> tuple[list[tuple[Captured, str | None]], in
     found: list[tuple[Captured, str | None]] = []
     failed = 0
     first_target: object = None
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            raise CaptureError(f"{file}:{number}: not JSON") from None
-        if not isinstance(item, dict):
-            raise CaptureError(f"{file}:{number}: not a JSON object")
+    for number, item in strict_objects(text, str(file), CaptureError):
         if "intended_at" in item:  # loadgen's requests.jsonl: its first target only
             first_target = first_target or item.get("target")
             if item.get("target") != first_target:

@@ -72,7 +72,7 @@ def test_compare_calls_a_20_point_drop_dropped_and_none_held_or_cannot_tell(
         ('{"prompt": "p"}', [], "items.jsonl:2: needs an answer"),
         ('{"prompt": "p", "answer": "(", "match": "regex"}', [], "items.jsonl:2: the answer's"),
         ('{"prompt": "p", "answer": "x", "match": "fuzzy"}', [], "items.jsonl:2: unknown match"),
-        ("not json", [], "items.jsonl:2: not a JSON object"),
+        ("not json", [], "items.jsonl:2: not JSON"),
     ],
 )
 def test_bad_eval_input_stops_before_any_load(

@@ -31,7 +31,7 @@ def test_items_read_with_their_defaults(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("{not json", "not a JSON object"),
+        ("{not json", "not JSON"),
         ("[1]", "not a JSON object"),
         ({"answer": "x"}, "exactly one of messages and prompt"),
         ({"prompt": "p", "messages": [{"role": "user", "content": "c"}], "answer": "x"}, "exactly"),
@@ -43,6 +43,7 @@ def test_items_read_with_their_defaults(tmp_path) -> None:
         ({"prompt": "p", "answer": "many", "match": "number"}, "needs a number"),
         ({"prompt": "p", "answer": "x", "max_tokens": 0}, "max_tokens"),
         ({"prompt": "p", "answer": "x", "max_tokens": True}, "max_tokens"),
+        ({"prompt": "p", "answer": "x", "max_tokens": 1_000_001}, "from 1 to 1000000"),
     ],
 )
 def test_a_bad_line_is_named_by_file_and_line_without_its_text(tmp_path, line, message) -> None:
