@@ -24,6 +24,7 @@ from latency_proxy.forwarding.responses import answer_error, retry_after_header
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.record.exchange import Exchange
 from latency_proxy.record.outcome import Outcome, UpstreamErrorKind
+from latency_proxy.server.extensions import ApiError
 from latency_proxy.server.write_watch import WriteWatch
 from latency_proxy.server.writers import abort_connection, client_writer
 from latency_proxy.telemetry.logs import cut_recorded
@@ -46,10 +47,20 @@ NOT_MEASURED_ENCODED = "content_encoding"
 _TRANSPORT_ERRORS = (TimeoutError, UpstreamError)
 # what the client is told when no upstream answer came: status, error type, message
 _NO_ANSWER = {
-    UpstreamErrorKind.TIMEOUT: (504, "GatewayTimeout", "upstream did not answer in time"),
-    UpstreamErrorKind.CONNECT: (502, "BadGateway", "upstream refused or could not be reached"),
-    UpstreamErrorKind.PROTOCOL: (502, "BadGateway", "upstream broke the HTTP exchange"),
+    UpstreamErrorKind.TIMEOUT: ApiError(504, "upstream did not answer in time", "GatewayTimeout"),
+    UpstreamErrorKind.CONNECT: ApiError(
+        502, "upstream refused or could not be reached", "BadGateway"
+    ),
+    UpstreamErrorKind.PROTOCOL: ApiError(502, "upstream broke the HTTP exchange", "BadGateway"),
 }
+_NO_CONNECTION = ApiError(
+    503, "no free upstream connection in time; retry later", "ServiceUnavailable"
+)
+_NO_FILES = ApiError(
+    503,
+    "the proxy has no file descriptor left for a connection; retry later",
+    "ServiceUnavailable",
+)
 
 
 class UpstreamCaller:
@@ -135,17 +146,11 @@ class UpstreamCaller:
                 self._metrics.not_retried(route.name, scope["method"])
             if attempt.waiting and isinstance(exc, TimeoutError):  # the proxy's own queue: full
                 exchange.fail(Outcome.REJECTED, "pool_timeout")
-                message = "no free upstream connection in time; retry later"
-                await answer_error(
-                    exchange, send, 503, message, "ServiceUnavailable", None, self._retry_after
-                )
+                await answer_error(exchange, send, _NO_CONNECTION, self._retry_after)
                 return
             if isinstance(exc, OutOfFiles):  # the proxy's own limit, not the upstream
                 exchange.fail(Outcome.PROXY_ERROR, "fd_limit")
-                message = "the proxy has no file descriptor left for a connection; retry later"
-                await answer_error(
-                    exchange, send, 503, message, "ServiceUnavailable", None, self._retry_after
-                )
+                await answer_error(exchange, send, _NO_FILES, self._retry_after)
                 return
             if isinstance(exc, TimeoutError):
                 kind = UpstreamErrorKind.TIMEOUT
@@ -154,8 +159,7 @@ class UpstreamCaller:
             else:
                 kind = UpstreamErrorKind.PROTOCOL
             exchange.upstream_failed(kind, kind.value)
-            status, error_kind, message = _NO_ANSWER[kind]
-            await answer_error(exchange, send, status, message, error_kind)
+            await answer_error(exchange, send, _NO_ANSWER[kind])
             return
         try:
             await self._relay(exchange, scope, response, writes)

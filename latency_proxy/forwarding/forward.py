@@ -30,7 +30,7 @@ from latency_proxy.forwarding.responses import answer, answer_error, retry_after
 from latency_proxy.record.exchange import Exchange
 from latency_proxy.record.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.record.outcome import Outcome
-from latency_proxy.server.extensions import BODY_AT_HAND, HEADERS_TOO_LARGE
+from latency_proxy.server.extensions import BODY_AT_HAND, HEADERS_TOO_LARGE, ApiError
 from latency_proxy.telemetry.logs import bind_request, cut_recorded
 from latency_proxy.telemetry.recorder import Recorder
 from latency_proxy.telemetry.recording import Recording
@@ -43,6 +43,11 @@ if TYPE_CHECKING:  # the app hands its state down; forwarding/ never reaches bac
 log = logging.getLogger("latency_proxy.forward")
 perf_counter = time.perf_counter
 _TRACE_HEADERS = ((b"traceparent", "traceparent"), (b"tracestate", "tracestate"))
+_INTERNAL = ApiError(500, "internal proxy error", "InternalServerError")
+# RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (nginx answers 400 too)
+_ONE_HOST = ApiError(400, "an HTTP/1.1 request needs exactly one Host header", "BadRequestError")
+# as nginx answers a path above its root; a route's base path stays a boundary
+_ABOVE_ROOT = ApiError(400, "the request path climbs above its root", "BadRequestError")
 
 
 class Forwarder:
@@ -96,9 +101,7 @@ class Forwarder:
             exchange.fail(Outcome.PROXY_ERROR, type(exc).__name__)
             log.error("unhandled error", exc_info=exc)
             if exchange.status == 0:
-                await answer_error(
-                    exchange, send, 500, "internal proxy error", "InternalServerError"
-                )
+                await answer_error(exchange, send, _INTERNAL)
         finally:
             self.recording.metrics.ended(exchange)
             exchange.loop_lag_max_s = self.loop_lag.worst_since(exchange.loop_mark)
@@ -115,18 +118,13 @@ class Forwarder:
     ) -> None:
         settings = self.settings
         if head.hosts > 1 or (not head.hosts and scope.get("http_version") == "1.1"):
-            # RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (nginx answers 400 too)
-            message = "an HTTP/1.1 request needs exactly one Host header"
-            await self._reject(exchange, send, 400, message, "BadRequestError")
+            await self._reject(exchange, send, _ONE_HOST)
             return
         if len(scope["headers"]) > settings.max_headers or head.size > settings.max_header_bytes:
-            await self._reject(exchange, send, 431, *HEADERS_TOO_LARGE)
+            await self._reject(exchange, send, HEADERS_TOO_LARGE)
             return
         if climbs_above_root(scope.get("raw_path") or scope["path"].encode()):
-            # as nginx answers a path above its root; a route's base path stays a boundary
-            await self._reject(
-                exchange, send, 400, "the request path climbs above its root", "BadRequestError"
-            )
+            await self._reject(exchange, send, _ABOVE_ROOT)
             return
         declared = head.first.get(b"content-length")
         try:
@@ -139,11 +137,13 @@ class Forwarder:
             )
         except BodyTooLarge:  # the rest of the body is not read: the connection ends
             message = f"request body larger than {settings.max_body_size} bytes"
-            await self._reject(exchange, send, 413, message, "RequestTooLarge", close=True)
+            too_large = ApiError(413, message, "RequestTooLarge")
+            await self._reject(exchange, send, too_large, close=True)
             return
         except BodyTooSlow:
             message = f"request body not received within {settings.body_timeout:g} s"
-            await self._reject(exchange, send, 408, message, "RequestTimeout", close=True)
+            too_slow = ApiError(408, message, "RequestTimeout")
+            await self._reject(exchange, send, too_slow, close=True)
             return
         except ClientGone:
             exchange.client_gone()
@@ -163,24 +163,17 @@ class Forwarder:
         if route is None:
             known = ", ".join(sorted(self.routes))
             shown = model if len(model or "") <= 128 else (model or "")[:128] + "…"
-            await self._reject(
-                exchange,
-                send,
-                404,
-                f"The model `{shown}` does not exist. Known models: {known}",
-                "NotFoundError",
-                "model",
-            )
+            message = f"The model `{shown}` does not exist. Known models: {known}"
+            await self._reject(exchange, send, ApiError(404, message, "NotFoundError", "model"))
             return
         exchange.route = route
         limit = settings.max_concurrent_requests
         if exchange.operation is not None and limit and self.upstream_call.in_flight >= limit:
+            message = f"more than {limit} requests in flight; retry later"
             await self._reject(
                 exchange,
                 send,
-                503,
-                f"more than {limit} requests in flight; retry later",
-                "ServiceUnavailable",
+                ApiError(503, message, "ServiceUnavailable"),
                 retry_after=settings.retry_after,
             )
             return
@@ -200,17 +193,15 @@ class Forwarder:
         self,
         exchange: Exchange,
         send: Send,
-        status: int,
-        message: str,
-        kind: str,
-        param: str | None = None,
+        error: ApiError,
         retry_after: float | None = None,
         close: bool = False,
     ) -> None:
+        """Refuse a request the proxy will not send upstream; it is still recorded."""
         if exchange.call is None:  # refused before the body was read: still a model call
             exchange.call = ModelCall(operation=MEASURED_PATHS.get(exchange.path), body=b"")
-        exchange.fail(Outcome.REJECTED, kind)
+        exchange.fail(Outcome.REJECTED, error.kind)
         extra = [] if retry_after is None else retry_after_header(retry_after)
         if close:
             extra.append((b"connection", b"close"))
-        await answer_error(exchange, send, status, message, kind, param, extra)
+        await answer_error(exchange, send, error, extra)

@@ -4,7 +4,7 @@ JSON, so a client sees the same error shape whoever refused it."""
 from __future__ import annotations
 
 from latency_proxy.record.exchange import Exchange
-from latency_proxy.server.extensions import error_body
+from latency_proxy.server.extensions import ApiError
 from latency_proxy.types import Send
 
 Headers = list[tuple[bytes, bytes]]
@@ -38,12 +38,6 @@ def retry_after_header(seconds: float) -> Headers:
 
 
 async def answer_error(
-    exchange: Exchange,
-    send: Send,
-    status: int,
-    message: str,
-    kind: str,
-    param: str | None = None,
-    extra: Headers | None = None,
+    exchange: Exchange, send: Send, error: ApiError, extra: Headers | None = None
 ) -> None:
-    await answer(exchange, send, status, error_body(status, message, kind, param), extra)
+    await answer(exchange, send, error.status, error.body(), extra)

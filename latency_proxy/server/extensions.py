@@ -1,7 +1,9 @@
 """What the client side offers the app beyond ASGI, named once: the scope extensions its
-connections fill in, and the OpenAI-style error body its own refusals share with the app's."""
+connections fill in, and the OpenAI-style error its own refusals share with the app's."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import orjson
 
@@ -10,12 +12,24 @@ import orjson
 ON_GONE = "latency_proxy.on_gone"
 # the scope extension that hands over a body already received whole with the head
 BODY_AT_HAND = "latency_proxy.body_at_hand"
-# message and type of the 431, whether the head was refused as it arrived or once complete
-HEADERS_TOO_LARGE = ("request headers too many or too large", "RequestHeaderFieldsTooLarge")
 
 
-def error_body(status: int, message: str, kind: str, param: str | None = None) -> bytes:
-    """An OpenAI-style error object, so a client sees one shape whoever refused it."""
-    return orjson.dumps(
-        {"error": {"message": message, "type": kind, "param": param, "code": status}}
-    )
+@dataclass(frozen=True, slots=True)
+class ApiError:
+    """An error the proxy answers itself: one value from where it is decided to the body."""
+
+    status: int
+    message: str
+    kind: str  # the OpenAI error type
+    param: str | None = None
+
+    def body(self) -> bytes:
+        """An OpenAI-style error object, so a client sees one shape whoever refused it."""
+        error = {"message": self.message, "type": self.kind, "param": self.param}
+        return orjson.dumps({"error": {**error, "code": self.status}})
+
+
+# the 431, whether the head was refused as it arrived or once complete
+HEADERS_TOO_LARGE = ApiError(
+    431, "request headers too many or too large", "RequestHeaderFieldsTooLarge"
+)

@@ -26,13 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from latency_proxy.server.extensions import BODY_AT_HAND, HEADERS_TOO_LARGE, ON_GONE, error_body
+from latency_proxy.server.extensions import BODY_AT_HAND, HEADERS_TOO_LARGE, ON_GONE
 from latency_proxy.server.http10 import Http10Cycle
 from latency_proxy.server.uvicorn_internals import HttpToolsProtocol, RequestResponseCycle
 from latency_proxy.server.writers import ABORT, WRITER, ClientWriter
 
 REQUEST_LINE_ALLOWANCE = 8 * 1024  # a head's bytes beyond its names and values
-_REFUSAL = error_body(431, *HEADERS_TOO_LARGE)
+_REFUSAL = HEADERS_TOO_LARGE.body()
 _REFUSAL_RESPONSE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
     b"content-type: application/json\r\n"
