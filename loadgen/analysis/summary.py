@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -151,15 +151,9 @@ def _gpu(samples: Sequence[GpuSample], intervals: Sequence[tuple[float, float]])
     }
 
 
-def _target(
-    name: str,
-    records: Sequence[Record],
-    phases: Sequence[Phase],
-    loop_lag: Sequence[tuple[float, float]],
-    gpu: Sequence[GpuSample],
-    settings: SummarySettings,
-    server: Sequence[ServerWindow],
-) -> dict[str, Any]:
+def _target(name: str, data: RunData) -> dict[str, Any]:
+    """One target's block at one load level (`data` holds that level's share alone)."""
+    records, phases, settings = data.records, data.phases, data.settings
     active = active_seconds((p.start_at, p.end_at) for p in phases if p.target == name)
     intervals = [p.busy for p in phases if p.target == name]
     measured = [r for r in records if r.target == name and not r.excluded]
@@ -178,7 +172,7 @@ def _target(
         for r in ok
     )
     send_lag = _lag_block([r.send_lag_s for r in measured])
-    loop = _lag_block([lag for at, lag in loop_lag if _within(at, intervals)])
+    loop = _lag_block([lag for at, lag in data.loop_lag if _within(at, intervals)])
     reasons = []
     cut = [p for p in phases if p.interrupted]
     if cut:
@@ -232,13 +226,13 @@ def _target(
         "valid": not reasons,
         "invalid_reasons": reasons,
         "compat": _compat(ok),
-        "gpu": _gpu(gpu, intervals),
+        "gpu": _gpu(data.gpu, intervals),
         "mbu": _mbu(ok, active, metrics, settings),
-        "server": server_metrics.server_block([w for w in server if w.target == name]),
+        "server": server_metrics.server_block([w for w in data.server if w.target == name]),
         "stream": asdict(stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok)),
         "signals": signals(ok),
     }
-    summary.update(_checked(name, records, ok, summary, settings, gpu, intervals))
+    summary.update(_checked(name, records, ok, summary, settings, data.gpu, intervals))
     if settings.slice_s:
         mine = [p for p in phases if p.target == name]
         summary["slices"] = slices.slices(measured, mine, settings.slice_s, settings.slos)
@@ -343,16 +337,9 @@ def _mbu(
     )
 
 
-def _level(
-    records: Sequence[Record],
-    phases: Sequence[Phase],
-    loop_lag: Sequence[tuple[float, float]],
-    gpu: Sequence[GpuSample],
-    settings: SummarySettings,
-    server: Sequence[ServerWindow],
-) -> dict[str, Any]:
-    names = list(dict.fromkeys([p.target for p in phases] + [r.target for r in records]))
-    return {name: _target(name, records, phases, loop_lag, gpu, settings, server) for name in names}
+def _level(data: RunData) -> dict[str, Any]:
+    names = list(dict.fromkeys([p.target for p in data.phases] + [r.target for r in data.records]))
+    return {name: _target(name, data) for name in names}
 
 
 def _judge_steady(
@@ -398,25 +385,43 @@ def summarize(
     *,
     server: Sequence[ServerWindow] = (),
 ) -> dict[str, Any]:
-    """The whole summary.json; a function of its inputs alone.
+    """The whole summary.json; a function of its inputs alone (summarize_run's)."""
+    data = RunData(
+        records=list(records),
+        phases=list(phases),
+        loop_lag=list(loop_lag),
+        gpu=list(gpu),
+        server=list(server),
+        settings=settings,
+        meta={"sweep": sweep},
+    )
+    return summarize_run(data)
+
+
+def summarize_run(data: RunData) -> dict[str, Any]:
+    """The whole summary.json of everything a run directory holds.
 
     A sweep (several load levels) gets one point per level under `sweep.points`, and the
     top-level `targets` describe its highest level.
     """
+    phases, sweep = data.phases, data.meta.get("sweep")
     levels = sorted({p.level for p in phases if p.level is not None})
     interrupted = any(p.interrupted for p in phases)
     open_loop = sweep in ("rate", "replay")  # a trace's arrivals do not wait for answers
     if len(levels) <= 1:
-        targets = _level(records, phases, loop_lag, gpu, settings, server)
-        _judge_steady(targets, records, phases, open_loop, sweep == "replay")
+        targets = _level(data)
+        _judge_steady(targets, data.records, phases, open_loop, sweep == "replay")
         return {"version": 1, "interrupted": interrupted, "targets": targets}
     points = []
     for level in levels:
-        level_phases = [p for p in phases if p.level == level]
-        level_records = [r for r in records if r.level == level]
-        level_server = [w for w in server if w.level == level]
-        targets = _level(level_records, level_phases, loop_lag, gpu, settings, level_server)
-        _judge_steady(targets, level_records, level_phases, open_loop, sweep == "replay")
+        at_level = replace(
+            data,
+            records=[r for r in data.records if r.level == level],
+            phases=[p for p in phases if p.level == level],
+            server=[w for w in data.server if w.level == level],
+        )
+        targets = _level(at_level)
+        _judge_steady(targets, at_level.records, at_level.phases, open_loop, sweep == "replay")
         points.append({"level": level, "targets": targets})
     if not open_loop:
         _judge_queueing(points)
@@ -426,16 +431,3 @@ def summarize(
         "targets": points[-1]["targets"],
         "sweep": {"kind": sweep, "points": points},
     }
-
-
-def summarize_run(data: RunData) -> dict[str, Any]:
-    """summarize() of everything a run directory holds."""
-    return summarize(
-        data.records,
-        data.phases,
-        data.loop_lag,
-        data.gpu,
-        data.settings,
-        data.meta.get("sweep"),
-        server=data.server,
-    )
