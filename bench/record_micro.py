@@ -45,7 +45,7 @@ from opentelemetry.trace import SpanKind
 from latency_proxy.config import Route
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import SSEParser
-from latency_proxy.record.exchange import Exchange
+from latency_proxy.record.exchange import Exchange, Finished
 from latency_proxy.record.model_call import ModelCall
 from latency_proxy.telemetry import logs, otlp_encoding
 from latency_proxy.telemetry.providers import Telemetry
@@ -219,9 +219,11 @@ def measure(tokens: int, n: int, repeat: int, otlp_metrics: bool, export: bool) 
         "  metric observations": per_prepared(
             lambda x, t, end: recording.metrics.record(x, t, trace_id)
         ),
-        "  ending the spans": per_prepared(lambda x, t, end: recording.spans.end(x, t, end, {})),
+        "  ending the spans": per_prepared(
+            lambda x, t, end: recording.spans.end(Finished(x, t, end, {}))
+        ),
         "  the log line": per_prepared(
-            lambda x, t, end: recording._access_log.write(x, t, end, {})
+            lambda x, t, end: recording._access_log.write(Finished(x, t, end, {}))
         ),
         "SDK floor: two spans, one attribute dict each": fastest(book.sdk_floor, n, repeat),
     }

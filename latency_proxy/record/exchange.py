@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from latency_proxy.config import Route
-from latency_proxy.measure.meter import StreamMeter
+from latency_proxy.measure.meter import RequestTiming, StreamMeter
 from latency_proxy.record.model_call import ModelCall
 from latency_proxy.record.outcome import Outcome, UpstreamErrorKind
 
@@ -98,3 +98,14 @@ class Exchange:
     def wall_ns(self, t: float) -> int:
         """A perf_counter time as wall-clock nanoseconds (span timestamps)."""
         return self.wall0_ns + int((t - self.t0) * 1e9)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """An exchange as the writers record it, once: with the meter's figures (None without a
+    meter, or when it failed), its last byte, and the content the policy lets out."""
+
+    exchange: Exchange
+    timing: RequestTiming | None
+    t_end: float  # perf_counter at the last byte
+    content: dict[str, str]

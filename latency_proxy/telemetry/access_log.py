@@ -11,7 +11,7 @@ from collections.abc import Callable
 from operator import attrgetter
 
 from latency_proxy.measure.meter import RequestTiming
-from latency_proxy.record.exchange import Exchange
+from latency_proxy.record.exchange import Finished
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip, escape, write_fields
 from latency_proxy.telemetry.providers import ModelLabels
@@ -43,13 +43,8 @@ class LogWriter:
         self._model_label = model_label
         self._policy = policy
 
-    def write(
-        self,
-        exchange: Exchange,
-        timing: RequestTiming | None,
-        t_end: float,
-        content: dict[str, str],
-    ) -> None:
+    def write(self, done: Finished) -> None:
+        exchange, timing, content = done.exchange, done.timing, done.content
         call, route = exchange.call, exchange.route
         model = self._model_label.recorded(exchange.model)
         fields: dict[str, object] = {
@@ -65,7 +60,7 @@ class LogWriter:
             "error_type": exchange.error_type,
             "bytes_in": exchange.bytes_in,
             "bytes_out": exchange.bytes_out,
-            "e2e_s": round(t_end - exchange.t0, 6),
+            "e2e_s": round(done.t_end - exchange.t0, 6),
             "loop_lag_max_s": _rounded(exchange.loop_lag_max_s),
         }
         if len(exchange.path) > MAX_RECORDED_CHARS:

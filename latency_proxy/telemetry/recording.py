@@ -13,7 +13,7 @@ import logging
 import orjson
 
 from latency_proxy.measure.meter import RequestTiming
-from latency_proxy.record.exchange import Exchange
+from latency_proxy.record.exchange import Exchange, Finished
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.access_log import LogWriter
 from latency_proxy.telemetry.logs import bind_request
@@ -49,10 +49,8 @@ class Recording:
         # an exemplar links to a trace only if the sampler kept it (OTEL_TRACES_SAMPLER)
         trace_id = format(context.trace_id, "032x") if context.trace_flags.sampled else None
         content = self._content(exchange, timing)
-        writers = [
-            lambda: self.spans.end(exchange, timing, t_end, content),
-            lambda: self._access_log.write(exchange, timing, t_end, content),
-        ]
+        done = Finished(exchange, timing, t_end, content)
+        writers = [lambda: self.spans.end(done), lambda: self._access_log.write(done)]
         if exchange.operation:
             writers.insert(0, lambda: self.metrics.record(exchange, timing, trace_id))
         for write in writers:

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import Event
 from opentelemetry.trace import SpanKind
 
 from latency_proxy.measure.meter import RequestTiming
-from latency_proxy.record.exchange import Exchange
+from latency_proxy.record.exchange import Exchange, Finished
 from latency_proxy.record.outcome import Outcome
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip
@@ -90,15 +90,10 @@ class SpanWriter:
         model = self._model_label.recorded(exchange.model) or (route.name if route else "")
         return f"{operation} {model}"
 
-    def end(
-        self,
-        exchange: Exchange,
-        timing: RequestTiming | None,
-        t_end: float,
-        content: dict[str, str],
-    ) -> None:
+    def end(self, done: Finished) -> None:
         """Each span's closing attributes and status, then its end at the exchange's last
         byte."""
+        exchange, timing = done.exchange, done.timing
         if not self._tracing.exporting:
             return  # the contexts went upstream and into the log line; nothing takes the rest
         server, client = exchange.server_span, exchange.client_span
@@ -120,7 +115,7 @@ class SpanWriter:
             closing[sc.ERROR_TYPE] = error_type
         server.attributes.update(closing)
         server.failed = failed
-        end_ns = exchange.wall_ns(t_end)
+        end_ns = exchange.wall_ns(done.t_end)
         if client is not None:
             attributes = client.attributes
             model = self._model_label.recorded(exchange.model)
@@ -131,7 +126,7 @@ class SpanWriter:
                 self._timing_attributes(exchange, client, timing, attributes)
             if exchange.not_measured is not None:
                 attributes[sc.NOT_MEASURED] = exchange.not_measured
-            attributes.update(content)
+            attributes.update(done.content)
             attributes[sc.HTTP_RESPONSE_STATUS_CODE] = status
             if status >= 400 or kind is not None:
                 attributes[sc.ERROR_TYPE] = error_type
