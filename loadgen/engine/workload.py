@@ -16,6 +16,7 @@ report either way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +83,17 @@ def user_messages(text: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": text}]
 
 
+def _range(text: str | int, parse: Callable[[str], Any], example: str) -> tuple[Any, Any]:
+    """`LOW` or `LOW-HIGH`, each end read by `parse`; an end below the start is refused."""
+    text = str(text).strip()
+    low, sep, high = text.partition("-")
+    lo = parse(low)
+    hi = parse(high) if sep else lo
+    if hi < lo:
+        raise BadValue(f"{text!r}: the range's end is below its start (use e.g. {example})")
+    return lo, hi
+
+
 @dataclass(frozen=True, slots=True)
 class Lengths:
     """A fixed length (`512`) or a uniform integer range (`256-1024`)."""
@@ -91,13 +103,7 @@ class Lengths:
 
     @classmethod
     def parse(cls, text: str | int) -> Lengths:
-        text = str(text).strip()
-        low, sep, high = text.partition("-")
-        lo = TOKENS(low)
-        hi = TOKENS(high) if sep else lo
-        if hi < lo:
-            raise BadValue(f"{text!r}: the range's end is below its start")
-        return cls(lo, hi)
+        return cls(*_range(text, TOKENS, "256-1024"))
 
     def draw(self, rng: np.random.Generator) -> int:
         return self.low if self.low == self.high else int(rng.integers(self.low, self.high + 1))
@@ -116,12 +122,7 @@ class Durations:
 
     @classmethod
     def parse(cls, text: str) -> Durations:
-        low, sep, high = str(text).strip().partition("-")
-        lo = PAUSE(low)
-        hi = PAUSE(high) if sep else lo
-        if hi < lo:
-            raise BadValue(f"{text!r}: the range's end is below its start (use e.g. 1s-5s)")
-        return cls(lo, hi)
+        return cls(*_range(text, PAUSE, "1s-5s"))
 
     def draw(self, rng: np.random.Generator) -> float:
         return self.low if self.low == self.high else float(rng.uniform(self.low, self.high))
