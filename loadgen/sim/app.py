@@ -1,9 +1,10 @@
 """The simulator's HTTP surface: vLLM's OpenAI-compatible routes over a simulated engine.
 
-    create_app(preset=None, *, ttft=None, itl=None, served_model_name=None,
-               stream_interval=1, seed=0, jitter=0.0,
-               max_model_len=32768, mean_output_tokens=256, script=None,
-               faults=None) -> Starlette
+    create_app(preset=None, *, api_keys=(), **options) -> Starlette
+
+`options` are Simulator's, with their defaults there: ttft=None, itl=None,
+served_model_name=None, stream_interval=1, seed=0, jitter=0.0, max_model_len=32768,
+mean_output_tokens=256, script=None, faults=None, serving=None.
 
 Give either `preset` (a presets.Preset or a preset name: the continuous-batching engine
 and its performance model) or both `ttft` and `itl` in seconds (fixed timing, see fixed.py;
@@ -59,21 +60,21 @@ class Simulator:
 
     def __init__(
         self,
-        preset: presets.Preset | str | None,
+        preset: presets.Preset | str | None = None,
         *,
-        ttft: float | None,
-        itl: float | None,
-        served_model_name: str | None,
-        stream_interval: int,
-        seed: int,
-        jitter: float,
-        max_model_len: int,
-        mean_output_tokens: int,
-        script: dict[str, Any] | None,
-        faults: Sequence[Rule] | None,
-        serving: Serving,
+        ttft: float | None = None,
+        itl: float | None = None,
+        served_model_name: str | None = None,
+        stream_interval: int = 1,
+        seed: int = 0,
+        jitter: float = 0.0,
+        max_model_len: int = 32768,
+        mean_output_tokens: int = 256,
+        script: dict[str, Any] | None = None,
+        faults: Sequence[Rule] | None = None,
+        serving: Serving | None = None,
     ) -> None:
-        self.serving = serving
+        self.serving = serving or Serving()
         if isinstance(preset, str):
             preset = presets.load(preset)
         fixed = ttft is not None or itl is not None
@@ -390,33 +391,11 @@ def _error(exc: ApiError, request_id: str) -> Response:
 def create_app(
     preset: presets.Preset | str | None = None,
     *,
-    ttft: float | None = None,
-    itl: float | None = None,
-    served_model_name: str | None = None,
-    stream_interval: int = 1,
-    seed: int = 0,
-    jitter: float = 0.0,
-    max_model_len: int = 32768,
-    mean_output_tokens: int = 256,
-    script: dict[str, Any] | None = None,
-    faults: Sequence[Rule] | None = None,
-    serving: Serving | None = None,
     api_keys: Sequence[str] = (),
+    **options: Any,
 ) -> Starlette:
-    sim = Simulator(
-        preset,
-        ttft=ttft,
-        itl=itl,
-        served_model_name=served_model_name,
-        stream_interval=stream_interval,
-        seed=seed,
-        jitter=jitter,
-        max_model_len=max_model_len,
-        mean_output_tokens=mean_output_tokens,
-        script=script,
-        faults=faults,
-        serving=serving or Serving(),
-    )
+    """The simulator's app; `options` are Simulator's (module docstring), passed on as given."""
+    sim = Simulator(preset, **options)
     routes = [
         Route("/health", sim.health, methods=["GET"]),
         Route("/v1/models", sim.models, methods=["GET"]),

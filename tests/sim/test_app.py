@@ -33,7 +33,7 @@ class Server:
     """A simulator app under uvicorn in a thread, on a free loopback port."""
 
     def __init__(self, **app_args: object) -> None:
-        self.app = create_app(**app_args)  # type: ignore[arg-type]
+        self.app = create_app(**app_args)
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
