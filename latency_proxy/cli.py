@@ -51,7 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("--port", help="main port")
     add(
         "--workers",
-        metavar="N|auto",
         help="processes serving the main port (SO_REUSEPORT), one admin port for all; "
         "auto: the CPUs this process may use (affinity and cgroup quota)",
     )
@@ -69,47 +68,29 @@ def build_parser() -> argparse.ArgumentParser:
     add("--log-level", choices=LOG_LEVELS, help="log level")
     add("--log-format", choices=LOG_FORMATS, help="json: one object per line; text: for a terminal")
     add("--config", metavar="FILE.toml", help="settings file; keys are the flag names")
-    add("--connect-timeout", metavar="DURATION", help="upstream connect timeout")
-    add(
-        "--read-timeout",
-        metavar="DURATION",
-        help="longest silence from the upstream, before or during a response",
-    )
+    add("--connect-timeout", help="upstream connect timeout")
+    add("--read-timeout", help="longest silence from the upstream, before or during a response")
     add(
         "--write-timeout",
-        metavar="DURATION",
         help="longest a send to the client may wait for it to read; then the stream ends, "
         "the connection is aborted, recorded client_abort; also how long a closing "
         "connection may take to flush; 0: never",
     )
-    add("--pool-max-connections", metavar="N", help="upstream connections per route")
+    add("--pool-max-connections", help="upstream connections per route")
     add(
         "--upstream-keepalive",
-        metavar="DURATION",
         help="how long an idle upstream connection is kept for reuse; keep it below the "
         "upstream's own keep-alive (vLLM: VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5s), or a request "
         "may go out as the upstream closes the connection and fail with 502",
     )
-    add(
-        "--max-body-size",
-        metavar="SIZE",
-        help="largest request body; larger gets 413",
-    )
-    add(
-        "--drain-timeout",
-        metavar="DURATION",
-        help="on SIGTERM, how long in-flight streams may take to finish",
-    )
+    add("--max-body-size", help="largest request body; larger gets 413")
+    add("--drain-timeout", help="on SIGTERM, how long in-flight streams may take to finish")
     add(
         "--first-n-tokens",
         metavar="N[,N…]",
         help="token counts for time-to-first-N-tokens",
     )
-    add(
-        "--stall-threshold",
-        metavar="DURATION",
-        help="a gap between tokens longer than this counts as a stall",
-    )
+    add("--stall-threshold", help="a gap between tokens longer than this counts as a stall")
     add(
         "--continuous-usage",
         action="store_const",
@@ -121,40 +102,31 @@ def build_parser() -> argparse.ArgumentParser:
     add("--provider-name", help="gen_ai.provider.name on spans")
     add(
         "--max-concurrent-requests",
-        metavar="N",
         help="model calls in flight before new ones get 503 + Retry-After; 0: no limit",
     )
-    add("--retry-after", metavar="DURATION", help="Retry-After sent with that 503")
-    add("--max-headers", metavar="N", help="request header count limit, else 431")
-    add(
-        "--max-header-bytes",
-        metavar="SIZE",
-        help="request header size limit, else 431",
-    )
+    add("--retry-after", help="Retry-After sent with that 503")
+    add("--max-headers", help="request header count limit, else 431")
+    add("--max-header-bytes", help="request header size limit, else 431")
     add(
         "--header-timeout",
-        metavar="DURATION",
         help="longest time from a connection's accept, or a later request's first byte, to "
         "the end of the request's headers; then the connection is closed",
     )
     add(
         "--body-timeout",
-        metavar="DURATION",
         help="longest time from the end of a request's headers to the end of its body; "
         "then 408 and the connection is closed",
     )
     add(
         "--idle-timeout",
-        metavar="DURATION",
         help="how long a kept-alive client connection may wait for its next request",
     )
     add(
         "--max-event-bytes",
-        metavar="SIZE",
         help="an SSE event still incomplete past this size passes through unmetered and is "
         "counted in latency_proxy_oversized_events_total",
     )
-    add("--ca-bundle", metavar="FILE", help="CA certificates for https upstreams")
+    add("--ca-bundle", help="CA certificates for https upstreams")
     add(
         "--upstream-api-key",
         action="append",
@@ -163,12 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         "--admin-token-file",
-        metavar="FILE",
         help="require this bearer token for /metrics (or LATENCY_PROXY_ADMIN_TOKEN)",
     )
     add(
         "--content-hash-key-file",
-        metavar="FILE",
         help="HMAC key for --content-capture hash (or LATENCY_PROXY_CONTENT_HASH_KEY)",
     )
     add(
@@ -183,14 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="--content-capture redacted: gets the scrubbed text, returns what to record "
         "(None: nothing)",
     )
-    add(
-        "--content-max-chars",
-        metavar="N",
-        help="longest text part recorded when --content-capture is not off",
-    )
+    add("--content-max-chars", help="longest text part recorded when --content-capture is not off")
     add("--version", action="version", version=f"%(prog)s {__version__}")
     for action in p._actions:
         kind = SETTING_TYPES.get(action.dest)
+        if kind is not None and action.metavar is None and kind.metavar:
+            action.metavar = kind.metavar
         if kind is not None and kind.limits:
             action.help = f"{action.help}; {kind.limits}"
         shown = shown_default(action.dest)

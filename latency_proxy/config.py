@@ -159,7 +159,7 @@ def api_key_source(spec: str) -> None:
 
 
 _USERINFO = re.compile(r"(://)[^/@]*@")
-_PORT = Number(0, 65535, "a TCP port", whole=True)  # 0: any free one
+_PORT = Number(0, 65535, "a TCP port", whole=True, metavar="")  # 0: any free one
 
 # Each setting's one type and range, whatever its source; a new setting is one line here.
 SETTING_TYPES: dict[str, SettingType] = {

@@ -36,6 +36,11 @@ class SettingType(Protocol):
         """The range as --help states it; empty where there is none to state."""
         ...
 
+    @property
+    def metavar(self) -> str:
+        """What --help calls the flag's value (DURATION, SIZE, N); empty: argparse's own."""
+        ...
+
 
 def shown(value: Any) -> str:
     """A value as the message names it: TOML's spelling for the types TOML has."""
@@ -89,6 +94,7 @@ class Duration:
 
     positive: bool = True  # False: 0 is allowed (it means 'never' or 'at once')
     high: float = WEEK_S
+    metavar = "DURATION"
 
     @property
     def limits(self) -> str:
@@ -118,6 +124,7 @@ class Number:
     hint: str = "a number"
     whole: bool = False
     zero_ok: bool = True
+    metavar: str = "N"
 
     @property
     def limits(self) -> str:
@@ -145,6 +152,7 @@ class Size:
     """Bytes; text may carry a unit (4096, 64KiB, 16MiB)."""
 
     limits = f"1 byte to {format_size(MAX_SIZE)}"
+    metavar = "SIZE"
 
     def read(self, value: Any) -> int:
         hint = f"a size from {self.limits}, e.g. 16MiB"
@@ -165,6 +173,7 @@ class Flag:
     """true or false; text says so in words (true/false, yes/no, on/off, 1/0)."""
 
     limits = ""
+    metavar = ""
 
     def read(self, value: Any) -> bool:
         if isinstance(value, bool):
@@ -180,6 +189,7 @@ class Text:
 
     choices: tuple[str, ...] = ()
     limits = ""
+    metavar = ""
 
     def read(self, value: Any) -> str:
         if not isinstance(value, str) or not value:
@@ -199,6 +209,7 @@ class ExistingFile:
 
     check: Callable[[str], None] | None = None
     limits = ""
+    metavar = "FILE"
 
     def read(self, value: Any) -> str:
         path = Text().read(value)
@@ -230,6 +241,8 @@ class ListOf:
     split: bool = True
     parse: Callable[[Any], Any] | None = None  # each read item, checked further
     sort: bool = False  # sorted, each item once
+
+    metavar = ""  # a list's flag spells its own (N[,N…], [MODEL=]URL)
 
     @property
     def limits(self) -> str:

@@ -26,6 +26,7 @@ class WorkerCount:
     file-descriptor limit lets the supervisor hold."""
 
     limits = "1 or more, or auto"
+    metavar = "N|auto"
 
     def read(self, value: object) -> int:
         if isinstance(value, str) and value.strip().lower() == "auto":
