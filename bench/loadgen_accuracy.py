@@ -10,23 +10,17 @@ loadgen reports beyond that is the floor of this client + loopback + upstream on
 from __future__ import annotations
 
 import argparse
-import contextlib
 import resource
 import time
 
 import numpy as np
 import uvloop
+from servers import MODEL, add_stream_flags, fixed_simulator  # bench/, beside this script
 
 from loadgen.engine.runner import Load, Runner
 from loadgen.engine.schedule import plan
 from loadgen.engine.targets import Target
 from loadgen.engine.workload import Lengths, Workload
-from loadgen.stack.processes import simulator
-
-
-def running(ttft: float, itl: float) -> contextlib.AbstractContextManager[str]:
-    """loadgen.sim in fixed timing as a child process; yields its base URL."""
-    return simulator("--ttft", str(ttft), "--itl", str(itl), "--served-model-name", "scripted")
 
 
 def cpu_s() -> float:
@@ -38,7 +32,7 @@ def measure(url: str, streams: int, args: argparse.Namespace) -> dict[str, float
     rng = np.random.default_rng(0)
     workload = Workload("chat", Lengths(32, 32), Lengths(args.tokens, args.tokens), rng)
     target = Target("t", url)
-    runner = Runner({"t": target}, {"t": "scripted"}, workload, rng, 120.0)
+    runner = Runner({"t": target}, {"t": MODEL}, workload, rng, 120.0)
     blocks = plan(["t"], 1, args.warmup, args.duration, None)
     cpu0, wall0 = cpu_s(), time.perf_counter()
     uvloop.run(runner.run(blocks, Load(concurrency=streams)))
@@ -69,9 +63,7 @@ def measure(url: str, streams: int, args: argparse.Namespace) -> dict[str, float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", default="1,64,256,1000")
-    parser.add_argument("--ttft", type=float, default=0.5)
-    parser.add_argument("--itl", type=float, default=0.1, help="100 ms per token by default")
-    parser.add_argument("--tokens", type=int, default=32)
+    add_stream_flags(parser, ttft=0.5, itl=0.1, tokens=32)
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=4.0)
     args = parser.parse_args()
@@ -94,7 +86,7 @@ def main() -> None:
         f"{args.tokens} tokens; errors and lags in ms; client_cpu in cores"
     )
     print(" ".join(f"{c:>16}" for c in columns))
-    with running(args.ttft, args.itl) as url:
+    with fixed_simulator(args.ttft, args.itl) as url:
         for streams in (int(s) for s in args.streams.split(",")):
             row = measure(url, streams, args)
             print(

@@ -21,10 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from loadgen import rundir
-from loadgen.stack.processes import simulator
+from servers import MODEL, add_stream_flags, fixed_simulator  # bench/, beside this script
 
-MODEL = "scripted"
+from loadgen import rundir
 
 
 def engine_command(engine: str, url: str, streams: int, seconds: float, tokens: int, out: Path):
@@ -58,13 +57,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--streams", type=int, default=16)
     p.add_argument("--duration", type=int, default=12, help="the long run, whole seconds")
-    p.add_argument("--tokens", type=int, default=200)
-    p.add_argument("--ttft", type=float, default=0.05)
-    p.add_argument("--itl", type=float, default=0.005)
+    add_stream_flags(p, ttft=0.05, itl=0.005, tokens=200)
     args = p.parse_args()
-    timing = ("--ttft", str(args.ttft), "--itl", str(args.itl), "--served-model-name", MODEL)
     rows = []
-    with simulator(*timing) as url, tempfile.TemporaryDirectory() as tmp:
+    with fixed_simulator(args.ttft, args.itl) as url, tempfile.TemporaryDirectory() as tmp:
         for engine in ("loadgen", "locust"):
             runs = []
             for seconds in (args.duration // 4, args.duration):

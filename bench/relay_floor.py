@@ -20,6 +20,7 @@ import time
 
 import httptools
 import uvloop
+from servers import add_address_flags, serve  # bench/, beside this script
 
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import SSEParser
@@ -115,23 +116,15 @@ class ClientSide(asyncio.Protocol):
             self.upstream.close()
 
 
-async def serve(host: str, port: int, upstream: tuple[str, int], meter: bool) -> None:
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: ClientSide(upstream, meter), host, port, backlog=4096)
-    async with server:
-        await server.serve_forever()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8100)
+    add_address_flags(parser, port=8100)
     parser.add_argument("--upstream-host", default="127.0.0.1")
     parser.add_argument("--upstream-port", type=int, default=8000)
     parser.add_argument("--meter", action="store_true", help="parse and meter every read")
     args = parser.parse_args()
     upstream = (args.upstream_host, args.upstream_port)
-    uvloop.run(serve(args.host, args.port, upstream, args.meter))
+    uvloop.run(serve(lambda: ClientSide(upstream, args.meter), args.host, args.port))
 
 
 if __name__ == "__main__":

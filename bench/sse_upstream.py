@@ -23,6 +23,7 @@ import asyncio
 import httptools
 import orjson
 import uvloop
+from servers import add_address_flags, serve  # bench/, beside this script
 
 from latency_proxy.units import parse_duration
 
@@ -186,21 +187,13 @@ class StreamProtocol(asyncio.Protocol):
             self.transport.close()
 
 
-async def serve(host: str, port: int, ttft: float, itl: float) -> None:
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: StreamProtocol(ttft, itl), host, port, backlog=4096)
-    async with server:
-        await server.serve_forever()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    add_address_flags(parser, port=8000)
     parser.add_argument("--ttft", type=parse_duration, default=0.05)
     parser.add_argument("--itl", type=parse_duration, default=0.01)
     args = parser.parse_args()
-    uvloop.run(serve(args.host, args.port, args.ttft, args.itl))
+    uvloop.run(serve(lambda: StreamProtocol(args.ttft, args.itl), args.host, args.port))
 
 
 if __name__ == "__main__":
