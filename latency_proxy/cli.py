@@ -27,7 +27,7 @@ from latency_proxy.serving import serve
 from latency_proxy.telemetry.logs import configure
 from latency_proxy.units import format_duration, format_size
 from latency_proxy.upstream.fd_limit import raise_soft_limit
-from latency_proxy.workers.supervisor import supervise
+from latency_proxy.workers.supervisor import Supervisor
 
 log = logging.getLogger("latency_proxy")
 
@@ -212,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     open_files = raise_soft_limit()  # before any socket, and inherited by every worker
     try:
         if app is None:
-            return supervise(settings, flags, credentials, token, open_files)
+            return Supervisor(settings, flags, credentials, token, open_files).serve()
         serve(settings, app, open_files)
     except OSError as exc:
         print(f"latency-proxy: error: cannot listen: {exc.strerror}", file=sys.stderr)

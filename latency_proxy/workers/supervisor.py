@@ -113,6 +113,10 @@ class Supervisor:
             w.ready for w in self.workers.values()
         )
 
+    def serve(self) -> int:
+        """Run the workers until SIGTERM or SIGINT; the exit code."""
+        return uvloop.run(self.run())
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         await self.state.upstreams.start()
@@ -207,15 +211,3 @@ class Supervisor:
             fields = {"worker": worker.number}
             log.warning("worker did not end; killing it", extra={"fields": fields})
             worker.process.kill()
-
-
-def supervise(
-    settings: Settings,
-    flags: dict[str, Any],
-    credentials: dict[str, str],
-    token: str | None,
-    open_files: tuple[int, int],
-) -> int:
-    """Run the workers until SIGTERM or SIGINT; the exit code."""
-    supervisor = Supervisor(settings, flags, credentials, token, open_files)
-    return uvloop.run(supervisor.run())
