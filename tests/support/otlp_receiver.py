@@ -46,6 +46,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 # --- decoded records ---------------------------------------------------------------------------
 
 
+Check = Callable[[list[Any]], object]  # what a wait waits for, of all records so far
+
+
 @dataclass(frozen=True)
 class ReceivedSpan:
     name: str
@@ -346,46 +349,24 @@ class OTLPReceiver:
             self._raw.clear()
             self._request_count = 0
 
-    def wait_for_spans(
-        self,
-        predicate: Callable[[list[ReceivedSpan]], object] = bool,
-        timeout: float = 10.0,
-    ) -> list[ReceivedSpan]:
+    def wait_for_spans(self, predicate: Check = bool, timeout: float = 10.0) -> list[ReceivedSpan]:
         """Block until `predicate(all spans so far)` holds; AssertionError with a summary if not."""
-        spans = self._wait("traces", predicate, timeout)
-        if spans is None:
-            raise AssertionError(
-                f"no span set satisfied the predicate within {timeout}s; "
-                f"received {summarize_spans(self.spans())}"
-            )
-        return spans
+        return self._wait("traces", predicate, timeout, self._spans_seen)
 
     def wait_for_metrics(
-        self,
-        predicate: Callable[[list[ReceivedMetricPoint]], object] = bool,
-        timeout: float = 10.0,
+        self, predicate: Check = bool, timeout: float = 10.0
     ) -> list[ReceivedMetricPoint]:
-        points = self._wait("metrics", predicate, timeout)
-        if points is None:
-            names = sorted({p.name for p in self.metrics()})
-            raise AssertionError(
-                f"no metric points satisfied the predicate within {timeout}s; "
-                f"received {len(self.metrics())} point(s) of {names}"
-            )
-        return points
+        """Block until `predicate(all metric points so far)` holds; AssertionError if not."""
+        return self._wait("metrics", predicate, timeout, self._metrics_seen)
 
     async def await_spans(
-        self,
-        predicate: Callable[[list[ReceivedSpan]], object] = bool,
-        timeout: float = 10.0,
+        self, predicate: Check = bool, timeout: float = 10.0
     ) -> list[ReceivedSpan]:
         """`wait_for_spans` without blocking the event loop (the code under test may run on it)."""
         return await asyncio.to_thread(self.wait_for_spans, predicate, timeout)
 
     async def await_metrics(
-        self,
-        predicate: Callable[[list[ReceivedMetricPoint]], object] = bool,
-        timeout: float = 10.0,
+        self, predicate: Check = bool, timeout: float = 10.0
     ) -> list[ReceivedMetricPoint]:
         return await asyncio.to_thread(self.wait_for_metrics, predicate, timeout)
 
@@ -396,8 +377,10 @@ class OTLPReceiver:
             return list(self._received[signal])
 
     def _wait(
-        self, signal: str, predicate: Callable[[list], object], timeout: float
-    ) -> list | None:
+        self, signal: str, predicate: Check, timeout: float, seen: Callable[[], str]
+    ) -> list:
+        """The records once `predicate` holds of them all; AssertionError naming what was
+        `seen` once `timeout` passes first."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
@@ -406,8 +389,16 @@ class OTLPReceiver:
                     return records
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return None
+                    break
                 self._changed.wait(remaining)
+        raise AssertionError(f"nothing satisfied the predicate within {timeout}s; {seen()}")
+
+    def _spans_seen(self) -> str:
+        return f"received {summarize_spans(self.spans())}"
+
+    def _metrics_seen(self) -> str:
+        points = self.metrics()
+        return f"received {len(points)} point(s) of {sorted({p.name for p in points})}"
 
     def _ingest(self, signal: str, body: bytes) -> bytes:
         """Record one export request; the serialized OTLP response, or RejectedError."""
