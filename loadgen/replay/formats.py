@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
@@ -199,9 +200,17 @@ def _azure_time(stamp: str, line: int) -> float:
     return when.timestamp()
 
 
-def _json_lines(text: str) -> Iterator[tuple[int, dict | BadRow]]:
+def _json_rows(text: str, rows: Callable[[int, dict[str, Any]], Iterator[Row]]) -> Iterator[Row]:
+    """A JSON-lines format's rows: `rows` of each object (none for a line it passes over); a
+    line that is no object, or one that `rows` raises BadRow for, is that bad row."""
     for number, item in jsonl.objects(text):
-        yield number, BadRow(number, item) if isinstance(item, str) else item
+        if isinstance(item, str):
+            yield BadRow(number, item)
+            continue
+        try:
+            yield from rows(number, item)
+        except BadRow as exc:
+            yield exc
 
 
 def _time(value: object, line: int, name: str, scale: float = 1.0) -> float:
@@ -219,77 +228,69 @@ def _time(value: object, line: int, name: str, scale: float = 1.0) -> float:
 
 
 def _mooncake(text: str) -> Iterator[Row]:
-    for number, item in _json_lines(text):
-        if isinstance(item, BadRow):
-            yield item
-            continue
-        try:
-            ids = item.get("hash_ids") or []
-            if not isinstance(ids, list) or not all(type(i) is int for i in ids):
-                raise BadRow(number, "hash_ids must be a list of integers")
-            yield TraceRecord(
-                line=number,
-                at=_time(item.get("timestamp"), number, "timestamp", scale=1e-3),
-                input_tokens=_count(item.get("input_length"), number, "input_length"),
-                output_tokens=_count(item.get("output_length"), number, "output_length"),
-                prefix=tuple(str(i) for i in ids),
-            )
-        except BadRow as exc:
-            yield exc
+    return _json_rows(text, _mooncake_rows)
+
+
+def _mooncake_rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
+    ids = item.get("hash_ids") or []
+    if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+        raise BadRow(number, "hash_ids must be a list of integers")
+    yield TraceRecord(
+        line=number,
+        at=_time(item.get("timestamp"), number, "timestamp", scale=1e-3),
+        input_tokens=_count(item.get("input_length"), number, "input_length"),
+        output_tokens=_count(item.get("output_length"), number, "output_length"),
+        prefix=tuple(str(i) for i in ids),
+    )
 
 
 def _requests(text: str) -> Iterator[Row]:
     first_target: str | None = None
-    for number, item in _json_lines(text):
-        if isinstance(item, BadRow):
-            yield item
-            continue
+
+    def rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
+        nonlocal first_target
         first_target = first_target or item.get("target")
         if item.get("target") != first_target or item.get("excluded"):
-            continue  # another target's replay of the same load, or not measured
+            return  # another target's replay of the same load, or not measured
         if not item.get("ok") or not item.get("output_tokens") or not item.get("input_tokens"):
             yield None
-            continue
-        try:
-            yield TraceRecord(
-                line=number,
-                at=_time(item.get("intended_at"), number, "intended_at"),
-                input_tokens=_count(item["input_tokens"], number, "input_tokens"),
-                output_tokens=_count(item["output_tokens"], number, "output_tokens"),
-            )
-        except BadRow as exc:
-            yield exc
+            return
+        yield TraceRecord(
+            line=number,
+            at=_time(item.get("intended_at"), number, "intended_at"),
+            input_tokens=_count(item["input_tokens"], number, "input_tokens"),
+            output_tokens=_count(item["output_tokens"], number, "output_tokens"),
+        )
+
+    return _json_rows(text, rows)
 
 
 def _proxy(text: str) -> Iterator[Row]:
-    for number, item in _json_lines(text):
-        if isinstance(item, BadRow):
-            yield item
-            continue
-        if item.get("logger") != ACCESS_LOGGER or item.get("msg") != "request":
-            continue  # the proxy's other lines, and anything else in the stream
-        if not item.get("operation"):
-            continue  # not a generation (a /v1/models call, a health check)
-        if not item.get("output_tokens") or not item.get("input_tokens"):
-            yield None
-            continue
-        try:
-            hashes = item.get("prefix_hashes") or []
-            if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
-                raise BadRow(number, "prefix_hashes must be a list of strings")
-            model = item.get("model")
-            yield TraceRecord(
-                line=number,
-                at=_proxy_arrival(item, number),
-                input_tokens=_count(item["input_tokens"], number, "input_tokens"),
-                output_tokens=_count(item["output_tokens"], number, "output_tokens"),
-                # "other": a name the upstreams did not list, withheld from the log
-                model=model if isinstance(model, str) and model != OTHER_MODEL else None,
-                prefix=tuple(hashes),
-                prefix_unit="message",
-            )
-        except BadRow as exc:
-            yield exc
+    return _json_rows(text, _proxy_rows)
+
+
+def _proxy_rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
+    if item.get("logger") != ACCESS_LOGGER or item.get("msg") != "request":
+        return  # the proxy's other lines, and anything else in the stream
+    if not item.get("operation"):
+        return  # not a generation (a /v1/models call, a health check)
+    if not item.get("output_tokens") or not item.get("input_tokens"):
+        yield None
+        return
+    hashes = item.get("prefix_hashes") or []
+    if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
+        raise BadRow(number, "prefix_hashes must be a list of strings")
+    model = item.get("model")
+    yield TraceRecord(
+        line=number,
+        at=_proxy_arrival(item, number),
+        input_tokens=_count(item["input_tokens"], number, "input_tokens"),
+        output_tokens=_count(item["output_tokens"], number, "output_tokens"),
+        # "other": a name the upstreams did not list, withheld from the log
+        model=model if isinstance(model, str) and model != OTHER_MODEL else None,
+        prefix=tuple(hashes),
+        prefix_unit="message",
+    )
 
 
 def _proxy_arrival(item: dict, line: int) -> float:
