@@ -98,8 +98,10 @@ class Simulator:
             self.backend: Engine | FixedTiming = Engine(
                 preset, self.metrics, seed=seed, jitter=jitter
             )
-            self.metrics.watch(
-                self.backend, (preset.perf, self.backend.gpus), preset.engine.gpu_memory_utilization
+            self.metrics.watch(  # the scheduler holds the state vLLM's gauges report
+                self.backend.scheduler,
+                (preset.perf, self.backend.gpus),
+                preset.engine.gpu_memory_utilization,
             )
             if preset.engine.enable_prefix_caching:
                 self.cache_block_size = preset.engine.block_size

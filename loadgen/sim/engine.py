@@ -44,30 +44,6 @@ class Engine:
         self._task: asyncio.Task[None] | None = None
         self.gpus = GpuMeter(preset.perf.hardware)
 
-    @property
-    def num_running(self) -> int:
-        return len(self.scheduler.running)
-
-    @property
-    def num_waiting(self) -> int:
-        return len(self.scheduler.waiting)
-
-    @property
-    def kv_usage(self) -> float:
-        return self.scheduler.kv_usage
-
-    @property
-    def preemptions(self) -> int:
-        return self.scheduler.preemptions
-
-    @property
-    def prefix_cache_queries(self) -> int:
-        return self.scheduler.prefix_cache_queries
-
-    @property
-    def prefix_cache_hits(self) -> int:
-        return self.scheduler.prefix_cache_hits
-
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="loadgen.sim.engine")
         self._task.add_done_callback(_report_crash)

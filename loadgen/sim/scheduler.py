@@ -84,6 +84,14 @@ class Scheduler:
         self.prefix_cache_hits = 0  # tokens
 
     @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    @property
     def total_blocks(self) -> int:
         return self.blocks.total
 

@@ -177,10 +177,10 @@ def test_cached_tokens_are_the_prefix_cache_hit_of_a_repeated_prompt(start_proxy
     with simulator(preset=preset, serving=serving) as (url, sim):
         proxy = start_proxy("--upstream", url, env=proxy_env(None))
         first = measure(url, chat(prompt, 4))
-        hits = sim.backend.prefix_cache_hits
+        hits = sim.backend.scheduler.prefix_cache_hits
         rid = "cache-" + uuid.uuid4().hex
         again = measure(proxy.url, chat(prompt, 4), {"x-request-id": rid})
-        hit = sim.backend.prefix_cache_hits - hits
+        hit = sim.backend.scheduler.prefix_cache_hits - hits
     block = preset.engine.block_size
     assert first.cached_tokens == 0
     assert hit > 0 and hit % block == 0
