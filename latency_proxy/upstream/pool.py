@@ -76,20 +76,21 @@ class Origin:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """How long a pool waits: to connect, for the upstream's next bytes, and how long an
+    idle connection stays for reuse (seconds). Every pool of a proxy has the same."""
+
+    connect: float
+    read: float
+    keepalive: float
+
+
 class Pool:
-    def __init__(
-        self,
-        origin: Origin,
-        limit: int,
-        connect_timeout: float,
-        read_timeout: float,
-        keepalive: float,
-    ) -> None:
+    def __init__(self, origin: Origin, limit: int, timeouts: Timeouts) -> None:
         self.origin = origin
         self._limit = limit
-        self._keepalive = keepalive
-        self._connect_timeout = connect_timeout
-        self._read_timeout = read_timeout
+        self._timeouts = timeouts
         self._idle: list[Connection] = []
         self._connections: set[Connection] = set()  # open, idle or busy
         self._open = 0  # connections open or opening: the slots taken
@@ -109,7 +110,7 @@ class Pool:
         head_only = method == b"HEAD"
         connection = self._reusable(attempt)  # at hand: nothing to wait for, no timer
         if connection is None:
-            async with asyncio.timeout(self._connect_timeout):
+            async with asyncio.timeout(self._timeouts.connect):
                 connection = await self._acquire(attempt)
         try:
             return await self._exchange(connection, head, body, head_only)
@@ -119,7 +120,7 @@ class Pool:
             if exc.sent and method not in IDEMPOTENT:
                 attempt.not_retried = True
                 raise
-        async with asyncio.timeout(self._connect_timeout):
+        async with asyncio.timeout(self._timeouts.connect):
             fresh = await self._connect()
         return await self._exchange(fresh, head, body, head_only)
 
@@ -156,7 +157,7 @@ class Pool:
             connection = self._idle.pop()
             if (
                 not connection.closed
-                and now - connection.idle_since < self._keepalive
+                and now - connection.idle_since < self._timeouts.keepalive
                 and not connection.readable()
             ):
                 connection.reused = attempt.reused = True
@@ -197,7 +198,7 @@ class Pool:
         origin = self.origin
         try:
             _, connection = await loop.create_connection(
-                lambda: Connection(loop, self._read_timeout, self._idled, self._forget),
+                lambda: Connection(loop, self._timeouts.read, self._idled, self._forget),
                 origin.host,
                 origin.port,
                 ssl=origin.tls,

@@ -16,7 +16,7 @@ from urllib.parse import unquote, unquote_to_bytes, urlsplit
 from latency_proxy.config import Route, Settings
 from latency_proxy.types import Scope
 from latency_proxy.upstream.connection import Response
-from latency_proxy.upstream.pool import Attempt, Origin, Pool
+from latency_proxy.upstream.pool import Attempt, Origin, Pool, Timeouts
 from latency_proxy.upstream.probe import probe
 
 HOP_BY_HOP = frozenset(
@@ -197,18 +197,11 @@ class Upstreams:
     async def start(self) -> None:
         s = self._settings
         tls = ssl.create_default_context(cafile=s.ca_bundle)
+        timeouts = Timeouts(s.connect_timeout, s.read_timeout, s.upstream_keepalive)
         for route in s.routes:
             origin = Origin.of(route, tls)
-            self.pools[route.name] = Pool(
-                origin,
-                s.pool_max_connections,
-                s.connect_timeout,
-                s.read_timeout,
-                s.upstream_keepalive,
-            )
-            self.probes[route.name] = Pool(
-                origin, PROBE_CONNECTIONS, s.connect_timeout, s.read_timeout, s.upstream_keepalive
-            )
+            self.pools[route.name] = Pool(origin, s.pool_max_connections, timeouts)
+            self.probes[route.name] = Pool(origin, PROBE_CONNECTIONS, timeouts)
 
     async def send(
         self,

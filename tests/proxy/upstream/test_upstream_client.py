@@ -32,7 +32,7 @@ from latency_proxy.upstream.connection import (
     ProtocolError,
     Response,
 )
-from latency_proxy.upstream.pool import Attempt, Origin, Pool
+from latency_proxy.upstream.pool import Attempt, Origin, Pool, Timeouts
 from loadgen.stack.processes import free_port
 from tests.support.raw_upstream import RawRequest, response
 from tests.support.timing import on_time
@@ -112,13 +112,8 @@ class Upstream:
         read_timeout: float = PATIENCE,
         keepalive: float = PATIENCE,
     ) -> Pool:
-        pool = Pool(
-            Origin.of(Route("t", self.url + path), None),
-            limit,
-            connect_timeout,
-            read_timeout,
-            keepalive,
-        )
+        timeouts = Timeouts(connect_timeout, read_timeout, keepalive)
+        pool = Pool(Origin.of(Route("t", self.url + path), None), limit, timeouts)
         self._pools.append(pool)
         return pool
 
@@ -464,13 +459,8 @@ def test_a_complete_head_over_the_limit_is_refused() -> None:
 
 def test_a_refused_connection_is_a_connect_error_and_frees_its_slot() -> None:
     async def main() -> None:
-        pool = Pool(
-            Origin.of(Route("t", f"http://127.0.0.1:{free_port()}"), None),
-            1,
-            PATIENCE,
-            PATIENCE,
-            PATIENCE,
-        )
+        origin = Origin.of(Route("t", f"http://127.0.0.1:{free_port()}"), None)
+        pool = Pool(origin, 1, Timeouts(PATIENCE, PATIENCE, PATIENCE))
         for _ in range(2):  # the second would wait for the slot if the first kept it
             attempt = Attempt()
             with pytest.raises(ConnectError):
@@ -923,7 +913,7 @@ def test_a_tls_handshake_that_never_completes_ends_at_the_connect_timeout() -> N
         async with Upstream(handler) as upstream:
             tls = ssl.create_default_context()
             origin = Origin.of(Route("t", upstream.url.replace("http:", "https:")), tls)
-            pool = Pool(origin, 1, connect_timeout, PATIENCE, PATIENCE)
+            pool = Pool(origin, 1, Timeouts(connect_timeout, PATIENCE, PATIENCE))
             attempt = Attempt()
             start = time.perf_counter()
             with pytest.raises(TimeoutError):
