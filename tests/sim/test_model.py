@@ -33,16 +33,9 @@ SEVEN_B = ModelSpec(
     kv_cache_bytes=2,
     max_model_len=4096,
 )
-LLAMA2_70B = ModelSpec(
-    params=69e9,
-    bytes_per_param=2,
-    layers=80,
-    hidden_size=8192,
-    heads=64,
-    kv_heads=8,
-    head_dim=128,
-    kv_cache_bytes=2,
-    max_model_len=4096,
+# Llama 2 70B: the 7B's layout (fp16, 128-dim heads, 4k context) grown, with grouped KV heads
+LLAMA2_70B = dataclasses.replace(
+    SEVEN_B, params=69e9, layers=80, hidden_size=8192, heads=64, kv_heads=8
 )
 
 
