@@ -17,6 +17,19 @@ from loadgen.analysis.slo import DEFAULT_SLO, Slos
 
 UNFINISHED = "unfinished"  # a Record's error: still running when its window's drain ended
 FIRST_N = 3  # a record's ttfnt_s holds the time to this many tokens (summary's ttf3t_s)
+# the meter's own figures a Record keeps as they are
+FIGURES = (
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "time_to_first_chunk_s",
+    "itl_s",
+    "coalesced_fraction",
+    "tokens_per_chunk",
+    "input_tokens",
+    "output_tokens",
+    "response_id",
+)
 # the meter's server signals a Record keeps as they are (reasoning_source too, as text)
 SIGNALS = (
     "answer_ttft_s",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from latency_proxy.measure.meter import STALL_THRESHOLD_S, StreamMeter
 from latency_proxy.measure.payload import EventKind
 from latency_proxy.measure.sse import SSEParser
-from loadgen.analysis.records import FIRST_N, SIGNALS, Record
+from loadgen.analysis.records import FIGURES, FIRST_N, SIGNALS, Record
 from loadgen.engine.targets import Target
 
 
@@ -110,20 +110,10 @@ class Measurement:
             ok=error is None,
             status=self.status,
             error=error,
-            ttft_s=timing.ttft_s,
-            tpot_s=timing.tpot_s,
-            e2e_s=timing.e2e_s,
-            time_to_first_chunk_s=timing.time_to_first_chunk_s,
+            trace_id=self.trace_id,
+            **{name: getattr(timing, name) for name in FIGURES + SIGNALS},
             ttfnt_s={str(n): t for n, t in timing.ttfnt_s.items()},
-            itl_s=timing.itl_s,
-            coalesced_fraction=timing.coalesced_fraction,
-            tokens_per_chunk=timing.tokens_per_chunk,
-            input_tokens=timing.input_tokens,
-            output_tokens=timing.output_tokens,
             token_source=timing.token_source.value,
             finish_reason=timing.finish_reasons[-1] if timing.finish_reasons else None,
-            response_id=timing.response_id,
-            trace_id=self.trace_id,
-            **{name: getattr(timing, name) for name in SIGNALS},
             reasoning_source=timing.reasoning_source_value,
         )
