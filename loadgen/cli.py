@@ -9,7 +9,6 @@ does the run (the search) from that.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import time
@@ -17,15 +16,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from latency_proxy.units import format_duration, parse_duration
+from latency_proxy.units import parse_duration
 from loadgen import compare, rebuild, run
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
 from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
 from loadgen.engine import bounds, flags, probes
-from loadgen.engine.schedule import ARRIVALS
-from loadgen.engine.workload import NO_THINK, Durations
 from loadgen.replay import flags as replay_flags
 from loadgen.shards import merge
 
@@ -45,8 +42,6 @@ subcommands:
                                                     (or --replay FILE --by speed)
                                                     the most load that meets the SLOs, steady
 """
-SYNC_TIMEOUT_S = 600.0
-SEARCH_BUDGET_S = 900.0
 CAPACITY = "Find, per target, the most load at which every SLO holds and the server keeps up."
 CAPACITY_EPILOG = """\
 each probe is a run of one target at one level, in DIR/probe-NN-<target>-<level>/, with its
@@ -60,22 +55,6 @@ at most); the bracket uses decided probes only and is bisected to within 5%.
 """
 
 
-def _shard(text: str) -> tuple[int, int]:
-    """`i/N`, or `N` with the index from $JOB_COMPLETION_INDEX (a Kubernetes Indexed Job)."""
-    index, sep, count = text.partition("/")
-    if not sep:
-        index, count = os.environ.get("JOB_COMPLETION_INDEX", ""), text
-    try:
-        i, n = int(index), int(count)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a shard: {text!r} (use i/N, or N with JOB_COMPLETION_INDEX set)"
-        ) from None
-    if not 0 <= i < n:
-        raise argparse.ArgumentTypeError(f"shard index {i} is not in 0..{n - 1}")
-    return i, n
-
-
 def build_parser(search: bool = False) -> argparse.ArgumentParser:
     """The run's flags; with `search`, the capacity command's (levels come from the search)."""
     p = argparse.ArgumentParser(
@@ -87,59 +66,14 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,  # flags in full: an abbreviation would break when a flag is added
     )
-    t = p.add_argument_group("targets")
-    t.add_argument(
-        "--target",
-        action="append",
-        default=[],
-        metavar="URL|NAME",
-        help="a base URL, proxy ($LATENCY_PROXY_URL or http://127.0.0.1:8080), direct "
-        "($VLLM_URL or http://127.0.0.1:8000) or a --targets-file name; repeat to "
-        "compare (default: proxy)",
-    )
-    t.add_argument("--targets-file", metavar="FILE.toml", help="named targets (see examples/)")
-    t.add_argument(
-        "--virtual-args",
-        default="",
-        metavar="FLAGS",
-        help="with --target virtual:PRESET (the simulator's virtual clock: predicted figures, "
-        'no load sent): vLLM engine flags applied to the preset, e.g. "--max-num-seqs 128"',
-    )
-    t.add_argument(
-        "--virtual-replicas",
-        type=bounds.count(1, 1000, "a replica count"),
-        default=1,
-        metavar="N",
-        help="with --target virtual:PRESET: replicas of it, each request sent to the "
-        "least-loaded (default 1)",
-    )
-    t.add_argument("--model", help="model to ask for (default: the target's, else /v1/models)")
-    t.add_argument(
-        "--embedded",
-        action="store_true",
-        help="start the simulator and the proxy on free loopback ports; proxy and "
-        "direct then name them, and --target proxy measures direct as well",
-    )
+    flags.add(p.add_argument_group("targets"), flags.TARGETS)
     w = p.add_argument_group("workload")
     flags.add(w, flags.WORKLOAD)
-    w.add_argument(
-        "--turns",
-        type=bounds.count(1, 10_000, "a turn count"),
-        default=1,
-        metavar="N",
-        help="conversations of N requests: turn k resends the whole conversation so far "
-        "(the model's answers included) plus a new user message (chat only; default 1)",
-    )
-    w.add_argument(
-        "--think-time",
-        type=Durations.parse,
-        default=NO_THINK,
-        metavar="D|LO-HI",
-        help="a user's pause between an answer and the next turn (default 0s)",
-    )
+    flags.add(w, flags.CONVERSATION)
     load = p.add_argument_group("load")
     if search:
-        _add_search_flags(load)
+        flags.add(load, flags.SEARCH)
+        load.set_defaults(concurrency=None, rate=None)
     else:
         load.add_argument(
             "--concurrency",
@@ -155,144 +89,25 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         )
     replay_flags.add_flags(p.add_argument_group("replay"))
     flags.add(p.add_argument_group("answers and cost"), flags.CHECKED)
-    load.add_argument("--arrival", choices=ARRIVALS, default="poisson")
-    load.add_argument(
-        "--gamma-shape",
-        type=bounds.real(0, 1000, "a gamma shape", zero_ok=False),
-        default=0.5,
-        help="burstiness of --arrival gamma (<1 burstier than poisson)",
-    )
+    flags.add(load, ("--arrival", "--gamma-shape"))
     load.add_argument(
         "--duration",
         type=bounds.duration(),
         help=f"measured time per target and level (default {DEFAULT_DURATION})",
     )
-    load.add_argument(
-        "--requests",
-        type=bounds.REQUESTS,
-        help="measured requests per target and level",
-    )
+    flags.add(load, ("--requests",))
     load.add_argument(
         "--warmup",
         type=bounds.duration(positive=False),
         help="excluded from results, per target; later blocks ramp up again over at most "
         f"this (default {DEFAULT_WARMUP:g}s; a replay: 0, the window's head is measured)",
     )
-    load.add_argument(
-        "--blocks",
-        type=bounds.count(1, 1000, "a block count"),
-        help="interleaved blocks per target (default 1, or 2 with several: A, B, A, B)",
-    )
-    load.add_argument(
-        "--workers",
-        type=bounds.count(1, 1024, "a worker count"),
-        default=1,
-        help="spread the load over N processes, one merged result",
-    )
-    load.add_argument(
-        "--shard",
-        type=_shard,
-        metavar="i/N",
-        help="run shard i of N (or N, index from $JOB_COMPLETION_INDEX); combine with `merge`",
-    )
-    load.add_argument(
-        "--sync-dir",
-        metavar="DIR",
-        help="shards wait for each other in DIR (a shared volume; fresh per run) and start "
-        "their load at the same moment (--workers does this on its own)",
-    )
-    load.add_argument(
-        "--sync-timeout",
-        type=bounds.duration(),
-        default=SYNC_TIMEOUT_S,
-        help="how long a shard waits for the others in --sync-dir "
-        f"(default {format_duration(SYNC_TIMEOUT_S)})",
-    )
+    flags.add(load, flags.SPREAD)
     flags.add(load, flags.REQUESTS)
     r = p.add_argument_group("results")
     flags.add(r, flags.RESULTS)
-    r.add_argument(
-        "--slice",
-        type=bounds.duration(),
-        metavar="DURATION",
-        help="summary.json gets each target's run in slices of this length (sent, finished, "
-        "backlog, output tok/s, TTFT/TPOT P50/P90), report.md its worst slice, a plot",
-    )
-    r.add_argument(
-        "--gpu-metrics",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="a DCGM exporter's /metrics to sample (repeatable)",
-    )
-    r.add_argument("--gpu-interval", type=bounds.duration(), default=1.0)
-    r.add_argument(
-        "--server-metrics",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="a Prometheus /metrics (vLLM's, the proxy's admin port) to sample when each "
-        "block's measured window opens and closes: where the time went (repeatable)",
-    )
-    r.add_argument(
-        "--weight-bytes",
-        type=bounds.size(1, 10**15, "a size"),
-        help="model weights, e.g. 140GB (for MBU)",
-    )
-    r.add_argument("--kv-bytes-per-token", type=bounds.size(0, 10**9, "a size"), default=0)
-    r.add_argument(
-        "--gpu-bandwidth",
-        type=bounds.size(1, 10**15, "a bandwidth"),
-        metavar="BYTES_PER_S",
-        help="peak memory bandwidth per GPU, e.g. 2039GB (for MBU)",
-    )
-    r.add_argument(
-        "--gpus",
-        type=bounds.count(1, 100_000, "a GPU count"),
-        default=1,
-        help="GPUs serving each target: MBU, the report's output tok/s per GPU, and the "
-        "cost with --gpu-hour-price (default 1)",
-    )
-    r.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="live progress line (default: when stderr is a terminal)",
-    )
+    flags.add(r, flags.READ_BESIDE)
     return p
-
-
-def _add_search_flags(group: argparse._ArgumentGroup) -> None:
-    group.add_argument(
-        "--by",
-        choices=("rate", "concurrency", "speed"),
-        default="rate",
-        help="search open-loop requests/s (default), closed-loop streams, or how much faster "
-        "than recorded a --replay's trace can go (speed)",
-    )
-    group.add_argument(
-        "--start",
-        type=bounds.real(0, 100_000, "a level", zero_ok=False),
-        default=1.0,
-        metavar="LEVEL",
-        help="the first level probed (default 1 req/s, or 1 stream)",
-    )
-    group.add_argument(
-        "--budget",
-        type=bounds.duration(),
-        default=SEARCH_BUDGET_S,
-        help="stop searching when the next probe would end past this "
-        f"(default {format_duration(SEARCH_BUDGET_S)})",
-    )
-    group.add_argument(
-        "--repeat",
-        type=bounds.count(0, 1000, "a repeat count"),
-        default=0,
-        metavar="N",
-        help="then re-run each final bracket's ends N times with new seeds and report the "
-        "spread of the capacity figure (outside --budget; default 0)",
-    )
-    group.set_defaults(concurrency=None, rate=None)
 
 
 def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:

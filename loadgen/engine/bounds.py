@@ -11,6 +11,7 @@ Locust engine, which reads text itself, catches it as a ValueError.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -92,3 +93,19 @@ RATE = real(0, 100_000, "a rate in requests/s", zero_ok=False)
 STREAMS = count(1, 100_000, "a number of streams")
 SEED = count(0, 2**63 - 1, "a seed")
 REQUESTS = count(1, 10**8, "a request count")
+
+
+def shard(text: str) -> tuple[int, int]:
+    """`i/N`, or `N` with the index from $JOB_COMPLETION_INDEX (a Kubernetes Indexed Job)."""
+    index, sep, count = text.partition("/")
+    if not sep:
+        index, count = os.environ.get("JOB_COMPLETION_INDEX", ""), text
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        raise BadValue(
+            f"not a shard: {text!r} (use i/N, or N with JOB_COMPLETION_INDEX set)"
+        ) from None
+    if not 0 <= i < n:
+        raise BadValue(f"shard index {i} is not in 0..{n - 1}")
+    return i, n

@@ -1,7 +1,9 @@
-"""The workload and result flags both engines take (loadgen's parser and the Locust engine's
-custom arguments), each defined once: its name, parser, default, and help that shows the
-default from its value. CHECKED are loadgen's alone: answers are scored and compared by its
-asyncio runner (engine/probes.py), which the Locust engine's gevent workers are not.
+"""A load run's flags, each defined once: its name, parser, default, and help that shows the
+default from its value. WORKLOAD, REQUESTS and RESULTS both engines take (loadgen's parser
+and the Locust engine's custom arguments); the other groups are loadgen's alone: CHECKED
+because answers are scored and compared by its asyncio runner (engine/probes.py), which the
+Locust engine's gevent workers are not. The few flags whose help names a run's defaults
+(loadgen/config.py: levels, duration, warm-up) stay in loadgen/cli.py, above this layer.
 
 The Locust engine keeps values as text (a master hands its custom arguments to its workers
 through msgpack, its web UI hands a form back as text); `read` parses either form.
@@ -18,8 +20,9 @@ from latency_proxy.measure.meter import STALL_THRESHOLD_S
 from latency_proxy.units import format_duration
 from loadgen.analysis.slo import default_slos
 from loadgen.engine import bounds
+from loadgen.engine.schedule import ARRIVALS
 from loadgen.engine.window import DRAIN_MIN_S
-from loadgen.engine.workload import Lengths
+from loadgen.engine.workload import NO_THINK, Durations, Lengths
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,11 @@ class Flag:
 
 def _lengths(value: Lengths) -> str:
     return str(value.low) if value.low == value.high else f"{value.low}-{value.high}"
+
+
+def _durations(value: Durations) -> str:
+    low, high = format_duration(value.low), format_duration(value.high)
+    return low if value.low == value.high else f"{low}-{high}"
 
 
 FLAGS = {
@@ -136,6 +144,88 @@ FLAGS = {
              "a link to a trace with {trace_id} in it (Grafana Explore, Tempo): report.md "
              "and report.html link the slowest requests to their traces",
              options={"metavar": "TEMPLATE"}),
+        # loadgen's own from here: what it targets, how a conversation goes on, how the load
+        # is spread, what it reads beside the run, and the capacity search's
+        Flag("--target",
+             "a base URL, proxy ($LATENCY_PROXY_URL or http://127.0.0.1:8080), direct "
+             "($VLLM_URL or http://127.0.0.1:8000) or a --targets-file name; repeat to "
+             "compare (default: proxy)",
+             options={"action": "append", "default": [], "metavar": "URL|NAME"}),
+        Flag("--targets-file", "named targets (see examples/)", options={"metavar": "FILE.toml"}),
+        Flag("--virtual-args",
+             "with --target virtual:PRESET (the simulator's virtual clock: predicted figures, "
+             'no load sent): vLLM engine flags applied to the preset, e.g. "--max-num-seqs 128"',
+             options={"default": "", "metavar": "FLAGS"}),
+        Flag("--virtual-replicas",
+             "with --target virtual:PRESET: replicas of it, each request sent to the "
+             "least-loaded",
+             bounds.count(1, 1000, "a replica count"), 1, options={"metavar": "N"}),
+        Flag("--model", "model to ask for (default: the target's, else /v1/models)"),
+        Flag("--embedded",
+             "start the simulator and the proxy on free loopback ports; proxy and "
+             "direct then name them, and --target proxy measures direct as well",
+             options={"action": "store_true"}),
+        Flag("--turns",
+             "conversations of N requests: turn k resends the whole conversation so far "
+             "(the model's answers included) plus a new user message (chat only)",
+             bounds.count(1, 10_000, "a turn count"), 1, options={"metavar": "N"}),
+        Flag("--think-time", "a user's pause between an answer and the next turn",
+             Durations.parse, NO_THINK, _durations, {"metavar": "D|LO-HI"}),
+        Flag("--arrival", "", options={"choices": ARRIVALS, "default": "poisson"}),
+        Flag("--gamma-shape", "burstiness of --arrival gamma (<1 burstier than poisson)",
+             bounds.real(0, 1000, "a gamma shape", zero_ok=False), 0.5, lambda v: f"{v:g}"),
+        Flag("--requests", "measured requests per target and level", bounds.REQUESTS),
+        Flag("--blocks",
+             "interleaved blocks per target (default 1, or 2 with several: A, B, A, B)",
+             bounds.count(1, 1000, "a block count")),
+        Flag("--workers", "spread the load over N processes, one merged result",
+             bounds.count(1, 1024, "a worker count"), 1),
+        Flag("--shard",
+             "run shard i of N (or N, index from $JOB_COMPLETION_INDEX); combine with `merge`",
+             bounds.shard, options={"metavar": "i/N"}),
+        Flag("--sync-dir",
+             "shards wait for each other in DIR (a shared volume; fresh per run) and start "
+             "their load at the same moment (--workers does this on its own)",
+             options={"metavar": "DIR"}),
+        Flag("--sync-timeout", "how long a shard waits for the others in --sync-dir",
+             bounds.duration(), 600.0, format_duration),
+        Flag("--slice",
+             "summary.json gets each target's run in slices of this length (sent, finished, "
+             "backlog, output tok/s, TTFT/TPOT P50/P90), report.md its worst slice, a plot",
+             bounds.duration(), options={"metavar": "DURATION"}),
+        Flag("--gpu-metrics", "a DCGM exporter's /metrics to sample (repeatable)",
+             options={"action": "append", "default": [], "metavar": "URL"}),
+        Flag("--gpu-interval", "how often --gpu-metrics are sampled",
+             bounds.duration(), 1.0, format_duration),
+        Flag("--server-metrics",
+             "a Prometheus /metrics (vLLM's, the proxy's admin port) to sample when each "
+             "block's measured window opens and closes: where the time went (repeatable)",
+             options={"action": "append", "default": [], "metavar": "URL"}),
+        Flag("--weight-bytes", "model weights, e.g. 140GB (for MBU)",
+             bounds.size(1, 10**15, "a size")),
+        Flag("--kv-bytes-per-token", "KV-cache bytes a token of context holds (for MBU)",
+             bounds.size(0, 10**9, "a size"), 0),
+        Flag("--gpu-bandwidth", "peak memory bandwidth per GPU, e.g. 2039GB (for MBU)",
+             bounds.size(1, 10**15, "a bandwidth"), options={"metavar": "BYTES_PER_S"}),
+        Flag("--gpus",
+             "GPUs serving each target: MBU, the report's output tok/s per GPU, and the "
+             "cost with --gpu-hour-price",
+             bounds.count(1, 100_000, "a GPU count"), 1),
+        Flag("--progress", "live progress line (default: when stderr is a terminal)",
+             options={"action": argparse.BooleanOptionalAction, "default": None}),
+        Flag("--by",
+             "search open-loop requests/s (default), closed-loop streams, or how much faster "
+             "than recorded a --replay's trace can go (speed)",
+             options={"choices": ("rate", "concurrency", "speed"), "default": "rate"}),
+        Flag("--start", "the first level probed",
+             bounds.real(0, 100_000, "a level", zero_ok=False), 1.0,
+             lambda v: f"{v:g} req/s, or {v:g} stream", {"metavar": "LEVEL"}),
+        Flag("--budget", "stop searching when the next probe would end past this",
+             bounds.duration(), 900.0, format_duration),
+        Flag("--repeat",
+             "then re-run each final bracket's ends N times with new seeds and report the "
+             "spread of the capacity figure (outside --budget)",
+             bounds.count(0, 1000, "a repeat count"), 0, options={"metavar": "N"}),
     )
 }  # fmt: skip
 
@@ -144,6 +234,13 @@ WORKLOAD = ("--endpoint", "--input-tokens", "--output-tokens", "--ignore-eos", "
 REQUESTS = ("--timeout", "--drain", "--stall-threshold", "--seed")
 RESULTS = ("--out", "--slo", "--trace-url", "--max-send-lag", "--max-loop-lag")
 CHECKED = ("--eval", "--eval-fraction", "--consistency", "--content-capture", "--gpu-hour-price")
+TARGETS = ("--target", "--targets-file", "--virtual-args", "--virtual-replicas", "--model",
+           "--embedded")  # fmt: skip
+CONVERSATION = ("--turns", "--think-time")
+SPREAD = ("--blocks", "--workers", "--shard", "--sync-dir", "--sync-timeout")
+READ_BESIDE = ("--slice", "--gpu-metrics", "--gpu-interval", "--server-metrics", "--weight-bytes",
+               "--kv-bytes-per-token", "--gpu-bandwidth", "--gpus", "--progress")  # fmt: skip
+SEARCH = ("--by", "--start", "--budget", "--repeat")
 
 
 def add(group: argparse._ArgumentGroup, names: Iterable[str], *, text: bool = False) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from loadgen import rundir
-from loadgen.cli import _shard, main
+from loadgen.cli import main
+from loadgen.engine.bounds import shard
 from loadgen.engine.workload import WORDS
 from tests.support import ROOT
 from tests.support.scripted_upstream import control, running
@@ -131,8 +132,8 @@ def test_shards_merge_exactly(upstream: str, tmp_path: Path, monkeypatch) -> Non
     assert summary["targets"][name]["requests"]["ok"] == 9
     assert summary["targets"][name]["metrics"]["ttft_s"]["count"] == 9
     monkeypatch.setenv("JOB_COMPLETION_INDEX", "3")
-    assert _shard("4") == (3, 4)
-    assert _shard("1/2") == (1, 2)
+    assert shard("4") == (3, 4)
+    assert shard("1/2") == (1, 2)
 
 
 def test_workers_run_as_processes_with_one_result(upstream: str, tmp_path: Path) -> None:
