@@ -26,6 +26,22 @@ pytestmark = [
 ]
 WORKLOAD = ["--input-tokens", "64", "--output-tokens", "8", "--warmup", "0.3s", "--no-progress"]
 TRACE = "http://127.0.0.1:3000/explore?trace={trace_id}"
+# the sections of each kind of page, in the order a reader meets them
+SWEEP_SECTIONS = [
+    "verdict",
+    "comparison",
+    "figures",
+    "sweep",
+    "figure-latency_cdf",
+    "figure-timeline",
+    "figure-throughput_latency",
+    "figure-pareto",
+    "figure-time_split",
+    "slowest",
+    "environment",
+]
+COMPARISON_SECTIONS = ["verdict", "comparison", "figure-latency_cdf", "environment"]
+CAPACITY_SECTIONS = ["verdict", "probes", "figure-capacity", "figure-pareto", "environment"]
 
 
 @pytest.fixture(scope="module")
@@ -82,19 +98,7 @@ def tips_of(page: Page, chart: str) -> list[str]:
 
 def test_a_sweeps_page(browser: Browser, sweep: Path, request: pytest.FixtureRequest) -> None:
     page = opened(browser, sweep / "report.html", request, "run")
-    assert sections(page) == [
-        "verdict",
-        "comparison",
-        "figures",
-        "sweep",
-        "figure-latency_cdf",
-        "figure-timeline",
-        "figure-throughput_latency",
-        "figure-pareto",
-        "figure-time_split",
-        "slowest",
-        "environment",
-    ]
+    assert sections(page) == SWEEP_SECTIONS
     summary = rundir.read_summary(sweep)
     block = summary["targets"]["proxy"]["metrics"]["ttft_s"]
     tip = page.hover('#chart-cdf-ttft .mark[data-tip^="proxy TTFT P50"]')
@@ -129,7 +133,7 @@ def test_a_comparisons_page(
     out = tmp_path / "comparison.md"
     assert main(["compare", str(sweep), "--out", str(out)]) == 0
     page = opened(browser, out.with_suffix(".html"), request, "compare")
-    assert sections(page) == ["verdict", "comparison", "figure-latency_cdf", "environment"]
+    assert sections(page) == COMPARISON_SECTIONS
     said = page.evaluate("document.querySelector('#verdict .verdict').innerText")
     for line in out.read_text().splitlines():
         if "meet" in line and line.startswith("- "):
@@ -140,13 +144,7 @@ def test_a_capacity_searchs_page(
     browser: Browser, capacity: Path, request: pytest.FixtureRequest
 ) -> None:
     page = opened(browser, capacity / "report.html", request, "capacity")
-    assert sections(page) == [
-        "verdict",
-        "probes",
-        "figure-capacity",
-        "figure-pareto",
-        "environment",
-    ]
+    assert sections(page) == CAPACITY_SECTIONS
     result = json.loads((capacity / "capacity.json").read_text())
     ((name, t),) = result["targets"].items()
     said = page.evaluate("document.querySelector('#verdict .verdict').innerText")
