@@ -1,5 +1,5 @@
 """Shared fixtures: a scripted upstream (loadgen.sim), a real OTLP receiver, proxies as real
-processes.
+processes, a headless chromium for the pages.
 
 Helpers that tests import live in tests/support; this file holds fixtures only.
 """
@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.browser import Browser
 from tests.support.otlp_receiver import OTLPReceiver
 from tests.support.proxy import ProxyProcess, proxy_env
 from tests.support.scripted_upstream import Upstream, serve
@@ -73,3 +74,11 @@ def start_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
 def proxy(start_proxy, upstream: Upstream, otlp: OTLPReceiver) -> ProxyProcess:
     """The shared proxy: default route to the scripted upstream, OTLP to the receiver."""
     return start_proxy("--upstream", upstream.url, env=proxy_env(otlp))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's chromium, headless: one per test module that reads pages, so no module's
+    tabs weigh on another's."""
+    with Browser() as b:
+        yield b

@@ -174,17 +174,18 @@ def test_compare_finds_locust_and_loadgen_alike(runs: Runs, capsys: pytest.Captu
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
-def test_a_locust_runs_page_opens_offline(runs: Runs, request: pytest.FixtureRequest) -> None:
+def test_a_locust_runs_page_opens_offline(
+    runs: Runs, browser: Browser, request: pytest.FixtureRequest
+) -> None:
     """report.html, written by the same code as loadgen's, in chromium with the network off."""
     keep = request.config.getoption("--screenshot")
-    with Browser() as browser:
-        shot = Path(keep) / "locust.png" if keep else None
-        page = open_offline(browser, runs.locust / "report.html", shot)
-        assert sections(page)[:3] == ["verdict", "figures", "figure-latency_cdf"]
-        block = rundir.read_summary(runs.locust)["targets"]
-        ((name, t),) = block.items()
-        tip = page.hover(f'#chart-cdf-e2e .mark[data-tip^="{name} E2E P50"]')
-        assert tip is not None and f" {t['metrics']['e2e_s']['p50'] * 1e3:.1f} [" in tip
+    shot = Path(keep) / "locust.png" if keep else None
+    page = open_offline(browser, runs.locust / "report.html", shot)
+    assert sections(page)[:3] == ["verdict", "figures", "figure-latency_cdf"]
+    block = rundir.read_summary(runs.locust)["targets"]
+    ((name, t),) = block.items()
+    tip = page.hover(f'#chart-cdf-e2e .mark[data-tip^="{name} E2E P50"]')
+    assert tip is not None and f" {t['metrics']['e2e_s']['p50'] * 1e3:.1f} [" in tip
 
 
 def test_locust_csv_shows_the_ttft_median_of_summary_json(runs: Runs):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 
@@ -42,12 +41,6 @@ SWEEP_SECTIONS = [
 ]
 COMPARISON_SECTIONS = ["verdict", "comparison", "figure-latency_cdf", "environment"]
 CAPACITY_SECTIONS = ["verdict", "probes", "figure-capacity", "figure-pareto", "environment"]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with Browser() as b:
-        yield b
 
 
 @pytest.fixture(scope="module")
