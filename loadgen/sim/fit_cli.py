@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -86,12 +88,21 @@ def main(argv: list[str]) -> None:
             "give the deployment's --max-model-len in --virtual-args"
         )
     report = twin_fit.calibrate(base, captured, args.holdout, args.replicas)
-    fitted = with_terms(base, report.values)
+    fitted = replace(with_terms(base, report.values), fit=_held_out(report))
     out = Path(args.out)
     summary = _summary(args, base, captured, report)
     out.write_text(presets.dump(fitted))
     (out.parent / "fit.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(_printed(summary, out))
+
+
+def _held_out(report: twin_fit.Report) -> dict[str, float] | None:
+    """The preset's [fit] table: its held-out errors, carried with the file; None when
+    nothing was held out to check."""
+    error = report.held_out_error()
+    if not math.isfinite(error):
+        return None
+    return {"error": error} | {key: row["error"] for key, row in report.held_out.items()}
 
 
 def _base(args: argparse.Namespace) -> Preset:

@@ -7,11 +7,17 @@ simulator warns at start and the docs' preset table marks it) and four tables â€
 model.Hardware, model.Efficiency and scheduler.EngineConfig. Durations
 take units ("12us", "1.5ms"), GPU memory takes a size ("80GiB"). Unknown keys are errors,
 so a typo in a copied file does not silently fall back to a default.
+
+A fitted preset (`python -m loadgen.sim fit`) also has a [fit] table: the signed held-out
+prediction error of each figure it checked (HELD_OUT: "ttft_p90 = 0.07" is 7% over) and
+their mean absolute, `error`. It travels with the file, so a prediction made from it can
+say how far to trust it wherever the file is copied; a bundled preset has none.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from dataclasses import dataclass, fields
 from importlib import resources
@@ -30,6 +36,7 @@ _DURATIONS = {
     "frontend_token",
 }
 _SIZES = {"gpu_memory"}
+HELD_OUT = ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90")  # a fit's checked figures
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +48,7 @@ class Preset:
     perf: PerfModel
     engine: EngineConfig
     uncalibrated: str = ""  # why no measurement backs it; empty: calibrated or derived
+    fit: dict[str, float] | None = None  # a fitted preset's held-out errors ([fit])
 
     @property
     def max_model_len(self) -> int:
@@ -121,6 +129,9 @@ def dump(preset: Preset) -> str:
                 lines.append(f"{f.name} = {int(value)}")
             else:
                 lines.append(f"{f.name} = {_toml(value)}")
+    if preset.fit is not None:
+        lines.append("\n[fit]")
+        lines += [f"{key} = {value!r}" for key, value in preset.fit.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -136,6 +147,7 @@ def parse(name: str, data: dict[str, Any]) -> Preset:
     """A validated preset from a parsed TOML document."""
     data = dict(data)
     tables = {key: data.pop(key, {}) for key in ("model", "hardware", "efficiency", "engine")}
+    fit = _fit(name, data.pop("fit")) if "fit" in data else None
     top = _take(
         Preset, data, ("description", "served_model_name", "mean_output_tokens", "uncalibrated")
     )
@@ -148,13 +160,28 @@ def parse(name: str, data: dict[str, Any]) -> Preset:
         _build(Hardware, tables["hardware"]),
         _build(Efficiency, tables["efficiency"]),
     )
-    preset = Preset(name=name, perf=perf, engine=_build(EngineConfig, tables["engine"]), **top)
+    engine = _build(EngineConfig, tables["engine"])
+    preset = Preset(name=name, perf=perf, engine=engine, fit=fit, **top)
     if preset.kv_capacity_tokens < preset.max_model_len:
         raise ValueError(
             f"preset {name}: KV cache holds {preset.kv_capacity_tokens} tokens, "
             f"less than max_model_len {preset.max_model_len}"
         )
     return preset
+
+
+def _fit(name: str, table: Any) -> dict[str, float]:
+    """A [fit] table: known figures, each a finite number."""
+    allowed = ("error", *HELD_OUT)
+    if not isinstance(table, dict) or "error" not in table or set(table) - set(allowed):
+        raise ValueError(f"preset {name}: [fit] takes error and {', '.join(HELD_OUT)}")
+    out = {}
+    for key, value in table.items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value):
+            raise ValueError(f"preset {name}: [fit] {key} = {value!r} is not a finite number")
+        out[key] = float(value)
+    return out
 
 
 def _build(cls: type, table: dict[str, Any]) -> Any:

@@ -147,6 +147,8 @@ def test_the_fit_recovers_the_terms_that_made_the_capture(tmp_path: Path) -> Non
     assert all(abs(row["error"]) < 0.1 for row in report["held_out"].values())
     fitted = presets.load_file(tmp_path / "fitted.toml")
     assert fitted.perf.efficiency.mbu == pytest.approx(0.5, rel=0.05)
+    held_out = {key: row["error"] for key, row in report["held_out"].items()}
+    assert fitted.fit == pytest.approx({"error": report["held_out_error"], **held_out})
     assert tomllib.loads((tmp_path / "fitted.toml").read_text())["model"]["layers"] == 80
 
 
