@@ -17,6 +17,7 @@ import secrets
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from loadgen.analysis import evals
 from loadgen.analysis.records import Record, RunData
 from loadgen.analysis.summary import summarize_run
 from loadgen.config import RunConfig
-from loadgen.engine import client, virtual, virtual_requests
+from loadgen.engine import client, virtual, virtual_requests, virtual_settle
 from loadgen.engine.dataset import load_dataset
 from loadgen.engine.interrupt import default_signal_handlers, stop_on_signal
 from loadgen.engine.probes import Probes
@@ -129,7 +130,6 @@ def predicted(
         "--workers": config.workers > 1,
         "--embedded": config.embedded,
         "--blocks": (config.blocks or 1) > 1,
-        "capacity": config.settle is not None,
     }
     if asked := [name for name, given in refused.items() if given]:
         raise ValueError(f"a virtual: target does not take {', '.join(asked)}")
@@ -161,24 +161,29 @@ def predicted(
     interval = virtual.stream_interval(config.virtual_args)
     start = time.time()
     for level in config.levels:
-        planned = replayed
-        if planned is None:
-            planned = virtual.plan(
-                model,
-                window,
-                level,
-                config.sweep,
-                prompts,
-                config.arrival,
-                config.gamma_shape,
-                config.summary.seed,
-                config.virtual_replicas,
+        plan = partial(
+            virtual.plan,
+            model,
+            level=level,
+            sweep=config.sweep,
+            prompts=prompts,
+            arrival=config.arrival,
+            gamma_shape=config.gamma_shape,
+            seed=config.summary.seed,
+            replicas=config.virtual_replicas,
+        )
+        planned, at, settling = replayed, window, None
+        if planned is None and config.settle is not None:  # a capacity probe: it settles
+            planned, at, settling = virtual_settle.plan(
+                plan, model, config.settle, window, config.summary.seed, config.virtual_replicas
             )
+        if planned is None:
+            planned = plan(window)
         records, phase, counts = virtual.run_block(
             model,
             name,
             planned,
-            window=window,
+            window=at,
             level=level,
             seed=config.summary.seed,
             replicas=config.virtual_replicas,
@@ -188,6 +193,8 @@ def predicted(
             stream_interval=interval,
             stall_s=config.stall_threshold_s,
         )
+        if settling is not None:
+            phase = virtual_settle.marked(phase, settling)
         data.records += records
         data.phases.append(phase)
         served.append(counts)
@@ -201,6 +208,8 @@ def predicted(
             "args": config.virtual_args,
             "replicas": config.virtual_replicas,
             "requests_per_replica": served,
+            "bundled": virtual.bundled(spec),
+            "fit": model.fit,  # a fitted preset's held-out errors
         },
     }
     return data

@@ -6,6 +6,11 @@ dictionary in, one sentence out, for every axis alike.
 before TTFT P90 passes 800 ms (1.24 s at 1.8x); qwen-72b holds 0.4x of this traffic before
 TPOT P90 passes 50 ms (61 ms at 0.45x): it needs at least 3 replicas like this one."
 
+A virtual: target's clause names its twin ("one replica of virtual:fitted with --max-num-seqs
+128") and says that its figure is predicted, and how far to trust it: the held-out error
+its fitted preset carries (of the binding SLO's figure when the fit checked it, else the
+mean of TTFT and TPOT P50/P90), or that a bundled preset was fitted to no server.
+
 What binds is what failed at the lowest failing probe (capacity.json's `binding` and
 `binding_slo`). Replicas are ceil(1 / capacity), a lower bound: it assumes round-robin
 replicas each take an even share and scale perfectly, which they do not quite.
@@ -78,9 +83,51 @@ def binds(t: Mapping[str, Any], axis: Axis) -> str:
     return ""
 
 
+def _called(name: str, twin: Mapping[str, Any] | None) -> str:
+    """A target as the sentence names it: a virtual one with its replicas and what-if flags."""
+    if not twin:
+        return name
+    replicas = twin["replicas"]
+    said = f"{'one replica' if replicas == 1 else f'{replicas} replicas'} of {name}"
+    return said + (f" with {twin['args']}" if twin.get("args") else "")
+
+
+def _share(error: float) -> str:
+    """0.071 -> "7.1%", 0.12 -> "12%", 0.0004 -> "under 0.1%": two significant digits."""
+    return "under 0.1%" if abs(error) < 0.001 else f"{abs(error) * 100:.2g}%"
+
+
+def trust(t: Mapping[str, Any]) -> str:
+    """How a virtual: target's figure was predicted and how far to trust it; "" for a server."""
+    twin = t.get("predicted")
+    if not twin:
+        return ""
+    if twin["bundled"]:
+        return "predicted from a bundled preset; not fitted to your server"
+    fit = twin.get("fit")
+    if not fit:
+        return "predicted from a preset file that records no held-out error"
+    slo = t.get("binding_slo")
+    key = f"{slo['metric']}_{slo['percentile']}" if slo else None
+    if key in fit:
+        said = f"held-out error {_share(fit[key])} on {named(slo['metric'], slo['percentile'])}"
+    else:
+        said = f"held-out error {_share(fit['error'])}"
+    if twin.get("args"):
+        said += f", fitted without {twin['args']}"
+    return f"predicted; {said}"
+
+
 def clause(name: str, t: Mapping[str, Any], axis: Axis, precision: float, first: bool) -> str:
     """One target's part of the sentence: how much holds, what breaks first above it, how
-    many replicas a share under the whole traffic calls for, and how sure the figure is."""
+    many replicas a share under the whole traffic calls for, how sure the figure is, and
+    whether it was predicted."""
+    said = _measured(_called(name, t.get("predicted")), t, axis, precision, first)
+    predicted = trust(t)
+    return f"{said} ({predicted})" if predicted else said
+
+
+def _measured(name: str, t: Mapping[str, Any], axis: Axis, precision: float, first: bool) -> str:
     level, upper = t["capacity"], _upper(t)
     if level is None:
         said = f"{name} meets them at no level tried"

@@ -12,6 +12,11 @@ Targets take turns level by level
 when every bracket is narrow enough, when the next probe would not fit in the budget, or at
 Ctrl-C; `--repeat N` then re-runs each bracket's ends with new seeds. Whatever was found is
 written either way (report.py).
+
+A search of virtual: targets runs every probe on the simulator's virtual clock (run.measure
+predicts it; engine/virtual_settle.py settles its warm-up), with VIRTUAL_REQUESTS times the
+requests; its targets are all virtual (checked before any probe), and what predicted each
+one is kept for capacity.json and the sentence (advice.py).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import PRECISION, Search, probe_requests
 from loadgen.capacity.verdict import FAILS, UNDECIDED, verdict
 from loadgen.config import RunConfig
-from loadgen.engine.targets import load_file, resolve
+from loadgen.engine import virtual
+from loadgen.engine.targets import VIRTUAL, load_file, resolve
 from loadgen.reports import capacity as capacity_report
 from loadgen.stack import embedded
 
@@ -70,10 +76,11 @@ def main(config: RunConfig, capacity: CapacityConfig) -> int:
 
 def search(config: RunConfig, capacity: CapacityConfig) -> dict[str, Any]:
     """The whole search, the embedded stack started first (and stopped last) when asked for."""
+    predicted = _virtual(config)
     if capacity.by == "speed":
         n = _window_requests(config, capacity.start)
     else:
-        n = probe_requests(config.summary.slos, capacity.probe_requests)
+        n = probe_requests(config.summary.slos, capacity.probe_requests, predicted)
     if not config.embedded:
         return _search(config, capacity, n)
     with embedded.stack(config.out / "embedded") as stack:
@@ -93,6 +100,7 @@ class _Prober:
     number: int = 0
     probes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     wall: dict[str, float] = field(default_factory=dict)  # spec -> its last probe's seconds
+    predicted: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> its twin
 
     def judge(self, spec: str, level: float, search: Search) -> None:
         """Probe the level, extended while undecided (up to the cap); record its outcome
@@ -130,6 +138,9 @@ class _Prober:
         summary = run.measure(probe_config)
         self.wall[spec] = (time.monotonic() - started) / scale
         probe = _probe(level, self.number, summary["targets"][name], summary, self.config)
+        if "virtual" in summary:  # the twin that predicted it, without its per-run counts
+            twin = {k: v for k, v in summary["virtual"].items() if k != "requests_per_replica"}
+            self.predicted[name] = twin
         probe.update(
             run_dir=probe_config.out.name,
             seed=probe_config.summary.seed,
@@ -249,9 +260,31 @@ def _window_requests(config: RunConfig, start: float) -> int:
     raise ValueError(f"{said}: --duration {duration:g}s would give them")
 
 
+def _virtual(config: RunConfig) -> bool:
+    """Whether the search runs on the simulator's virtual clock (every target virtual:),
+    each target's preset and --virtual-args checked before any probe."""
+    found = [virtual.is_virtual(spec) for spec in config.targets]
+    if not any(found):
+        return False
+    if not all(found):
+        raise ValueError("--target: virtual: targets are searched alone, not beside servers")
+    if config.embedded:
+        raise ValueError("--embedded starts servers; a virtual: target needs none")
+    for spec in config.targets:  # a virtual run of no level: what it refuses, said now
+        run.predicted(replace(config, targets=(spec,), levels=(), replay=None), None)
+    return True
+
+
+def _name(spec: str, config: RunConfig, file_targets: dict[str, dict] | None) -> str:
+    """The target's name in the probes' summaries."""
+    if virtual.is_virtual(spec):
+        return f"{VIRTUAL}{virtual.preset(spec, config.virtual_args).name}"
+    return resolve(spec, file_targets, overrides=config.overrides).name
+
+
 def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[str, Any]:
     file_targets = load_file(config.targets_file) if config.targets_file else None
-    names = {s: resolve(s, file_targets, overrides=config.overrides).name for s in config.targets}
+    names = {s: _name(s, config, file_targets) for s in config.targets}
     axis = AXES[capacity.by]
     searches = {spec: Search(axis, capacity.start) for spec in config.targets}
     prober = _Prober(config, capacity, axis, requests, names)
@@ -289,6 +322,7 @@ def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[
         prober.elapsed,
         stopped,
         {names[spec]: (searches[spec], prober.probes.get(spec, [])) for spec in config.targets},
+        prober.predicted,
     )
 
 

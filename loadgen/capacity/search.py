@@ -19,6 +19,10 @@ from loadgen.capacity.verdict import FAILS, MEETS, UNDECIDED
 
 PRECISION = 0.05  # a bracket this narrow (relative to its lower end) ends the search
 MIN_PROBE = 30  # requests: fewer cannot show a trend of TTFT (steady state)
+# a virtual: target's probe measures this many times the requests a server's would: on the
+# virtual clock they cost CPU milliseconds, and more of them decide a level near the knee
+# at once, where a server's probe would be run again
+VIRTUAL_REQUESTS = 4
 
 
 def bounded_samples(p: float) -> int:
@@ -30,16 +34,19 @@ def bounded_samples(p: float) -> int:
     return n
 
 
-def probe_requests(slos: Slos, asked: int | None) -> int:
+def probe_requests(slos: Slos, asked: int | None, predicted: bool = False) -> int:
     """Requests per probe: what the judged percentiles need, or `asked` if it is enough.
 
-    By default, enough that every judged percentile is bounded from both sides at 95%;
+    By default, enough that every judged percentile is bounded from both sides at 95%
+    (`predicted`, on the virtual clock: VIRTUAL_REQUESTS times that);
     `asked` may be fewer, but never fewer than the percentile needs to exist at all (P99
     needs 100): a P99 of 50 requests would be their maximum, not a P99.
     """
     ps = [stats.PERCENTILES[slos.percentile(m)] for m in slos.limits]
     if asked is None:
-        return max([MIN_PROBE, *(bounded_samples(p) for p in ps)])
+        return max([MIN_PROBE, *(bounded_samples(p) for p in ps)]) * (
+            VIRTUAL_REQUESTS if predicted else 1
+        )
     for metric in slos.limits:
         pct = slos.percentile(metric)
         need = stats.min_samples(stats.PERCENTILES[pct])

@@ -84,5 +84,7 @@ def resolve(
     if "://" in spec:
         return Target(name_of(spec), _base(spec))
     if spec.startswith(VIRTUAL):
-        raise ValueError(f"--target {spec}: a virtual target runs in python -m loadgen only")
+        raise ValueError(
+            f"--target {spec}: a virtual target runs in python -m loadgen (and its capacity) only"
+        )
     raise ValueError(f"unknown target {spec!r}: give a URL, proxy, direct or a targets-file name")

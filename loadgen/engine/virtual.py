@@ -34,11 +34,17 @@ def is_virtual(spec: str) -> bool:
     return spec.startswith(VIRTUAL)
 
 
+def bundled(spec: str) -> bool:
+    """`virtual:NAME` names a bundled preset; `virtual:FILE.toml` a file (a fitted one, say)."""
+    name = spec.removeprefix(VIRTUAL)
+    return not (name.endswith(".toml") or "/" in name)
+
+
 def preset(spec: str, virtual_args: str = "") -> Preset:
     """The preset a `virtual:NAME` or `virtual:FILE.toml` names, with --virtual-args (vLLM's
     flags, as `python -m loadgen.sim` takes them) applied. ValueError naming what is wrong."""
     name = spec.removeprefix(VIRTUAL)
-    if name.endswith(".toml") or "/" in name:
+    if not bundled(spec):
         if not Path(name).is_file():
             raise ValueError(f"--target {spec}: no such preset file")
         try:

@@ -16,7 +16,7 @@ from typing import Any
 from loadgen.analysis.slo import LABELS, METRICS, Slos, named, percentile_label
 from loadgen.capacity.advice import sentence, slos_of
 from loadgen.capacity.axis import AXES, Axis
-from loadgen.capacity.search import Search, crossing
+from loadgen.capacity.search import VIRTUAL_REQUESTS, Search, crossing
 from loadgen.config import RunConfig
 from loadgen.reports.charts import capacity as capacity_charts
 from loadgen.reports.charts import png
@@ -85,8 +85,11 @@ def result(
     elapsed_s: float,
     stopped: str,
     targets: Mapping[str, tuple[Search, list[dict[str, Any]]]],
+    predicted: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """capacity.json."""
+    """capacity.json; `predicted`: per virtual: target, the twin its probes ran on (a run's
+    summary.json `virtual`)."""
+    predicted = predicted or {}
     slos = config.summary.slos
     slo = {m: {"limit_s": v, "percentile": slos.percentile(m)} for m, v in slos.limits.items()}
     out: dict[str, Any] = {}
@@ -115,6 +118,7 @@ def result(
             "reason": reason,
             "repeat": _repeats(probes, search) if capacity.repeat else None,
             "probes": sorted(probes, key=lambda p: p["number"]),
+            "predicted": predicted.get(name),
         }
         for block in ("cost", "energy"):  # at the capacity: absent without a price or power
             if knee is not None and block in knee:
@@ -133,6 +137,7 @@ def result(
         "gpus": config.summary.gpus,
         "elapsed_s": elapsed_s,
         "stopped": stopped,
+        "predicted": bool(predicted),
         "targets": out,
     }
 
@@ -195,11 +200,19 @@ def _rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
+PREDICTED = (
+    "Predicted: every probe ran on the simulator's virtual clock (virtual: targets), not on "
+    "a server; no request was sent."
+)
+
+
 def console(result: Mapping[str, Any]) -> str:
     rows = _rows(result)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     text = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     text.insert(1, "  ".join("-" * w for w in widths))
+    if result.get("predicted"):
+        text.insert(0, PREDICTED)
     text.append(f"stopped: {STOPPED[result['stopped']]}, after {result['elapsed_s']:.0f} s")
     text.append(sentence(result))
     for name, t in result["targets"].items():
@@ -220,6 +233,7 @@ def markdown(result: Mapping[str, Any], plots: Sequence[str] = (PLOT,)) -> str:
         result["command"],
         "```",
         "",
+        *([f"**{PREDICTED.replace(':', '**:', 1)}", ""] if result.get("predicted") else []),
         f"- SLOs: {slos.describe()}. A probe *meets* them when every SLO's 95% interval "
         "lies under its limit and the level is steady; it *fails* when any interval lies "
         "above its limit, the level saturated or more than 1% of its requests failed; "
@@ -231,8 +245,8 @@ def markdown(result: Mapping[str, Any], plots: Sequence[str] = (PLOT,)) -> str:
         f"- Each probe warmed up for at least {result['warmup_s']:g} s and then until the "
         f"in-flight count stopped growing (at most {result['settle_max_s']:g} s), then "
         f"measured at least {result['window_e2es']:g} typical request durations and "
-        f"{result['probe_requests']} requests per target (the fewest that bound {judged} "
-        "from both sides at 95%, or as asked with --requests), each with its own arrival seed.",
+        f"{result['probe_requests']} requests per target ({_how_many(result, judged)}), "
+        "each with its own arrival seed.",
         f"- Search by {by}: bracket (doubling or halving), then bisect to within "
         f"{result['precision']:.0%}; targets take turns level by level. Stopped: "
         f"{STOPPED[result['stopped']]}, after {result['elapsed_s']:.0f} s "
@@ -254,6 +268,16 @@ def markdown(result: Mapping[str, Any], plots: Sequence[str] = (PLOT,)) -> str:
             lines += [f"No capacity: {t['reason']}.", ""]
     lines += [*(f"![{p}]({p})" for p in plots), "", "## Conclusion", "", sentence(result)]
     return "\n".join(lines) + "\n"
+
+
+def _how_many(result: Mapping[str, Any], judged: str) -> str:
+    """Why a probe measures that many requests, in words."""
+    if result["by"] == "speed":
+        return "the trace window's, or as asked with --requests"
+    fewest = f"the fewest that bound {judged} from both sides at 95%"
+    if result.get("predicted"):
+        fewest = f"{VIRTUAL_REQUESTS} times {fewest}, cheap on the virtual clock"
+    return fewest + ", or as asked with --requests"
 
 
 def _verdict_cell(p: Mapping[str, Any]) -> str:
@@ -335,8 +359,9 @@ def write(out: Path, result: Mapping[str, Any]) -> None:
 
 
 def conclusion(result: Mapping[str, Any]) -> list[str]:
-    """The closing sentence, then per target why it has no capacity."""
-    lines = [sentence(result)]
+    """The closing sentence (after what predicted it, for virtual: targets), then per target
+    why it has no capacity."""
+    lines = [*([PREDICTED] if result.get("predicted") else []), sentence(result)]
     for name, t in result["targets"].items():
         if t["reason"]:
             lines.append(f"No capacity for {name}: {t['reason']}.")

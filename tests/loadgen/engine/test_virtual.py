@@ -111,12 +111,3 @@ def test_a_replay_keeps_the_traces_arrivals_at_its_speed(tmp_path: Path):
     assert np.diff([r["intended_at"] for r in replayed]) == pytest.approx(gaps / 2, abs=1e-5)
     meta = json.loads((tmp_path / "replay" / "run.json").read_text())["meta"]
     assert meta["virtual"] is True and meta["replay"]["speed"] == 2
-
-
-def test_capacity_refuses_a_virtual_target_in_one_line(tmp_path: Path, capsys):
-    out = tmp_path / "search"
-    code = main(["capacity", "--target", TARGET, "--slo", "ttft=800ms@p90", "--out", str(out)])
-    assert code == 2
-    (line,) = capsys.readouterr().err.strip().splitlines()
-    assert TARGET in line and "python -m loadgen only" in line
-    assert not out.exists()
