@@ -210,6 +210,7 @@ def predicted(
             "requests_per_replica": served,
             "bundled": virtual.bundled(spec),
             "fit": model.fit,  # a fitted preset's held-out errors
+            "uncalibrated": model.uncalibrated or None,  # why no measurement backs it
         },
     }
     return data

@@ -103,7 +103,8 @@ def trust(t: Mapping[str, Any]) -> str:
     if not twin:
         return ""
     if twin["bundled"]:
-        return "predicted from a bundled preset; not fitted to your server"
+        kind = "an uncalibrated" if twin.get("uncalibrated") else "a"
+        return f"predicted from {kind} bundled preset; not fitted to your server"
     fit = twin.get("fit")
     if not fit:
         return "predicted from a preset file that records no held-out error"

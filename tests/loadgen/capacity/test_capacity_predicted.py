@@ -66,6 +66,12 @@ def test_a_bundled_preset_says_it_was_not_fitted() -> None:
     assert "held-out" not in text
 
 
+def test_an_uncalibrated_bundled_preset_says_so() -> None:
+    text = said("virtual:ascend", entry(twin(bundled=True, fit=None, uncalibrated="datasheet")))
+    assert text.endswith("(predicted from an uncalibrated bundled preset; not fitted to your "
+                         "server).")  # fmt: skip
+
+
 def test_a_preset_file_without_a_fit_says_so() -> None:
     text = said("virtual:mine", entry(twin(fit=None)))
     assert text.endswith("(predicted from a preset file that records no held-out error).")
