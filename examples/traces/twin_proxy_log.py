@@ -19,9 +19,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-import orjson
-
-from loadgen.sim import fit, presets, twin
+from loadgen.sim import capture, fit, presets, twin
 
 EPOCH = 1_700_157_600.0  # the trace's first second on the log's clock (any will do)
 
@@ -37,27 +35,6 @@ def requests(path: Path, limit: int) -> list[twin.Request]:
         prompt = min(int(row["ContextTokens"]), limit - output)
         out.append(twin.Request(stamp - stamps[0], prompt, output))
     return out
-
-
-def line(request: twin.Request, timing: twin.Timing, model: str) -> bytes:
-    return orjson.dumps(
-        {
-            "level": "info",
-            "logger": "latency_proxy.access",
-            "msg": "request",
-            "arrived_at": round(EPOCH + request.arrival, 6),
-            "model": model,
-            "operation": "chat",
-            "stream": True,
-            "status": 200,
-            "outcome": "ok",
-            "input_tokens": request.prompt_tokens,
-            "output_tokens": request.output_tokens,
-            "cached_tokens": timing.cached_tokens,
-            "ttft_s": round(timing.ttft, 6),
-            "tpot_s": None if timing.tpot is None else round(timing.tpot, 6),
-        }
-    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     served = requests(args.trace, base.max_model_len)
     timings = twin.run(hidden, served).timings
     for request, timing in zip(served, timings, strict=True):
-        sys.stdout.buffer.write(line(request, timing, base.served_model_name) + b"\n")
+        line = capture.log_line(request, timing, model=base.served_model_name, epoch=EPOCH)
+        sys.stdout.buffer.write(line + b"\n")
     return 0
 
 

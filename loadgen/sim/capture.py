@@ -15,13 +15,44 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
 
 from loadgen.jsonl import strict_objects
+
+if TYPE_CHECKING:
+    from loadgen.sim.twin import Request, Timing
 
 ACCESS_LOGGER = "latency_proxy.access"  # the proxy's request lines (docs/reference/log-line.md)
 MIN_REQUESTS = 50  # with timings: fewer cannot bound a P90, nor tell the terms apart
 # a figure past these is no measurement of a request (seconds)
 MAX_SECONDS = 24 * 3600.0
+
+
+def log_line(
+    request: Request, timing: Timing, *, model: str, epoch: float, **fields: object
+) -> bytes:
+    """The proxy's log line for a request the twin served (docs/reference/log-line.md): a
+    capture made on the virtual clock, for trying a fit; `fields` override keys. No prompt
+    text: the proxy never logs it."""
+    line = {
+        "level": "info",
+        "logger": ACCESS_LOGGER,
+        "msg": "request",
+        "arrived_at": round(epoch + request.arrival, 6),
+        "model": model,
+        "operation": "chat",
+        "stream": True,
+        "status": 200,
+        "outcome": "ok",
+        "input_tokens": request.prompt_tokens,
+        "output_tokens": request.output_tokens,
+        "cached_tokens": timing.cached_tokens,
+        "ttft_s": round(timing.ttft, 6),
+        "tpot_s": None if timing.tpot is None else round(timing.tpot, 6),
+    }
+    return orjson.dumps(line | fields)
 
 
 class CaptureError(ValueError):

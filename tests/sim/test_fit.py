@@ -8,36 +8,19 @@ import random
 import tomllib
 from pathlib import Path
 
-import orjson
 import pytest
 
+from loadgen.sim import capture as capture_format
 from loadgen.sim import fit, presets, twin
 from loadgen.sim.cli import main
 
 BASE = "llama-70b-bf16-tp4-a100"
+EPOCH = 1_780_000_000.0
 
 
 def proxy_line(request: twin.Request, timing: twin.Timing, **fields: object) -> bytes:
-    """One request line as the proxy logs it (docs/reference/log-line.md)."""
-    line = {
-        "ts": "2026-12-03T10:00:00Z",
-        "level": "info",
-        "logger": "latency_proxy.access",
-        "msg": "request",
-        "arrived_at": 1_780_000_000 + request.arrival,
-        "model": "llama-70b",
-        "operation": "chat",
-        "stream": True,
-        "status": 200,
-        "outcome": "ok",
-        "input_tokens": request.prompt_tokens,
-        "output_tokens": request.output_tokens,
-        "cached_tokens": 0,
-        "ttft_s": round(timing.ttft, 6),
-        "tpot_s": round(timing.tpot, 6) if timing.tpot is not None else None,
-        "server_queue_s": None,
-    }
-    return orjson.dumps(line | fields)
+    given = {"model": "llama-70b", "epoch": EPOCH} | fields  # a test may name another model
+    return capture_format.log_line(request, timing, **given)
 
 
 def capture(path: Path, preset: presets.Preset, requests: list[twin.Request]) -> Path:
