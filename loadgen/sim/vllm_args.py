@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--stream-interval",
-        type=int,
+        type=_count,
         default=1,
         metavar="K",
         help="tokens per streamed chunk after the first",
@@ -81,20 +81,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--tensor-parallel-size",
         "-tp",
-        type=int,
+        type=_count,
         metavar="N",
         help="GPUs in the TP group: weights, KV heads and all-reduces split over N "
         "(default: the preset's)",
     )
     g.add_argument(
         "--max-num-seqs",
-        type=int,
+        type=_count,
         metavar="N",
         help="sequences per step (default: the preset's)",
     )
     g.add_argument(
         "--max-num-batched-tokens",
-        type=int,
+        type=_count,
         metavar="N",
         help="token budget per step (default: the preset's; without chunked prefill at "
         "least --max-model-len, as vLLM defaults it)",
@@ -472,10 +472,24 @@ def _json_object(text: str) -> dict[str, object]:
     return value
 
 
+def _count(text: str) -> int:
+    """GPUs, sequences, tokens: a whole number of at least one (0 would read as "unset")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
+    return value
+
+
 def _length(text: str) -> int:
     """vLLM's human-readable lengths: 8192, 8k, 32K, 1m."""
     scale = {"k": 1000, "K": 1024, "m": 1_000_000, "M": 2**20}.get(text[-1:], 1)
     try:
-        return int(float(text[:-1] if scale > 1 else text) * scale)
+        length = float(text[:-1] if scale > 1 else text) * scale
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a length: {text!r}") from None
+    if not 1 <= length < 2**40:  # also NaN and infinity
+        raise argparse.ArgumentTypeError(f"{text}: not a context length")
+    return int(length)

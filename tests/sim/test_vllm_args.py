@@ -95,6 +95,11 @@ def test_startup_prints_the_kv_cache_as_vllm_logs_it() -> None:
         (["--preset", "qwen-72b-bf16-tp4-a100", "-q", "awq"], "does not quantize one"),
         (["--ttft", "1ms", "--itl", "1ms", "-tp", "4"], "fixed timing has no engine"),
         (["--ttft", "1ms", "--itl", "1ms", "--served-model-name", "a", "b"], "serves one name"),
+        (["--preset", "llama-2-7b-bf16-h200", "--max-num-seqs", "-3"], "-3: must be at least 1"),
+        (["--preset", "llama-2-7b-bf16-h200", "-tp", "0"], "0: must be at least 1"),
+        (["--preset", "llama-2-7b-bf16-h200", "--max-num-batched-tokens", "2.5"], "whole"),
+        (["--preset", "llama-2-7b-bf16-h200", "--max-model-len", "inf"], "not a context"),
+        (["--preset", "llama-2-7b-bf16-h200", "--stream-interval", "0"], "must be at least 1"),
     ],
 )
 def test_the_command_line_refuses_with_exit_2(argv: list[str], message: str, capsys) -> None:

@@ -85,7 +85,8 @@ def test_virtual_args_change_the_engine(tmp_path: Path):
         ("virtual:/nowhere/fitted.toml", "", "no such preset file"),
         (TARGET, "--max-num-seqs many", "--virtual-args"),
         (TARGET, "--no-such-flag 1", "cannot honour --no-such-flag"),
-        (TARGET, "--stream-interval 0", "--stream-interval must be ≥ 1"),
+        (TARGET, "--stream-interval 0", "--stream-interval: 0: must be at least 1"),
+        (TARGET, "--max-num-seqs -3", "--max-num-seqs: -3: must be at least 1"),
     ],
 )
 def test_a_bad_virtual_target_is_one_line_and_exit_2(
