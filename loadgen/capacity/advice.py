@@ -99,16 +99,21 @@ def _share(error: float) -> str:
 
 def trust(t: Mapping[str, Any]) -> str:
     """How a virtual: target's figure was predicted and how far to trust it; "" for a server."""
-    twin = t.get("predicted")
-    if not twin:
+    if not t.get("predicted"):
         return ""
+    said = basis(t["predicted"], t.get("binding_slo"))
+    return f"predicted {said}" if said.startswith("from") else f"predicted; {said}"
+
+
+def basis(twin: Mapping[str, Any], slo: Mapping[str, Any] | None = None) -> str:
+    """What a prediction rests on: the fit's held-out error (on `slo` when the fit checked
+    that figure), or the preset that was fitted to no server."""
     if twin["bundled"]:
         kind = "an uncalibrated" if twin.get("uncalibrated") else "a"
-        return f"predicted from {kind} bundled preset; not fitted to your server"
+        return f"from {kind} bundled preset; not fitted to your server"
     fit = twin.get("fit")
     if not fit:
-        return "predicted from a preset file that records no held-out error"
-    slo = t.get("binding_slo")
+        return "from a preset file that records no held-out error"
     key = f"{slo['metric']}_{slo['percentile']}" if slo else None
     if key in fit:
         said = f"held-out error {_share(fit[key])} on {named(slo['metric'], slo['percentile'])}"
@@ -116,7 +121,7 @@ def trust(t: Mapping[str, Any]) -> str:
         said = f"held-out error {_share(fit['error'])}"
     if twin.get("args"):
         said += f", fitted without {twin['args']}"
-    return f"predicted; {said}"
+    return said
 
 
 def clause(name: str, t: Mapping[str, Any], axis: Axis, precision: float, first: bool) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from loadgen.analysis import slices, stats, steady, timesplit
 from loadgen.analysis.records import Record, RunData
+from loadgen.capacity import advice
 from loadgen.reports import checked
 from loadgen.reports.charts import png
 from loadgen.reports.charts import run as charts
@@ -174,7 +175,8 @@ def predicted(twin: dict[str, Any]) -> str:
     on = f"{replicas} replicas of " if replicas > 1 else ""
     return (
         f"**Predicted**: these figures come from the simulator's virtual clock ({on}preset "
-        f"{twin['preset']}{args}), not from a server; no request was sent."
+        f"{twin['preset']}{args}), not from a server; no request was sent. How far to trust "
+        f"them: {advice.basis(twin)}."
     )
 
 

@@ -29,8 +29,9 @@ def test_a_virtual_run_writes_the_run_directory_marked_predicted(tmp_path: Path,
     for name in ("requests.jsonl", "run.json", "summary.json", "report.md", "report.html"):
         assert (out / name).is_file(), name
     assert json.loads((out / "run.json").read_text())["meta"]["virtual"] is True
-    assert "Predicted" in (out / "report.md").read_text()
-    assert "Predicted" in capsys.readouterr().out
+    opening = "How far to trust them: from a bundled preset; not fitted to your server."
+    assert opening in (out / "report.md").read_text()
+    assert opening in capsys.readouterr().out
     lines = (out / "requests.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     assert {r["excluded"] for r in records} == {None, "warmup"}
@@ -112,3 +113,13 @@ def test_a_replay_keeps_the_traces_arrivals_at_its_speed(tmp_path: Path):
     assert np.diff([r["intended_at"] for r in replayed]) == pytest.approx(gaps / 2, abs=1e-5)
     meta = json.loads((tmp_path / "replay" / "run.json").read_text())["meta"]
     assert meta["virtual"] is True and meta["replay"]["speed"] == 2
+
+
+def test_a_fitted_presets_run_opens_with_its_held_out_error():
+    from loadgen.reports.run import predicted
+
+    twin_run = {"preset": "fitted", "replicas": 2, "args": "--max-num-seqs 8", "bundled": False}
+    said = predicted(twin_run | {"fit": {"error": 0.071}})
+    assert said.endswith("trust them: held-out error 7.1%, fitted without --max-num-seqs 8.")
+    assert "2 replicas of preset fitted" in said
+    assert "records no held-out error" in predicted(twin_run | {"fit": None})
