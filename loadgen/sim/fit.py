@@ -30,8 +30,12 @@ from loadgen.sim.sensitivity import ENGINE_TERMS, Sensitivity
 STEP = 0.2  # the finite difference, in log of a term: a 22% change (wider than the jumps
 # a shifted schedule makes)
 POLISH = 0.5  # the linearised optimum is taken within this (log) of where the search stopped
+POLISH_LOSS = 1.25  # and only where its loss is at most this much of the search's
 GROUP = 30  # requests per group of the figures fitted by group (see Targets)
 MAX_ITERATIONS = 8
+TRIES = 6  # damped steps tried per iteration before the search gives up
+REACH = 1.0  # no search step moves a term by more than this (log): the derivatives come
+# from one schedule, and a term the figures barely see would otherwise jump by ×1000
 BOOTSTRAPS = 200
 SLICES = 10  # bootstrap blocks and the per-slice error
 WIDE = math.log(4.0)  # a 95% interval wider than ×4 is no identification
@@ -256,8 +260,8 @@ def fit(search: Search, start: dict[str, float], free: Sequence[Term]) -> Fitted
     damping = 1e-2
     for _ in range(MAX_ITERATIONS):
         gain = 0.0
-        for _ in range(4):
-            step = _solve_normal(jacobian, r, [1.0] * len(r), damping)
+        for _ in range(TRIES):
+            step = _within(_solve_normal(jacobian, r, [1.0] * len(r), damping), REACH)
             trial = clamp([v + d for v, d in zip(x, step, strict=True)])
             r_trial, j_trial = search.evaluate(values_at(trial), names)
             loss_trial = _dot(r_trial, r_trial)
@@ -273,9 +277,12 @@ def fit(search: Search, start: dict[str, float], free: Sequence[Term]) -> Fitted
         step = _solve_normal(jacobian, r, [1.0] * len(r), 1e-9)
         if max((abs(d) for d in step), default=0.0) > POLISH:
             break
-        x = clamp([v + d for v, d in zip(x, step, strict=True)])
-        r, jacobian = search.evaluate(values_at(x), names)
-    return _intervals(search, free, x, r, jacobian, values_at(x), _dot(r, r))
+        polished = clamp([v + d for v, d in zip(x, step, strict=True)])
+        r_polished, j_polished = search.evaluate(values_at(polished), names)
+        loss_polished = _dot(r_polished, r_polished)
+        if loss_polished > loss * POLISH_LOSS:  # the linearisation did not hold there
+            break
+        x, r, jacobian, loss = polished, r_polished, j_polished, loss_polished
     return _intervals(search, free, x, r, jacobian, values_at(x), loss)
 
 
@@ -315,6 +322,12 @@ def _intervals(
         kinds = search.targets.kinds
         sensitivity[name] = math.sqrt(_dot(jacobian[k], jacobian[k]) / kinds)
     return Fitted(values, names, intervals, spread, sensitivity, loss, search.replays)
+
+
+def _within(step: list[float], reach: float) -> list[float]:
+    """The step shortened (its direction kept) so that no term moves more than `reach`."""
+    longest = max((abs(d) for d in step), default=0.0)
+    return step if longest <= reach else [d * reach / longest for d in step]
 
 
 def _dot(a: Sequence[float], b: Sequence[float]) -> float:
