@@ -141,14 +141,21 @@ def ridge(preset: Preset) -> int:
 
 def unidentified(fitted: Fitted) -> dict[str, str]:
     """Free terms the search could not pin down, each with why: every term the figures do
-    not move with, and of those whose interval is too wide only the widest (two terms that
-    trade off are both wide until one of them is fixed)."""
+    not move with, and of those whose interval is too wide only the widest for its range
+    (two terms that trade off are both wide until one of them is fixed)."""
     reasons = {n: why for n in fitted.free if (why := why_not(fitted, n)) and _quiet(fitted, n)}
     wide = [n for n in fitted.free if n not in reasons and why_not(fitted, n)]
     if wide:
-        name = max(wide, key=lambda n: fitted.spread[n])
+        # widest for its range: a term confined to ×15 (MBU) that spans all of it is
+        # less known than one that spans ×35 of a ×10,000 range (the host overhead)
+        name = max(wide, key=lambda n: fitted.spread[n] / _log_range(n))
         reasons[name] = why_not(fitted, name) or ""
     return reasons
+
+
+def _log_range(name: str) -> float:
+    term = next(t for t in (*TERMS, *FRONTEND) if t.name == name)
+    return math.log(term.high / term.low)
 
 
 def why_not(fitted: Fitted, name: str) -> str | None:
