@@ -173,7 +173,8 @@ def _parse(file: Path, text: str) -> tuple[list[tuple[Captured, str | None]], in
                     output_tokens=int(_number(item, "output_tokens", at, 1e7)),
                     cached_tokens=int(_number(item, "cached_tokens", at, 1e7, 0)),
                     ttft=_seconds(item, "ttft_s", at),
-                    tpot=_seconds(item, "tpot_s", at),
+                    tpot=_seconds(item, "tpot_s", at) or None,  # 0: every token in one
+                    # delivery (a starved client or proxy), which says nothing of decoding
                     server_queue=_seconds(item, "server_queue_s", at),
                     server_prefill=server_ttft,
                     server_decode=_seconds(item, "server_decode_s", at),
