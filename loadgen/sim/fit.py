@@ -195,6 +195,8 @@ class Fitted:
     intervals: dict[str, tuple[float, float]]  # of the free terms
     spread: dict[str, float]  # of the free terms: log-width of the interval
     sensitivity: dict[str, float]  # rms change of the residuals per e-fold of the term
+    # of the free terms: the partner its bootstrap estimates correlate with most, and how much
+    partner: dict[str, tuple[str, float]]
     loss: float
     replays: int
 
@@ -321,7 +323,22 @@ def _intervals(
         spread[name] = hi - lo
         kinds = search.targets.kinds
         sensitivity[name] = math.sqrt(_dot(jacobian[k], jacobian[k]) / kinds)
-    return Fitted(values, names, intervals, spread, sensitivity, loss, search.replays)
+    partner = {
+        name: max(
+            ((other, _correlation(draws[k], draws[j])) for j, other in enumerate(names) if j != k),
+            key=lambda pair: abs(pair[1]),
+            default=("", 0.0),
+        )
+        for k, name in enumerate(names)
+    }
+    return Fitted(values, names, intervals, spread, sensitivity, partner, loss, search.replays)
+
+
+def _correlation(a: list[float], b: list[float]) -> float:
+    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
+    da, db = [x - mean_a for x in a], [y - mean_b for y in b]
+    norm = math.sqrt(_dot(da, da) * _dot(db, db))
+    return _dot(da, db) / norm if norm > 0 else 0.0
 
 
 def _within(step: list[float], reach: float) -> list[float]:

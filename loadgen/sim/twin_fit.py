@@ -21,6 +21,7 @@ from loadgen.sim.presets import Preset
 
 QUIET = 0.002  # a term whose STEP change moves the fitted figures less (rms, log) is unseen
 FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6}
+TIED = 0.95  # |correlation| of two terms' bootstrap estimates above which they are one
 FRONTEND_GAIN = 0.005  # held-out error (mean over its four figures) the front end must save
 
 
@@ -145,12 +146,26 @@ def unidentified(fitted: Fitted) -> dict[str, str]:
     (two terms that trade off are both wide until one of them is fixed)."""
     reasons = {n: why for n in fitted.free if (why := why_not(fitted, n)) and _quiet(fitted, n)}
     wide = [n for n in fitted.free if n not in reasons and why_not(fitted, n)]
+    # two terms whose estimates move together are one term to this capture, however
+    # narrow each interval looks from where the search stopped
+    tied = [n for n in fitted.free if n not in reasons and abs(fitted.partner[n][1]) > TIED]
     if wide:
         # widest for its range: a term confined to ×15 (MBU) that spans all of it is
         # less known than one that spans ×35 of a ×10,000 range (the host overhead)
         name = max(wide, key=lambda n: fitted.spread[n] / _log_range(n))
         reasons[name] = why_not(fitted, name) or ""
+    elif tied:  # of a tied pair, the one the figures see less
+        name = min(tied, key=lambda n: fitted.sensitivity[n])
+        reasons[name] = _tied(fitted, name)
     return reasons
+
+
+def _tied(fitted: Fitted, name: str) -> str:
+    other, r = fitted.partner[name]
+    return (
+        f"trades off with {other} (their estimates over the bootstrap correlate {r:+.2f}): "
+        "the capture cannot tell them apart, kept from the base preset"
+    )
 
 
 def _log_range(name: str) -> float:
