@@ -48,5 +48,5 @@ else
   echo "== real_vllm: reusing $VENV"
 fi
 
-echo "== real_vllm: tests (vLLM started once for the session; ~1-2 min)"
+echo "== real_vllm: tests (vLLM started once for the session; ~4-5 min)"
 REAL_VLLM_PYTHON="$VENV/bin/python" exec .venv/bin/pytest -m real_vllm tests/real_vllm

@@ -29,6 +29,7 @@ MODEL = "tiny"
 # so the simulator is compared at the same length (wire_format.py)
 MAX_MODEL_LEN = 8192
 START_TIMEOUT = float(os.environ.get("REAL_VLLM_START_TIMEOUT", "240"))
+SIGNAL_FLAGS = ("--enable-prompt-tokens-details", "--enable-per-request-metrics")
 
 
 class VLLMServer:
@@ -163,6 +164,21 @@ def vllm(
     server = VLLMServer(vllm_python(), tiny_model, otlp.grpc_endpoint, log_path)
     try:
         yield server.wait_ready(START_TIMEOUT)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm_signals(
+    tiny_model: Path, otlp: OTLPReceiver, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VLLMServer]:
+    """A second vLLM with the server's own signals on: cached tokens in usage and the
+    per-request timings (queue, scheduled to first token, decode) the proxy logs."""
+    log_path = tmp_path_factory.mktemp("vllm-signals") / "vllm.log"
+    server = VLLMServer(vllm_python(), tiny_model, otlp.grpc_endpoint, log_path, *SIGNAL_FLAGS)
+    try:
+        # a second engine beside the session's: on a small shared box it starts slower
+        yield server.wait_ready(2 * START_TIMEOUT)
     finally:
         server.stop()
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,27 +18,12 @@ from latency_proxy.measure.sse import SSEParser
 from loadgen.sim.app import create_app
 from loadgen.sim.serving import Serving
 from loadgen.stack.processes import free_port
-from tests.real_vllm.conftest import MODEL, START_TIMEOUT, VLLMServer, vllm_python
-from tests.support.otlp_receiver import OTLPReceiver
+from tests.real_vllm.conftest import MODEL, VLLMServer
 from tests.support.proxy import ProxyProcess, proxy_env
 from tests.support.scripted_upstream import ServerThread
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(600)]
-FLAGS = ("--enable-prompt-tokens-details", "--enable-per-request-metrics")
 PROMPT = "the cache keeps what it has seen " * 45  # ~300 tokens: several blocks at any size
-
-
-@pytest.fixture(scope="module")
-def vllm_signals(
-    tiny_model: Path, otlp: OTLPReceiver, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[VLLMServer]:
-    log_path = tmp_path_factory.mktemp("vllm-signals") / "vllm.log"
-    server = VLLMServer(vllm_python(), tiny_model, otlp.grpc_endpoint, log_path, *FLAGS)
-    try:
-        # a second engine beside the session's: on a small shared box it starts slower
-        yield server.wait_ready(2 * START_TIMEOUT)
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
