@@ -161,6 +161,14 @@ class Trace:
     finished: list[Seq] = field(default_factory=list)  # in the order they finished
     gaps: list[float] = field(default_factory=list)  # every inter-token gap, seconds
     elapsed: float = 0.0  # virtual seconds from 0 to the last step's end
+    # when each request was sent: a Seq's `arrival` becomes the engine's once a front end
+    # (frontend.py) has had it, and a client's TTFT counts from the sending
+    sent: dict[Seq, float] = field(default_factory=dict)
+
+    def ttft(self, seq: Seq) -> float | None:
+        if seq.first_token_at is None:
+            return None
+        return seq.first_token_at - self.sent[seq]
 
 
 def replay(
@@ -172,6 +180,14 @@ def replay(
     (virtual.py), as engine.py does in real time. `follow_up(seq, now)` is told of each
     finished request and may return the next one, arriving `now` (a client in a closed loop)."""
     trace = Trace()
+    seqs = list(seqs)
+    trace.sent = {seq: seq.arrival for seq in seqs}
+
+    def sending(done: Seq, now: float) -> Seq | None:
+        nxt = follow_up(done, now)
+        if nxt is not None:
+            trace.sent[nxt] = nxt.arrival
+        return nxt
 
     def observe(
         _replica: int, _batch: Batch, _step: StepTime, _now: float, sampled: virtual.Sampled
@@ -182,7 +198,7 @@ def replay(
             if seq.finished:
                 trace.finished.append(seq)
 
-    trace.elapsed = virtual.replay(preset, seqs, follow_up, observe)
+    trace.elapsed = virtual.replay(preset, seqs, sending, observe)
     return trace
 
 
@@ -257,7 +273,7 @@ def lmdeploy_llama2_70b(
         if rows and (clients, prompt, output) not in rows:
             continue
         trace = closed_loop(preset, clients, LMDEPLOY_ROUNDS, prompt, output)
-        first = [s.first_token_at - s.arrival for s in trace.finished if s.first_token_at]
+        first = [t for s in trace.finished if (t := trace.ttft(s)) is not None]
         gaps = sorted(trace.gaps)
         setup = f"{clients} clients, {prompt:,} in / {output:,} out"
         loads.append(
@@ -298,7 +314,7 @@ def poisson(preset: Preset, qps: float, seed: int) -> Trace:
 def served(trace: Trace) -> dict[str, float]:
     """benchmark_serving's figures of one run, in its units (ms, req/s)."""
     done = trace.finished
-    ttft = [1e3 * (s.first_token_at - s.arrival) for s in done if s.first_token_at is not None]
+    ttft = [1e3 * t for s in done if (t := trace.ttft(s)) is not None]
     tpot = [
         1e3 * (s.finished_at - s.first_token_at) / (s.output_tokens - 1)
         for s in done
@@ -336,3 +352,34 @@ def vllm_pcie_llama33_70b(base: Preset | None = None) -> list[Rate]:
             )
         )
     return rates
+
+
+# A serial API-server front end (frontend.py) tried against the published TTFTs: seconds per
+# request and per input token. docs/sim/calibration.md has what it did.
+FRONTEND_REQUEST = (0.0, 2e-3, 5e-3, 10e-3, 20e-3, 40e-3)
+FRONTEND_TOKEN = (0.0, 1e-6, 4e-6, 16e-6, 64e-6)
+
+
+def with_frontend(preset: Preset, request_s: float, token_s: float) -> Preset:
+    efficiency = dataclasses.replace(
+        preset.perf.efficiency, frontend_request=request_s, frontend_token=token_s
+    )
+    return dataclasses.replace(preset, perf=dataclasses.replace(preset.perf, efficiency=efficiency))
+
+
+def frontend_ttft(request_s: float, token_s: float) -> dict[str, list[Point]]:
+    """Each source's published TTFTs against the simulator's with this front end on its
+    preset: lmdeploy's means by clients and prompt length, the vLLM gist's medians and
+    means by rate."""
+    lmdeploy = with_frontend(presets.load("llama-2-70b-fp16-tp4-a100"), request_s, token_s)
+    pcie = with_frontend(presets.load("llama-70b-bf16-tp4-a100-pcie"), request_s, token_s)
+    rates = vllm_pcie_llama33_70b(pcie)
+    return {
+        "lmdeploy": [load.ttft for load in lmdeploy_llama2_70b(lmdeploy)],
+        "vllm": [
+            point
+            for rate in rates
+            for point in (rate.ttft, *rate.others)
+            if point.unit == "ms TTFT mean" or point is rate.ttft
+        ],
+    }

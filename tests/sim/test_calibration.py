@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from loadgen.sim import calibration, presets
+from loadgen.sim.sequence import Seq
 
 
 def test_qwen_72b_bf16_follows_qwens_speed_benchmark_within_10_percent() -> None:
@@ -60,3 +61,15 @@ def test_without_turbominds_per_sequence_cost_tpot_at_64_clients_leaves_the_band
     vllms = preset.perf.efficiency.sequence_overhead
     [load] = calibration.lmdeploy_llama2_70b(rows=[(64, 2048, 2048)], sequence_overhead=vllms)
     assert load.tpot.error < -calibration.TOLERANCE
+
+
+def test_a_front_end_counts_in_the_ttft_a_client_sees() -> None:
+    """A burst waits in a serial front end before the engine sees it: the replay's TTFT
+    counts from the sending, not from the hand-off to the engine."""
+    preset = calibration.with_frontend(presets.load("llama-70b-bf16-tp4-a100"), 0.05, 0.0)
+    burst = [Seq(100, 4, 0.0) for _ in range(4)]
+    trace = calibration.replay(preset, burst)
+    ttfts = sorted(t for s in trace.finished if (t := trace.ttft(s)) is not None)
+    assert len(ttfts) == 4 and ttfts[0] > 0.05 and ttfts[-1] > 0.2
+    bare = calibration.replay(presets.load("llama-70b-bf16-tp4-a100"), [Seq(100, 4, 0.0)])
+    assert bare.ttft(bare.finished[0]) < 0.05
