@@ -21,7 +21,6 @@ from loadgen.stack.processes import simulator
 BASE = "llama-70b-bf16-tp4-a100"
 HIDDEN = {"mbu": 0.5, "host_overhead": 2.5e-3, "sequence_overhead": 35e-6}
 TOLERANCE = 0.15
-SATURATED_TTFT = 0.30  # TTFT at 1.5×, near saturation (see the test's docstring)
 
 
 def swelling_trace(path: Path, n: int, seed: int = 11) -> None:
@@ -53,10 +52,11 @@ def replay(url: str, trace: Path, out: Path, speed: float) -> capture.Capture:
 def test_a_fit_from_the_proxys_log_predicts_the_server_at_other_loads(
     tmp_path: Path, start_proxy
 ) -> None:
-    """At half the load every figure within 15%; at 1.5×, where the server nears
-    saturation, TPOT within 15% and TTFT within 30%: the capture cannot tell the host
-    overhead from MBU (both a cost per step), MBU takes it, and the queue at 1.5× amplifies
-    the prefill steps' share (docs/sim/twin.md has the figures)."""
+    """At half and 1.5× the load every figure within 15%. At 1.5× the server nears
+    saturation (TTFT P50 0.2 s → 2 s), where a 1% error in a step's time is a 10% error in
+    TTFT: the capture cannot tell the host overhead from MBU and MFU (each a cost per step
+    in the steps it times), and they must carry its share in both kinds of step
+    (docs/sim/twin.md has the figures)."""
     hidden = tmp_path / "hidden.toml"
     hidden.write_text(presets.dump(fit.with_terms(presets.load(BASE), HIDDEN)))
     trace = tmp_path / "trace.jsonl"
@@ -88,5 +88,4 @@ def test_a_fit_from_the_proxys_log_predicts_the_server_at_other_loads(
                 p = percentile([getattr(t, kind) for t in predicted], q)
                 errors[(speed, kind, q)] = p / m - 1
     print({f"{s}x {k} p{q}": f"{e:+.1%}" for (s, k, q), e in errors.items()})
-    bound = {(1.5, "ttft"): SATURATED_TTFT}
-    assert all(abs(e) <= bound.get((s, k), TOLERANCE) for (s, k, _), e in errors.items()), errors
+    assert all(abs(e) <= TOLERANCE for e in errors.values()), errors
