@@ -23,19 +23,29 @@ HIDDEN = {"mbu": 0.5, "host_overhead": 2.5e-3, "sequence_overhead": 35e-6}
 TOLERANCE = 0.15
 
 
-def swelling_trace(path: Path, n: int, seed: int = 11) -> None:
-    """A Mooncake-format trace whose rate swells from a request at a time to a few a
-    second and back, prompts of tens to thousands of tokens, none sharing a block."""
+def swelling_trace(
+    path: Path,
+    n: int,
+    seed: int = 11,
+    peak: float = 5.0,
+    prompts: tuple[int, int, int] = (20, 500, 3000),
+    outputs: tuple[int, int, int] = (2, 50, 200),
+) -> None:
+    """A Mooncake-format trace whose rate swells from a request every two seconds to `peak`
+    a second and back, prompt and output lengths log-normal (least, median, most), no two
+    prompts sharing a block."""
     rng = random.Random(seed)
     t, rows = 0.0, []
     for i in range(n):
-        t += rng.expovariate(0.5 + 4.5 * math.sin(math.pi * i / n) ** 2)
+        t += rng.expovariate(0.5 + (peak - 0.5) * math.sin(math.pi * i / n) ** 2)
+        prompt = rng.lognormvariate(math.log(prompts[1]), 0.9)
+        output = rng.lognormvariate(math.log(outputs[1]), 0.6)
         rows.append(
             {
                 "timestamp": round(t * 1000),
-                "input_length": int(min(3000, max(20, rng.lognormvariate(math.log(500), 0.9)))),
-                "output_length": int(min(200, max(2, rng.lognormvariate(math.log(50), 0.6)))),
-                "hash_ids": [1_000_000 + 1000 * i + b for b in range(6)],
+                "input_length": int(min(prompts[2], max(prompts[0], prompt))),
+                "output_length": int(min(outputs[2], max(outputs[0], output))),
+                "hash_ids": [1_000_000 + 1000 * i + b for b in range(-(-prompts[2] // 512))],
             }
         )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
