@@ -225,12 +225,13 @@ def test_client_disconnect_aborts_the_request_in_vllm(
     It failed about one run in ten, the likeliest cause being that stall: the proxy ends the
     exchange (and closes vLLM's connection) at the hang-up, but a stalled API server sees the
     disconnect only after the engine has finished the answer. So each side is checked on its
-    own. The proxy's part fails the test whenever it is late. vLLM's is judged against how
-    long its API server took to answer /health right after the hang-up: a whole answer
-    behind a stalled API server (STALL_S or more) is vLLM's own stall and the attempt is
-    retried, and when vLLM stalled in every attempt the test is xfailed, saying so, rather
-    than failing the run. A whole answer from an API server that answered at once is a lost
-    abort, and fails."""
+    own. The proxy's part fails the test whenever it is late, unless its own loop lag
+    (loop_lag_max_s, STALL_S or more) says the engine starved its process too. vLLM's is
+    judged against how long its API server took to answer /health right after the hang-up: a
+    whole answer behind a stalled API server (STALL_S or more) is vLLM's own stall. A stalled
+    attempt is retried, and when every attempt stalled the test is xfailed, saying so,
+    rather than failing the run. A whole answer from an API server that answered at once is
+    a lost abort, and fails."""
     max_tokens = MAX_MODEL_LEN - 64
     body = request_body("completions", max_tokens=max_tokens, stream=True)
     stalls = []
@@ -247,6 +248,9 @@ def test_client_disconnect_aborts_the_request_in_vllm(
             continue
         (line,) = vllm_proxy.request_logs(request_id)
         assert line["outcome"] == "client_abort"
+        if line["loop_lag_max_s"] >= STALL_S:  # the engine starved the proxy's process too
+            stalls.append(f"the proxy's loop {line['loop_lag_max_s']:.1f} s")
+            continue
         # the proxy's part: it ended the exchange (and closed vLLM's connection) at the hang-up
         assert line["e2e_s"] < took + 2.0, f"the proxy noticed the hang-up late: {line}"
         tokens = vllm.settled_metric("vllm:generation_tokens_total") - generated
@@ -258,13 +262,13 @@ def test_client_disconnect_aborts_the_request_in_vllm(
             f"vLLM generated the whole answer though its API server answered /health in "
             f"{stall:.2f} s after the hang-up: the abort did not reach it: {line}"
         )
-        stalls.append(f"{stall:.1f} s")
+        stalls.append(f"vLLM's API server {stall:.1f} s")
     else:
         if stalls:
             pytest.xfail(
-                f"vLLM's own stall: its API server took {', '.join(stalls)} to answer /health "
-                "after the hang-up and the engine finished the answer meanwhile; the proxy "
-                "ended the exchange on time"
+                f"every attempt stalled on the shared CPU ({', '.join(stalls)}): vLLM's API "
+                "server answering /health after the hang-up while the engine finished the "
+                "answer, or the proxy's own event loop held as long (its loop_lag_max_s)"
             )
         pytest.fail(f"the client needed over 3 s to read 3 events, 3 times (last {took:.1f} s)")
     assert vllm.metric("vllm:num_requests_running") == 0
