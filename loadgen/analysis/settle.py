@@ -38,6 +38,12 @@ class Settle:
     window_e2es: float  # the measured window lasts at least this many typical E2Es
     max_window_s: float  # ... but no longer than this (a saturated server's E2E grows)
 
+    def window(self, duration_s: float | None, e2e_s: float | None) -> float | None:
+        """How long the window after a settled warm-up lasts: its own time, and at least
+        window_e2es typical E2Es, whichever is longer, at most max_window_s; None: no time."""
+        floor = self.window_e2es * e2e_s if e2e_s else 0.0
+        return min(self.max_window_s, max(duration_s or 0.0, floor)) or None
+
 
 def window_s(e2e_s: float | None) -> float | None:
     """How far back each of the two compared windows reaches; None before any E2E is known."""

@@ -43,9 +43,7 @@ class Budget(Window):
         settle's share of typical E2Es (at most its cap), whichever is longer."""
         settle_ = self.block.settle
         assert settle_ is not None
-        floor = settle_.window_e2es * e2e_s if e2e_s else 0.0
-        duration = min(settle_.max_window_s, max(self.block.duration_s or 0.0, floor))
-        self._window(at, duration or None)
+        self._window(at, settle_.window(self.block.duration_s, e2e_s))
         self.settled = settled
         self.opened.set()
 

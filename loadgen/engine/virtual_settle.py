@@ -81,8 +81,7 @@ def closes(
 ) -> tuple[float, int] | None:
     """When the window closes and how many requests it measured (budget.Budget: its time,
     then its count of requests); None when the timings do not yet reach its close."""
-    floor = rule.window_e2es * opened.e2e_s if opened.e2e_s else 0.0
-    length = min(rule.max_window_s, max(duration or 0.0, floor)) or None
+    length = rule.window(duration, opened.e2e_s)
     end = opened.at + length if length is not None else opened.at
     measured = sorted(t.arrival for t in timings if t.arrival >= opened.at)
     timed = sum(at < end for at in measured)
