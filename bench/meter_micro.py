@@ -1,9 +1,9 @@
 """Parser + meter on their own: CPU per SSE event, no sockets, no event loop.
 
-The streams are the simulator's (loadgen.sim.responses.ChunkWriter writes vLLM's chunks, key for
-key): a chat role chunk, content chunks, a finish chunk, the usage chunk when asked for, [DONE];
-chat and completions, with no usage, a final usage chunk, or usage on every chunk
-(`continuous_usage_stats`). Each chunk arrives as its own read, as it does from a streaming
+The streams are the simulator's (loadgen.sim.wire.responses.ChunkWriter writes vLLM's chunks,
+key for key): a chat role chunk, content chunks, a finish chunk, the usage chunk when asked
+for, [DONE]; chat and completions, with no usage, a final usage chunk, or usage on every
+chunk (`continuous_usage_stats`). Each chunk arrives as its own read, as it does from a streaming
 upstream. One pass = a fresh SSEParser and StreamMeter, every chunk through `feed` and every
 event through `on_event`, then `finish`; the figure is the pass's time over its events, the
 fastest of `--repeat` short rounds (the one least disturbed by the rest of a shared machine).
@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import Event, SSEParser
-from loadgen.sim.requests import GenerationRequest
-from loadgen.sim.responses import ChunkWriter
+from loadgen.sim.wire.requests import GenerationRequest
+from loadgen.sim.wire.responses import ChunkWriter
 
 GOAL_US = 8.0
 # what a model writes: words, punctuation, a newline, a quote, a non-ASCII character

@@ -3,14 +3,14 @@
     .venv/bin/python bench/sim_calibration.py [--frontend]
 
 Replays each published setup through the simulator's engine and performance model on a
-virtual clock (loadgen/sim/calibration.py: no waiting, twenty seconds or so) and prints every
+virtual clock (loadgen/sim/twin/calibration.py: no waiting, twenty seconds or so) and prints every
 source's rows: the simulator's figure beside the published one, with the error.
-tests/sim/test_calibration.py holds the bands: batch-1 speed and TPOT within 10%, TTFT
+tests/sim/twin/test_calibration.py holds the bands: batch-1 speed and TPOT within 10%, TTFT
 medians under load within 25% of vLLM, TTFT against TurboMind within its stated band
 (docs/sim/calibration.md).
 
 --frontend tries a serial API-server front end (a cost per request and per input token,
-loadgen/sim/frontend.py) on the published TTFTs instead: each grid point's mean absolute
+loadgen/sim/model/frontend.py) on the published TTFTs instead: each grid point's mean absolute
 TTFT error per source, and, per source, the point chosen on half its rows (by prompt
 length, by rate) with its error on the other half against no front end's.
 """
@@ -20,8 +20,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from loadgen.sim import calibration
-from loadgen.sim.calibration import Point
+from loadgen.sim.twin import calibration
+from loadgen.sim.twin.calibration import Point
 
 
 def table(source: str, points: Iterable[Point]) -> None:

@@ -9,7 +9,7 @@ SLO is the documents' (and loadgen's default): TTFT ≤ 800 ms and TPOT ≤ 50 m
 "Carries" is the highest rate on a 0.25 req/s grid up to 10 that meets the SLO with the
 server keeping up (loadgen's steady-state verdict), found by bisection.
 
-The tables are docs/sim/what-ifs.md's; tests/sim/test_whatifs.py (slow) reruns this and
+The tables are docs/sim/what-ifs.md's; tests/sim/twin/test_whatifs.py (slow) reruns this and
 checks the page's figures still hold. Runs take ~1–4 s each (about two minutes in all).
 """
 
@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadgen.sim import presets
+from loadgen.sim.model import presets
 
 SEEDS_FLAGS = "--max-num-batched-tokens 8192 --max-model-len 2048 --gpu-memory-utilization 0.85"
 RATE = 10.0  # the documents' load, req/s

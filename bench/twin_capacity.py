@@ -30,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from twin_speed import PRESET, RATE, azure_like
 
-from loadgen.sim import presets, twin
+from loadgen.sim import twin
+from loadgen.sim.model import presets
 
 ROOT = Path(__file__).parent.parent
 SLO = "ttft=2s@p90"

@@ -1,4 +1,4 @@
-"""How much faster than real time the twin runs (loadgen/sim/twin.py, the virtual clock).
+"""How much faster than real time the twin runs (loadgen/sim/twin/deployment.py, the virtual clock).
 
     .venv/bin/python bench/twin_speed.py [--repeat 3]
 
@@ -26,7 +26,8 @@ import statistics
 import time
 from pathlib import Path
 
-from loadgen.sim import presets, twin
+from loadgen.sim import twin
+from loadgen.sim.model import presets
 
 PRESET = "llama-70b-bf16-tp4-a100"
 RATE = 4.1  # azure_like's rate at the trough that gives ~19,300 requests in the hour

@@ -5,7 +5,7 @@ A page asks for a table with a marker, replaced by the table when the site is bu
     <!-- generated: flags latency_proxy.cli:build_parser -->   every flag of that parser
     <!-- generated: flags loadgen.cli:build_parser search=True -->   keyword arguments
     <!-- generated: metrics latency_proxy.telemetry.instruments:ALL -->   every instrument
-    <!-- generated: presets loadgen.sim.presets:load -->   every bundled preset's figures
+    <!-- generated: presets loadgen.sim.model.presets:load -->   every bundled preset's figures
     <!-- fields: loadgen.analysis.records.Record -->   the page must name every field (checked)
     <!-- fields: latency_proxy.telemetry.access_log.TIMING_FIELDS -->   every key of a table
 
@@ -196,7 +196,7 @@ def _bound(value: float, unit: str) -> str:
 
 def preset_table(load: Any) -> str:
     """Each bundled preset's sizes and step times, from the performance model itself."""
-    from loadgen.sim.presets import names
+    from loadgen.sim.model.presets import names
 
     ctx, prompt = 1024, 2048
     out = [

@@ -19,7 +19,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from loadgen.sim import capture, fit, presets, twin
+from loadgen.sim import twin
+from loadgen.sim.model import presets
+from loadgen.sim.twin import capture, fit
 
 EPOCH = 1_700_157_600.0  # the trace's first second on the log's clock (any will do)
 

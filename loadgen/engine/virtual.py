@@ -1,7 +1,7 @@
 """A run on the simulator's virtual clock (`--target virtual:PRESET`): the workload becomes
-the twin's requests (loadgen/sim/twin.py, virtual_requests.py), and their predicted timings
-and streams (virtual_stream.py) become records, so a virtual run writes the run directory a
-real one does. No sockets, no sleeping.
+the twin's requests (loadgen/sim/twin/deployment.py, virtual_requests.py), and their
+predicted timings and streams (virtual_stream.py) become records, so a virtual run writes
+the run directory a real one does. No sockets, no sleeping.
 
 Open loop draws its arrivals as the runner would (schedule.arrivals), each a request or a
 conversation's start; closed loop is N streams of back-to-back conversations; a replay
@@ -24,8 +24,10 @@ from loadgen.engine.targets import VIRTUAL
 from loadgen.engine.virtual_requests import Planned, Prompts
 from loadgen.engine.virtual_stream import Stream
 from loadgen.engine.window import drain_s
-from loadgen.sim import presets, twin, vllm_args
-from loadgen.sim.presets import Preset
+from loadgen.sim import twin
+from loadgen.sim.model import presets
+from loadgen.sim.model.presets import Preset
+from loadgen.sim.wire import vllm_args
 
 MAX_REQUESTS = 2_000_000  # a window asking for more is refused, not simulated for hours
 

@@ -1,7 +1,7 @@
-"""The workload as the twin's requests (sim/twin.py): each prompt's length, its answer's, and
-what its context shares with other requests' (the twin's named prefix parts).
+"""The workload as the twin's requests (sim/twin/deployment.py): each prompt's length, its
+answer's, and what its context shares with other requests' (the twin's named prefix parts).
 
-Lengths are counted by the simulator's own rule (sim/tokenizer.py), as a real run against
+Lengths are counted by the simulator's own rule (sim/model/tokenizer.py), as a real run against
 the simulator would find them: a synthetic prompt of N tokens is N tokens (a real run sizes
 its words to the rule), a dataset prompt is its count in the request's shape (chat messages
 or completion text). Every synthetic prompt opens with the same template header and lead
@@ -31,7 +31,7 @@ from loadgen.engine.workload import (
 )
 from loadgen.replay import Arrival, PromptBook
 from loadgen.sim import twin
-from loadgen.sim.tokenizer import SIMPLE
+from loadgen.sim.model.tokenizer import SIMPLE
 
 SHARED = "shared"  # the part every synthetic prompt opens with
 

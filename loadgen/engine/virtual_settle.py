@@ -28,7 +28,7 @@ from loadgen.engine import virtual
 from loadgen.engine.runner import RAMP_SAMPLE, SETTLE_SAMPLE_S
 from loadgen.engine.virtual_requests import Planned
 from loadgen.sim import twin
-from loadgen.sim.presets import Preset
+from loadgen.sim.model.presets import Preset
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """A virtual request's stream as a client sees it: when its content events arrive.
 
-The twin tells an observer (sim/virtual.py's Observer) of every step and the sequences that
-sampled in it; a sequence says when the step released a chunk (sim/sequence.py: the first
+The twin tells an observer (sim/twin/cluster.py's Observer) of every step and the sequences that
+sampled in it; a sequence says when the step released a chunk (sim/model/sequence.py: the first
 token at once, then every `--stream-interval` tokens, and the rest at its end), and that is
 an event. A record keeps what a real client's keeps of them: the gaps (itl_s, their largest,
 stalls, the share of bursts) and the time to its FIRST_N-th token. Times are one float per
@@ -16,9 +16,9 @@ from typing import Any
 
 from latency_proxy.measure.coalescing import coalesced_fraction
 from loadgen.analysis.records import FIRST_N
-from loadgen.sim.model import StepTime
-from loadgen.sim.scheduler import Batch
-from loadgen.sim.virtual import Sampled
+from loadgen.sim.model.roofline import StepTime
+from loadgen.sim.model.scheduler import Batch
+from loadgen.sim.twin.cluster import Sampled
 
 
 class Stream:

@@ -12,9 +12,10 @@ from typing import NoReturn
 import uvicorn
 
 from latency_proxy.units import parse_duration
-from loadgen.sim import faults, presets, vllm_args
-from loadgen.sim.app import create_app
-from loadgen.sim.connection import HttpProtocol
+from loadgen.sim.model import presets
+from loadgen.sim.wire import faults, vllm_args
+from loadgen.sim.wire.app import create_app
+from loadgen.sim.wire.connection import HttpProtocol
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=json.loads,
         metavar="JSON",
         help="fixed mode, for tests: scripted mode with this default script (an x-script header "
-        "per request, faults, /control, /arrivals; see loadgen/sim/script.py)",
+        "per request, faults, /control, /arrivals; see loadgen/sim/wire/script.py)",
     )
     p.add_argument(
         "--fault",
@@ -50,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="KIND=RATE[@N][:ARG]",
         help="inject a fault into this share of generation requests, seeded by --seed "
-        "(repeatable; an x-fault header per request; see loadgen/sim/faults.py): "
+        "(repeatable; an x-fault header per request; see loadgen/sim/wire/faults.py): "
         "error=P[:STATUS] spike=P:DUR cut=P[@N] reset=P[@N] stall=P[@N]:DUR "
         "malformed=P[@N][:text|shape] restart=P:DUR",
     )

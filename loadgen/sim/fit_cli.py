@@ -17,9 +17,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from loadgen.sim import capture, presets, twin_fit, vllm_args
-from loadgen.sim.fit import with_terms
-from loadgen.sim.presets import Preset
+from loadgen.sim.model import presets
+from loadgen.sim.model.presets import Preset
+from loadgen.sim.twin import capture, verdict
+from loadgen.sim.twin.fit import with_terms
+from loadgen.sim.wire import vllm_args
 
 DEFAULT_HOLDOUT = 0.3
 
@@ -87,7 +89,7 @@ def main(argv: list[str]) -> None:
             f"({r.prompt_tokens} + {r.output_tokens} > {base.max_model_len}): "
             "give the deployment's --max-model-len in --virtual-args"
         )
-    report = twin_fit.calibrate(base, captured, args.holdout, args.replicas)
+    report = verdict.calibrate(base, captured, args.holdout, args.replicas)
     fitted = replace(with_terms(base, report.values), fit=_held_out(report))
     out = Path(args.out)
     summary = _summary(args, base, captured, report)
@@ -96,7 +98,7 @@ def main(argv: list[str]) -> None:
     print(_printed(summary, out))
 
 
-def _held_out(report: twin_fit.Report) -> dict[str, float] | None:
+def _held_out(report: verdict.Report) -> dict[str, float] | None:
     """The preset's [fit] table: its held-out errors, carried with the file; None when
     nothing was held out to check."""
     error = report.held_out_error()
@@ -122,7 +124,7 @@ def _base(args: argparse.Namespace) -> Preset:
 
 
 def _summary(
-    args: argparse.Namespace, base: Preset, captured: capture.Capture, report: twin_fit.Report
+    args: argparse.Namespace, base: Preset, captured: capture.Capture, report: verdict.Report
 ) -> dict[str, Any]:
     n = len(captured.requests)
     held = max(1, round(n * args.holdout))

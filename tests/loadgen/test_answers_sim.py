@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from loadgen.cli import main
-from loadgen.sim import presets
+from loadgen.sim.model import presets
 from loadgen.stack.processes import simulator
 from tests.support.proxy import ProxyProcess
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.sim.script import GENERATION_PATHS
+from loadgen.sim.wire.script import GENERATION_PATHS
 from loadgen.stack.processes import simulator
 from tests.support import ROOT
 

@@ -15,8 +15,8 @@ import pytest
 
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import SSEParser
-from loadgen.sim.app import create_app
-from loadgen.sim.serving import Serving
+from loadgen.sim.wire.app import create_app
+from loadgen.sim.wire.serving import Serving
 from loadgen.stack.processes import free_port
 from tests.real_vllm.conftest import MODEL, VLLMServer
 from tests.support.proxy import ProxyProcess, proxy_env

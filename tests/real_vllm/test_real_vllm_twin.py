@@ -23,11 +23,13 @@ from pathlib import Path
 import pytest
 
 from loadgen.cli import main as loadgen_main
-from loadgen.sim import capture, fit, presets, twin
+from loadgen.sim import twin
 from loadgen.sim.cli import main as sim_main
-from loadgen.sim.twin_fit import percentile
+from loadgen.sim.model import presets
+from loadgen.sim.twin import capture, fit
+from loadgen.sim.twin.verdict import percentile
 from tests.real_vllm.conftest import HERE, MODEL, SIGNAL_FLAGS, VLLMServer
-from tests.sim.test_twin_production import swelling_trace
+from tests.sim.twin.test_twin_production import swelling_trace
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(900)]
 

@@ -28,7 +28,7 @@ import httpx
 import orjson
 
 from latency_proxy.measure.sse import SSEParser
-from loadgen.sim.app import create_app
+from loadgen.sim.wire.app import create_app
 from loadgen.stack.processes import free_port
 from tests.real_vllm.conftest import MAX_MODEL_LEN  # the simulator's too: error messages show it
 from tests.support.scripted_upstream import ServerThread

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from loadgen.sim import presets
+from loadgen.sim.model import presets
 from loadgen.stack.processes import free_port
 from tests.support import ROOT, run_module
 

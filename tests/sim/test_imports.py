@@ -46,7 +46,7 @@ def outside_the_simulator(name: str) -> bool:
 
 def test_no_file_of_the_simulator_imports_the_load_generator() -> None:
     files = sorted(SIM.rglob("*.py"))
-    assert SIM / "app.py" in files
+    assert SIM / "wire" / "app.py" in files
     found = {
         str(path.relative_to(SIM)): sorted(filter(outside_the_simulator, imported_modules(path)))
         for path in files
@@ -55,21 +55,21 @@ def test_no_file_of_the_simulator_imports_the_load_generator() -> None:
 
 
 def test_the_scan_sees_an_import_of_the_load_generator() -> None:
-    tree = SIM / "engine.py"
-    assert "loadgen.sim.sequence" in imported_modules(tree)
+    tree = SIM / "realtime" / "batching.py"
+    assert "loadgen.sim.model.sequence" in imported_modules(tree)
     assert outside_the_simulator("loadgen.engine.workload") and outside_the_simulator("loadgen")
     assert outside_the_simulator("latency_proxy.forwarding.forward")
-    assert not outside_the_simulator("loadgen.sim.requests")
+    assert not outside_the_simulator("loadgen.sim.wire.requests")
     assert not outside_the_simulator("loadgen.jsonl")
 
 
 def test_starting_the_simulator_loads_no_load_generator_module() -> None:
     code = (
-        "import sys, loadgen.sim.app, loadgen.sim.cli\n"
+        "import sys, loadgen.sim.wire.app, loadgen.sim.cli\n"
         "print('\\n'.join(m for m in sys.modules if m.startswith(('loadgen', 'latency_proxy'))))"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(run.stdout.split())
-    assert "loadgen.sim.app" in loaded
+    assert "loadgen.sim.wire.app" in loaded
     # the parent package itself is loaded (its __init__ is a docstring), nothing under it
     assert {m for m in loaded if outside_the_simulator(m)} == {"loadgen"}

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.sim import presets, vllm_args
+from loadgen.sim.model import presets
+from loadgen.sim.wire import vllm_args
 
 ASCEND = "ascend-910b-llama-70b-int8-tp8"
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,5 @@
-"""The tests' scripted upstream: loadgen.sim in fixed timing with a script (loadgen/sim/script.py).
+"""The tests' scripted upstream: loadgen.sim in fixed timing with a script
+(loadgen/sim/wire/script.py).
 
 Two ways to run it: `serve()` in this process on a thread, for the proxy's tests, which read
 what it received; `running()` as its own process, for loadgen's, so the client under test
@@ -19,9 +20,9 @@ from typing import Any
 
 import uvicorn
 
-from loadgen.sim.app import create_app
-from loadgen.sim.connection import HttpProtocol
-from loadgen.sim.script import Received, Scripting
+from loadgen.sim.wire.app import create_app
+from loadgen.sim.wire.connection import HttpProtocol
+from loadgen.sim.wire.script import Received, Scripting
 from loadgen.stack.processes import free_port, simulator
 
 MODEL = "scripted"
@@ -108,7 +109,7 @@ def running(
 
 
 def control(url: str, **script: Any) -> None:
-    """Change the running upstream's script for later requests (loadgen/sim/script.py)."""
+    """Change the running upstream's script for later requests (loadgen/sim/wire/script.py)."""
     request = urllib.request.Request(
         url + "/control", data=json.dumps(script).encode(), method="POST"
     )

@@ -9,7 +9,8 @@ import numpy as np
 from loadgen.analysis import settle
 from loadgen.analysis.settle import Settle
 from loadgen.engine.virtual_settle import closes, warm_up
-from loadgen.sim import presets, twin
+from loadgen.sim import twin
+from loadgen.sim.model import presets
 
 RULE = Settle(max_s=30.0, window_e2es=10.0, max_window_s=120.0)
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from loadgen.cli import main
-from loadgen.sim import presets, twin
+from loadgen.sim import twin
+from loadgen.sim.model import presets
 
 PRESET = "llama-70b-bf16-tp4-a100"
 TARGET = f"virtual:{PRESET}"

@@ -23,8 +23,8 @@ from loadgen.engine.workload import (
     synthetic_text,
     user_messages,
 )
-from loadgen.sim.requests import parse_tokenize, tokenize_tokens
-from loadgen.sim.tokenizer import SUBWORDS
+from loadgen.sim.model.tokenizer import SUBWORDS
+from loadgen.sim.wire.requests import parse_tokenize, tokenize_tokens
 from tests.support import ROOT
 
 EXAMPLE_TARGETS = ROOT / "examples" / "targets.toml"

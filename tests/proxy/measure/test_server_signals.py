@@ -17,9 +17,9 @@ import pytest
 
 from latency_proxy.measure.meter import ReasoningSource, RequestTiming, StreamMeter
 from latency_proxy.measure.sse import SSEParser
-from loadgen.sim import presets
-from loadgen.sim.app import create_app
-from loadgen.sim.serving import Serving
+from loadgen.sim.model import presets
+from loadgen.sim.wire.app import create_app
+from loadgen.sim.wire.serving import Serving
 from loadgen.stack.processes import free_port
 from tests.support.proxy import proxy_env
 from tests.support.scripted_upstream import ServerThread

@@ -10,7 +10,7 @@ import uuid
 import httpx
 
 from latency_proxy.forwarding.models_list import LISTING_RETRY
-from loadgen.sim.app import create_app
+from loadgen.sim.wire.app import create_app
 from loadgen.stack.processes import free_port
 from tests.support.proxy import proxy_env, read_raw
 from tests.support.scripted_upstream import MODEL, PROXY_SCRIPT, ServerThread

@@ -1,0 +1,15 @@
+"""The engine model: how long a step of a model on some GPUs takes, which requests a step
+holds, and what the KV cache keeps. Pure, no clock, no sockets: the real-time engine and the
+twin drive the same code.
+
+- `roofline.py` the performance model: how long one step takes, and its power
+- `presets.py` a model on some hardware, as a TOML file in loadgen/sim/presets/
+- `scheduler.py` continuous batching as vLLM's V1 scheduler does it
+- `sequence.py` one request inside the engine
+- `plan.py` what a request will generate, decided on arrival
+- `speculation.py` speculative decoding, reduced to what the timing needs
+- `prefix_cache.py` the KV cache's blocks with automatic prefix caching
+- `frontend.py` the API server before the engine: one serial process
+- `gpus.py` the simulated GPUs' busy time, power and energy
+- `tokenizer.py` the tokenizer and text generator
+"""

@@ -1,0 +1,240 @@
+"""Continuous batching as vLLM's V1 scheduler does it, without the clock. Pure, no I/O.
+
+Every step has a token budget (max_num_batched_tokens). Running sequences come first: a
+decoding sequence needs one token, a sequence still in prefill takes what is left of the
+budget (chunked prefill). Waiting sequences are admitted in arrival order while there is
+budget, a free slot (max_num_seqs) and KV-cache blocks for their first chunk. When the cache
+cannot hold a running sequence's next token, the most recently admitted sequence is
+preempted: its blocks are freed and it goes back to the head of the queue, to be
+recomputed (prompt + what it had generated) when it is readmitted.
+
+With prefix caching (on by default, as in vLLM V1) a sequence being admitted first takes the
+cached blocks its prompt starts with (prefix_cache.py) and computes only the rest: those
+tokens skip prefill. Each first admission counts its tokens as queried and the cached ones
+as hits (vLLM's prefix_cache_queries and _hits). Without chunked prefill a sequence is
+admitted only when its whole uncached prompt fits in one step's budget.
+
+With speculative decoding (speculation.py) a decoding sequence's step also verifies its
+draft tokens (they take budget and compute) and samples 1 + the drafts accepted; with a
+draft model the step also runs it once per draft token (Batch.step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import deque
+from dataclasses import dataclass
+
+from loadgen.sim.model.prefix_cache import BlockPool
+from loadgen.sim.model.roofline import PerfModel, StepTime
+from loadgen.sim.model.sequence import Seq
+from loadgen.sim.model.speculation import SpecStats, Speculation
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    gpu_memory_utilization: float = 0.9
+    block_size: int = 16
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    speculation: Speculation | None = None  # --speculative-config (speculation.py)
+
+
+@dataclass(slots=True)
+class Batch:
+    work: list[tuple[Seq, int]]  # (sequence, tokens computed for it in this step)
+    tokens: int = 0  # new tokens in the step
+    kv_tokens: int = 0  # context read from the KV cache by the step's attention
+    attention: int = 0  # (query, key) pairs the step's attention scores, causal
+    speculation: Speculation | None = None  # the engine's, when it speculates
+    drafts: int = 0  # draft tokens verified in the step
+    drafting: int = 0  # sequences that verify drafts (and get new ones proposed)
+    drafting_context: int = 0  # tokens those sequences hold
+
+    def step(self, perf: PerfModel) -> StepTime:
+        """The step's time on `perf`'s hardware, by part. A draft model runs k passes after
+        the forward: one over the step's own tokens (its KV must follow the target's), then
+        k − 1 over one token per drafting sequence."""
+        time = perf.step_time(self.tokens, self.kv_tokens, self.attention, len(self.work))
+        spec = self.speculation
+        if spec is None or spec.draft is None or not self.tokens:
+            return time
+        own = self.tokens - self.drafts
+        passes = [(own, self.kv_tokens, self.attention)]
+        n, context = self.drafting, self.drafting_context
+        k = spec.num_speculative_tokens if n else 1
+        passes += [(n, context + i * n, context + i * n) for i in range(1, k)]
+        return dataclasses.replace(time, draft=perf.draft_time(spec.draft, passes))
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, kv_capacity_tokens: int, seed: int = 0) -> None:
+        self.config = config
+        self._spec_rng = random.Random(f"speculation:{seed}")
+        self.blocks = BlockPool(
+            kv_capacity_tokens // config.block_size, config.enable_prefix_caching
+        )
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []
+        self.preemptions = 0
+        self.prefix_cache_queries = 0  # tokens
+        self.prefix_cache_hits = 0  # tokens
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def total_blocks(self) -> int:
+        return self.blocks.total
+
+    @property
+    def free_blocks(self) -> int:
+        return self.blocks.free
+
+    @property
+    def kv_usage(self) -> float:
+        return 1 - self.free_blocks / self.total_blocks
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.running
+
+    def add(self, seq: Seq) -> None:
+        self.waiting.append(seq)
+
+    def abort(self, seq: Seq) -> None:
+        """Drop a sequence wherever it is and free its blocks (client went away)."""
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        seq.aborted = True
+        self._free(seq)
+
+    def schedule(self, now: float) -> Batch:
+        """The next step's work; sequences admitted for the first time are stamped `now`."""
+        batch = Batch([], speculation=self.config.speculation)
+        budget = self.config.max_num_batched_tokens
+        preempted = False
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            n = min(seq.known - seq.computed, budget)
+            need = self._blocks_for(seq.computed + n) - len(seq.blocks)
+            lost = False
+            while need > self.free_blocks and not lost:
+                victim = self.running.pop()  # the newest; never one already in this batch
+                self._preempt(victim)
+                preempted = True
+                lost = victim is seq
+            if lost:
+                break
+            drafts = min(self._drafts(seq, n), budget - n)
+            budget -= self._take(batch, seq, n, need, drafts)
+            i += 1
+        while (
+            self.waiting
+            and budget > 0
+            and not preempted
+            and len(self.running) < self.config.max_num_seqs
+        ):
+            seq = self.waiting[0]
+            size = self.config.block_size
+            hits = self.blocks.lookup(seq.block_hashes, seq.known - 1, size)
+            cached = len(hits) * size
+            if not self.config.enable_chunked_prefill and seq.known - cached > budget:
+                break
+            n = min(seq.known - cached, budget)
+            need = self._blocks_for(cached + n) - len(hits)
+            if need + self.blocks.reclaimed(hits) > self.free_blocks:
+                break
+            self.running.append(self.waiting.popleft())
+            if seq.scheduled_at is None:
+                seq.scheduled_at = max(now, seq.arrival)
+            if seq.preemptions == 0:
+                self.prefix_cache_queries += seq.known
+                self.prefix_cache_hits += cached
+                seq.cached_tokens = cached
+                prompt_blocks = min(len(seq.block_hashes), seq.prompt_tokens // size)
+                seq.created_tokens = max(0, prompt_blocks * size - cached)
+            self.blocks.take(hits)
+            seq.blocks = hits
+            seq.hashed_blocks = len(hits)
+            seq.computed = cached
+            budget -= self._take(batch, seq, n, need)
+        return batch
+
+    def complete(self, batch: Batch, now: float) -> list[tuple[Seq, float | None]]:
+        """Apply a step that ended at `now`: sequences whose whole context is now computed
+        sample a token. Returns them with their inter-token gap (None for a first token);
+        finished ones leave the batch and free their blocks."""
+        sampled = []
+        for seq, n in batch.work:
+            if seq.aborted:  # left during the step
+                continue
+            seq.computed += n
+            if seq.computed == seq.known:
+                tokens = self._verified(seq, n)
+                sampled.append((seq, seq.advance(tokens, now)))
+                seq.computed += tokens - 1  # the accepted drafts' KV came with the step
+                if seq.finished:
+                    self.running.remove(seq)
+                    self._free(seq)
+        return sampled
+
+    def _take(self, batch: Batch, seq: Seq, n: int, blocks: int, drafts: int = 0) -> int:
+        """Schedule n tokens of seq (and `drafts` draft tokens to verify with them)."""
+        seq.blocks += self.blocks.allocate(blocks)
+        full = (seq.computed + n) // self.config.block_size
+        self.blocks.cache(seq.blocks, seq.block_hashes, full, seq.hashed_blocks)
+        seq.hashed_blocks = max(seq.hashed_blocks, full)
+        batch.work.append((seq, n))
+        m = n + drafts
+        if drafts:
+            batch.drafts += drafts
+            batch.drafting += 1
+            batch.drafting_context += seq.computed + m
+        batch.tokens += m
+        batch.kv_tokens += seq.computed + m
+        batch.attention += m * seq.computed + m * (m + 1) // 2
+        return m
+
+    def _drafts(self, seq: Seq, n: int) -> int:
+        """Draft tokens a decode step verifies for seq: none without speculation."""
+        spec = self.config.speculation
+        if spec is None or n != 1 or not seq.generated:
+            return 0
+        return spec.num_speculative_tokens
+
+    def _verified(self, seq: Seq, n: int) -> int:
+        """Tokens the step samples for seq: 1, or 1 + the drafts it accepted."""
+        spec = self.config.speculation
+        if spec is None or self._drafts(seq, n) == 0:
+            return 1
+        accepted = spec.accepted(self._spec_rng)
+        if seq.spec is None:
+            seq.spec = SpecStats(spec.num_speculative_tokens)
+        seq.spec.record(accepted)
+        return min(1 + accepted, seq.output_tokens - seq.generated)
+
+    def _preempt(self, seq: Seq) -> None:
+        self._free(seq)
+        seq.computed = 0
+        seq.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def _free(self, seq: Seq) -> None:
+        self.blocks.release(seq.blocks)
+        seq.blocks = []
+
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.config.block_size)

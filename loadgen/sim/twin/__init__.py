@@ -1,0 +1,16 @@
+"""A deployment's twin: the engine model on a virtual clock, fitted to a capture of the
+deployment's traffic. Its API, for loadgen's virtual targets: `run(preset, requests)` gives
+each request's predicted timings.
+
+- `deployment.py` a deployment's twin: requests in, per-request timings out
+- `cluster.py` the engine's steps on a virtual clock, over replicas behind a router
+- `capture.py` a capture of a deployment's traffic: the proxy's log or a loadgen run
+- `fit.py` fitting a preset's efficiency terms to a capture
+- `sensitivity.py` how timings move with each term, the schedule held fixed
+- `verdict.py` a fit from start to verdict: identification, held-out error
+- `calibration.py` the model against published measurements, on a virtual clock
+"""
+
+from loadgen.sim.twin.deployment import Request, Result, Timing, run
+
+__all__ = ["Request", "Result", "Timing", "run"]

@@ -1,0 +1,74 @@
+"""The twin: requests through replicas of a preset on the virtual clock, timings back."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from loadgen.sim import twin
+from loadgen.sim.model import presets
+from loadgen.sim.twin.deployment import Request
+
+PRESET = presets.load("llama-70b-bf16-tp4-a100")
+
+
+def with_efficiency(preset: presets.Preset, **terms: float) -> presets.Preset:
+    efficiency = dataclasses.replace(preset.perf.efficiency, **terms)
+    return dataclasses.replace(preset, perf=dataclasses.replace(preset.perf, efficiency=efficiency))
+
+
+def test_one_request_alone_takes_its_prefill_then_one_step_per_token() -> None:
+    [t] = twin.run(PRESET, [Request(5.0, 1000, 50)]).timings
+    assert t.arrival == t.engine_arrival == t.scheduled == 5.0
+    assert t.queue == 0 and t.batch == 1 and t.cached_tokens == 0
+    decode = PRESET.perf.step_time(1, 1000, 1000, 1).total  # about the first decode step
+    assert t.tpot == pytest.approx(decode, rel=0.05)
+    assert t.e2e == pytest.approx(t.ttft + 49 * t.tpot)
+
+
+def test_a_burst_queues_on_one_replica_and_spreads_over_two() -> None:
+    burst = [Request(0.0, 2000, 20) for _ in range(8)]
+    one = twin.run(PRESET, burst)
+    two = twin.run(PRESET, burst, replicas=2)
+    assert one.per_replica == [8] and two.per_replica == [4, 4]
+    worst = [max(t.ttft for t in run.timings) for run in (one, two)]
+    assert worst[1] < 0.6 * worst[0]
+
+
+def test_a_later_turn_follows_the_previous_ones_end_and_hits_its_prefix() -> None:
+    turns = [
+        Request(1.0, 600, 30, prefix=(("s", 600),), session="s"),
+        Request(0.0, 900, 30, prefix=(("s", 900),), session="s", think_s=2.0),
+    ]
+    first, second = twin.run(PRESET, turns).timings
+    assert second.arrival == pytest.approx(first.finished + 2.0)
+    assert first.cached_tokens == 0 and second.cached_tokens == 592  # 37 whole blocks of 600
+
+
+def test_parts_are_shared_as_far_as_their_names_agree() -> None:
+    parts = [(("a", 1000), ("b", 1000)), (("a", 1000), ("c", 1000)), (("a", 1000), ("b", 1000))]
+    requests = [Request(float(i), 2000, 10, prefix=p) for i, p in enumerate(parts)]
+    cached = [t.cached_tokens for t in twin.run(PRESET, requests).timings]
+    # "a" alone: its whole blocks; "a" then "b" again: all but the last token's block
+    assert cached == [0, 992, 1984]
+
+
+def test_a_turn_finds_the_answer_before_it_in_the_cache() -> None:
+    turns = [
+        Request(0.0, 600, 30, prefix=(("s", 630),), session="s"),
+        Request(0.0, 900, 30, prefix=(("s", 930),), session="s", think_s=1.0),
+    ]
+    _first, second = twin.run(PRESET, turns).timings
+    assert second.cached_tokens == 624  # 39 whole blocks of the 629 tokens computed
+
+
+def test_the_front_end_serves_a_burst_one_request_at_a_time() -> None:
+    preset = with_efficiency(PRESET, frontend_request=0.01, frontend_token=1e-5)
+    timings = twin.run(preset, [Request(0.0, 1000, 5) for _ in range(3)]).timings
+    assert [t.engine_arrival for t in timings] == pytest.approx([0.02, 0.04, 0.06])
+
+
+def test_a_request_longer_than_the_context_is_refused() -> None:
+    with pytest.raises(ValueError, match="request 1: 8000 \\+ 500 tokens"):
+        twin.run(PRESET, [Request(0.0, 10, 10), Request(0.0, 8000, 500)])
