@@ -249,9 +249,17 @@ async def execute(
         think=config.think_time,
     )
     progress = Progress(label=f"shard {shard}/{shards}" if shards > 1 else "")
-    runner = Runner(targets, models, workload, rng, config.timeout_s, shard, progress)
-    runner.stall_threshold_s = config.stall_threshold_s
-    runner.drain_s = config.drain_s
+    runner = Runner(
+        targets,
+        models,
+        workload,
+        rng,
+        config.timeout_s,
+        shard,
+        stall_threshold_s=config.stall_threshold_s,
+        on_record=progress,
+        drain_s=config.drain_s,
+    )
     trace = await _replayed(config, loaded, runner, sizing, prompt_seed) if loaded else None
     if config.probes is not None:
         runner.probes = await _probes(config, runner)
