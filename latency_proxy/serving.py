@@ -42,6 +42,20 @@ def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
     return sock
 
 
+def bind_shared(host: str, port: int, count: int) -> list[socket.socket]:
+    """`count` listening sockets on one port (--workers), among which the kernel spreads
+    new connections. SO_REUSEPORT lets any process of the same user join a port's group, so
+    a port already served is refused first, as one process's bind is: a socket bound
+    without SO_REUSEPORT fails with EADDRINUSE where any socket listens. Each socket
+    listens at once, so a proxy started later is refused the same way."""
+    with bind(host, port) as probe:
+        port = probe.getsockname()[1]  # port 0: the one the kernel picked, for all of them
+    sockets = [bind(host, port, reuse_port=True) for _ in range(count)]
+    for sock in sockets:
+        sock.listen()  # the server listens again, with its own backlog
+    return sockets
+
+
 class DrainingServer(uvicorn.Server):
     """The main port: marks the proxy as draining (/readyz says 503) before uvicorn's
     graceful stop (stop accepting, wait for in-flight streams up to --drain-timeout)."""

@@ -30,7 +30,7 @@ import uvloop
 
 from latency_proxy.admin import create_admin_app
 from latency_proxy.config import Settings
-from latency_proxy.serving import admin_server, bind, log_listening
+from latency_proxy.serving import admin_server, bind, bind_shared, log_listening
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.providers import Telemetry, exposition
@@ -85,11 +85,7 @@ class Supervisor:
         self.settings = settings
         self._open_files = open_files
         self._flags = flags
-        first = bind(settings.host, settings.port, reuse_port=True)
-        port = first.getsockname()[1]  # port 0: the one the kernel picked, for all of them
-        self.sockets = [first] + [
-            bind(settings.host, port, reuse_port=True) for _ in range(settings.workers - 1)
-        ]
+        self.sockets = bind_shared(settings.host, settings.port, settings.workers)
         self.admin_socket = bind(settings.admin_host, settings.admin_port)
         shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
         self._stores = Path(shm) / f"latency-proxy-{os.getpid()}"  # a prefix per supervisor

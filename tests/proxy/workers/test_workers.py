@@ -21,6 +21,7 @@ import pytest
 
 from latency_proxy.config import ConfigError, load_settings
 from latency_proxy.workers.count import usable_cpus
+from loadgen.stack.processes import free_port
 from tests.support import ROOT
 from tests.support.proxy import ProxyProcess, read_raw
 from tests.support.scripted_upstream import MODEL
@@ -180,3 +181,25 @@ def test_sigterm_drains_every_worker_then_the_supervisor_ends(two_workers) -> No
     assert proxy.process.wait(30) == 0
     draining = [line for line in proxy.log_lines() if line["msg"] == "draining"]
     assert {line.get("worker") for line in draining} == {None, 0, 1}
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_second_proxy_on_a_served_port_is_refused(two_workers, upstream, workers) -> None:
+    """SO_REUSEPORT lets any process of the same user join the port's group: a second
+    proxy must be refused the port, whatever its --workers, not take half its traffic."""
+    second = subprocess.Popen(
+        [sys.executable, "-m", "latency_proxy", "--upstream", upstream.url, "--workers",
+         workers, "--port", str(two_workers.port), "--admin-port", str(free_port())],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        out, err = second.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        second.kill()
+        out, err = second.communicate()
+    assert (second.returncode, out) == (1, ""), err
+    assert err == "latency-proxy: error: cannot listen: Address already in use\n"
+    assert ready(two_workers)
