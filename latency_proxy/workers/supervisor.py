@@ -20,7 +20,6 @@ import os
 import signal
 import tempfile
 from dataclasses import dataclass
-from mmap import mmap
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -34,7 +33,7 @@ from latency_proxy.serving import admin_server, bind, bind_shared, log_listening
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.providers import Telemetry, exposition
-from latency_proxy.telemetry.worker_store import view
+from latency_proxy.telemetry.worker_store import records
 from latency_proxy.upstream.routes import Upstreams
 from latency_proxy.workers import merged
 from latency_proxy.workers.worker import READY, run_worker
@@ -49,7 +48,7 @@ class Worker:
     process: BaseProcess
     messages: Connection
     store: Path  # named until the supervisor has it open, then removed: nothing to leak
-    view: mmap | None = None  # the store, open for reading, once the worker is ready
+    store_fd: int | None = None  # the store, open for reading, once the worker is ready
     ready: bool = False
 
 
@@ -68,9 +67,8 @@ class SummedTelemetry(Telemetry):
 
     def exposition(self, accept: str) -> tuple[bytes, str]:
         s = self._supervisor
-        live = [w.view for w in s.workers.values() if w.view is not None]
-        summed = merged.registry(live, s.dead_views, self.latest_gen_ai, s.restarts)
-        return exposition(summed, accept)
+        live = [records(w.store_fd) for w in s.workers.values() if w.store_fd is not None]
+        return exposition(s.merged.registry(live, s.restarts), accept)
 
 
 class Supervisor:
@@ -90,15 +88,16 @@ class Supervisor:
         shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
         self._stores = Path(shm) / f"latency-proxy-{os.getpid()}"  # a prefix per supervisor
         self.workers: dict[int, Worker] = {}
-        self.dead_views: list[mmap] = []  # the stores of workers that died: their counts stay
         self.restarts = 0
         self._started = 0  # workers started, restarts included: names their stores
         self._context = multiprocessing.get_context("spawn")
         self._failed = False
         self._ended = asyncio.Event()
+        telemetry = SummedTelemetry(settings, self)
+        self.merged = merged.Merged(telemetry.latest_gen_ai)
         self.state = ProxyState(
             settings,
-            SummedTelemetry(settings, self),
+            telemetry,
             Upstreams(settings, credentials),
             admin_token=token,
             workers_ready=self.all_ready,
@@ -155,7 +154,7 @@ class Supervisor:
             asyncio.get_running_loop().remove_reader(worker.messages.fileno())
             return
         if message == READY:  # its store exists: open it, then let go of its name
-            worker.view = view(worker.store)
+            worker.store_fd = os.open(worker.store, os.O_RDONLY)
             worker.store.unlink(missing_ok=True)
             worker.ready = True
             log.info("worker ready", extra={"fields": {"worker": worker.number}})
@@ -168,8 +167,9 @@ class Supervisor:
         worker.messages.close()
         worker.process.join()
         del self.workers[worker.number]
-        if worker.view is not None:
-            self.dead_views.append(worker.view)
+        if worker.store_fd is not None:  # what it counted stays; its store goes
+            self.merged.fold_dead(records(worker.store_fd))
+            os.close(worker.store_fd)
         worker.store.unlink(missing_ok=True)
         code = worker.process.exitcode
         fields = {"worker": worker.number, "exit_code": code}
