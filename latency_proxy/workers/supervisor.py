@@ -5,9 +5,14 @@ Each worker listens on a socket of its own, all bound to the main port with SO_R
 `reuseport`). The supervisor keeps those sockets: a worker that dies is started again on
 its socket, and the connections the kernel queued there meanwhile wait for it instead of
 being reset. The supervisor's /metrics sums the workers' shared-memory stores (merged.py);
-/readyz says ready only once every worker serves; SIGTERM drains every worker, then the
-supervisor ends. A worker that ends before it ever served ends the supervisor too (a fault
-at start would not mend by starting it again and again).
+/readyz says ready only once every worker serves, and names those that do not; SIGTERM
+drains every worker, then the supervisor ends.
+
+A worker that dies is started again at once if it had served; one that dies again before
+it serves is started later and later (exponential backoff, capped, reset once it serves),
+as Kubernetes' CrashLoopBackOff and systemd's RestartSteps= do, while the others serve on.
+Only a worker that ends before any worker of the proxy ever served ends the supervisor (a
+fault at start, such as a bad setting, would not mend by starting it again and again).
 """
 
 from __future__ import annotations
@@ -40,6 +45,16 @@ from latency_proxy.workers.worker import READY, run_worker
 
 log = logging.getLogger("latency_proxy.workers")
 STOP_GRACE = 5.0  # past --drain-timeout, how long a worker may take to end before SIGKILL
+RESTART_BACKOFF_S = 0.1  # after the first death before serving (systemd's RestartSec=)
+RESTART_BACKOFF_CAP_S = 5.0  # connections the kernel queues for it wait this long at most
+
+
+def restart_delay(early_deaths: int) -> float:
+    """How long before a worker that died `early_deaths` times in a row before it served
+    is started again: at once after one that had served, then 0.1 s doubling to the cap."""
+    if early_deaths == 0:
+        return 0.0
+    return min(RESTART_BACKOFF_CAP_S, RESTART_BACKOFF_S * 2 ** min(early_deaths - 1, 32))
 
 
 @dataclass(slots=True)
@@ -89,6 +104,9 @@ class Supervisor:
         self._stores = Path(shm) / f"latency-proxy-{os.getpid()}"  # a prefix per supervisor
         self.workers: dict[int, Worker] = {}
         self.restarts = 0
+        self._served = False  # a worker of this proxy has served: a fault is no start fault
+        self._early_deaths: dict[int, int] = {}  # worker number: deaths in a row before serving
+        self._restart_at: dict[int, float] = {}  # worker number: when its backoff ends
         self._started = 0  # workers started, restarts included: names their stores
         self._context = multiprocessing.get_context("spawn")
         self._failed = False
@@ -100,13 +118,20 @@ class Supervisor:
             telemetry,
             Upstreams(settings, credentials),
             admin_token=token,
-            workers_ready=self.all_ready,
+            workers_unready=self.unready,
         )
 
-    def all_ready(self) -> bool:
-        return len(self.workers) == self.settings.workers and all(
-            w.ready for w in self.workers.values()
-        )
+    def unready(self) -> dict[str, str]:
+        """Each worker that does not serve now, and why (/readyz)."""
+        now = asyncio.get_running_loop().time()
+        why = {}
+        for number in range(self.settings.workers):
+            worker = self.workers.get(number)
+            if number in self._restart_at:
+                why[str(number)] = f"restarting in {self._restart_at[number] - now:.1f}s"
+            elif worker is None or not worker.ready:
+                why[str(number)] = "starting"
+        return why
 
     def serve(self) -> int:
         """Run the workers until SIGTERM or SIGINT; the exit code."""
@@ -157,6 +182,8 @@ class Supervisor:
             worker.store_fd = os.open(worker.store, os.O_RDONLY)
             worker.store.unlink(missing_ok=True)
             worker.ready = True
+            self._served = True
+            self._early_deaths.pop(worker.number, None)
             log.info("worker ready", extra={"fields": {"worker": worker.number}})
 
     def _ended_worker(self, worker: Worker) -> None:
@@ -172,19 +199,32 @@ class Supervisor:
             os.close(worker.store_fd)
         worker.store.unlink(missing_ok=True)
         code = worker.process.exitcode
-        fields = {"worker": worker.number, "exit_code": code}
+        fields: dict[str, object] = {"worker": worker.number, "exit_code": code}
         if self.state.draining:
             if not self.workers:
                 self._ended.set()
             return
-        if not worker.ready:
+        if not self._served:
             log.error("worker ended before it served; stopping", extra={"fields": fields})
             self._failed = True
             self.drain(signal.SIGTERM)
             return
         self.restarts += 1
+        deaths = 0 if worker.ready else self._early_deaths.get(worker.number, 0) + 1
+        self._early_deaths[worker.number] = deaths
+        delay = restart_delay(deaths)
+        fields["restart_in_s"] = delay
         log.warning("worker ended; starting it again", extra={"fields": fields})
-        self._start(worker.number)
+        if delay == 0:
+            self._start(worker.number)
+            return
+        self._restart_at[worker.number] = loop.time() + delay
+        loop.call_later(delay, self._restart, worker.number)
+
+    def _restart(self, number: int) -> None:
+        del self._restart_at[number]
+        if not self.state.draining:
+            self._start(number)
 
     def drain(self, sig: int) -> None:
         """Every worker drains (--drain-timeout), then the supervisor ends."""

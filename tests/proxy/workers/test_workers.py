@@ -237,3 +237,38 @@ def test_restarts_leave_the_supervisors_address_space_flat(two_workers) -> None:
     assert grown < 32 * 2**20, (before, after)  # less than half of one store
     assert counted(proxy, "latency_proxy_worker_restarts_total") == RESTARTS
     assert counted(proxy, "latency_proxy_requests_total") == RESTARTS  # the dead ones' too
+
+
+def children(pid: int) -> set[int]:
+    return {int(n) for n in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+
+
+@pytest.mark.slow
+def test_a_worker_dying_as_it_restarts_backs_off_and_the_proxy_serves_on(
+    start_proxy, upstream
+) -> None:
+    """Only a fault at the proxy's first start ends it; a restarted worker that dies before
+    it serves is started again later and later (0.1 s, doubling), the others serve on."""
+    proxy = start_proxy("--upstream", upstream.url, "--workers", "3")
+    assert wait_for(lambda: ready(proxy)), proxy.output()
+    long = {"tokens": 40, "itl": 0.05}  # 2 s each
+    with ThreadPoolExecutor(12) as pool:
+        started = threading.Semaphore(0)
+        streams = [pool.submit(chat, proxy.url, long, f"b{n}", started) for n in range(12)]
+        assert all(started.acquire(timeout=10) for _ in streams)
+        victim = worker_pids(proxy)[1]
+        for _ in range(4):  # the served worker, then three replacements as soon as they exist
+            known = children(proxy.process.pid)
+            os.kill(victim, signal.SIGKILL)
+            victim = wait_for(lambda k=known: next(iter(children(proxy.process.pid) - k), 0))
+            assert victim, proxy.output()
+        done = [future.result() for future in streams]
+    assert proxy.process.poll() is None, proxy.output()
+    assert [status for status, _, _ in done] == [200] * 12
+    assert sum(raw.endswith(b"data: [DONE]\n\n") for _, raw, cut in done if not cut) >= 6
+    assert wait_for(lambda: ready(proxy)), proxy.output()
+    after = [chat(proxy.url, {"tokens": 2}, f"c{n}") for n in range(6)]
+    assert all(status == 200 and not cut for status, _, cut in after)
+    again = [line for line in proxy.log_lines() if line["msg"] == "worker ended; starting it again"]
+    assert [line["restart_in_s"] for line in again] == [0, 0.1, 0.2, 0.4]
+    assert counted(proxy, "latency_proxy_worker_restarts_total") == 4
