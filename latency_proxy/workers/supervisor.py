@@ -6,7 +6,8 @@ Each worker listens on a socket of its own, all bound to the main port with SO_R
 its socket, and the connections the kernel queued there meanwhile wait for it instead of
 being reset. The supervisor's /metrics sums the workers' shared-memory stores (merged.py);
 /readyz says ready only once every worker serves, and names those that do not; SIGTERM
-drains every worker, then the supervisor ends.
+drains every worker, then the supervisor ends. A worker whose heartbeat stops (SIGSTOP, a
+loop stuck) is named unready, killed and started again, as gunicorn's worker timeout does.
 
 A worker that dies is started again at once if it had served; one that dies again before
 it serves is started later and later (exponential backoff, capped, reset once it serves),
@@ -41,10 +42,12 @@ from latency_proxy.telemetry.providers import Telemetry, exposition
 from latency_proxy.telemetry.worker_store import records
 from latency_proxy.upstream.routes import Upstreams
 from latency_proxy.workers import merged
-from latency_proxy.workers.worker import READY, run_worker
+from latency_proxy.workers.worker import run_worker
 
 log = logging.getLogger("latency_proxy.workers")
 STOP_GRACE = 5.0  # past --drain-timeout, how long a worker may take to end before SIGKILL
+HEARTBEAT_TIMEOUT_S = 2.0  # a serving worker silent this long is stuck (it beats every 0.5 s)
+WATCH_INTERVAL_S = 0.5  # how often the supervisor looks: stuck ones go within 2.5 s
 RESTART_BACKOFF_S = 0.1  # after the first death before serving (systemd's RestartSec=)
 RESTART_BACKOFF_CAP_S = 5.0  # connections the kernel queues for it wait this long at most
 
@@ -65,6 +68,7 @@ class Worker:
     store: Path  # named until the supervisor has it open, then removed: nothing to leak
     store_fd: int | None = None  # the store, open for reading, once the worker is ready
     ready: bool = False
+    heard_at: float = 0.0  # the loop's time of its latest heartbeat
 
 
 class SummedTelemetry(Telemetry):
@@ -131,6 +135,8 @@ class Supervisor:
                 why[str(number)] = f"restarting in {self._restart_at[number] - now:.1f}s"
             elif worker is None or not worker.ready:
                 why[str(number)] = "starting"
+            elif now - worker.heard_at > HEARTBEAT_TIMEOUT_S:
+                why[str(number)] = f"not answering for {now - worker.heard_at:.1f}s"
         return why
 
     def serve(self) -> int:
@@ -144,6 +150,7 @@ class Supervisor:
             loop.add_signal_handler(sig, self.drain, sig)
         for number in range(self.settings.workers):
             self._start(number)
+        loop.call_later(WATCH_INTERVAL_S, self._watch)
         admin = admin_server(self.settings, create_admin_app(self.state))
         admin_task = asyncio.create_task(admin.serve(sockets=[self.admin_socket]))
         log_listening(self.settings, self.sockets[0], self.admin_socket, self._open_files)
@@ -174,11 +181,12 @@ class Supervisor:
 
     def _heard(self, worker: Worker) -> None:
         try:
-            message = worker.messages.recv_bytes()
+            worker.messages.recv_bytes()
         except (EOFError, OSError):
             asyncio.get_running_loop().remove_reader(worker.messages.fileno())
             return
-        if message == READY:  # its store exists: open it, then let go of its name
+        worker.heard_at = asyncio.get_running_loop().time()
+        if not worker.ready:  # it serves, so its store exists: open it, let go of its name
             worker.store_fd = os.open(worker.store, os.O_RDONLY)
             worker.store.unlink(missing_ok=True)
             worker.ready = True
@@ -220,6 +228,19 @@ class Supervisor:
             return
         self._restart_at[worker.number] = loop.time() + delay
         loop.call_later(delay, self._restart, worker.number)
+
+    def _watch(self) -> None:
+        """Kill each serving worker whose heartbeat stopped; its end starts a new one."""
+        loop = asyncio.get_running_loop()
+        if self.state.draining:
+            return
+        loop.call_later(WATCH_INTERVAL_S, self._watch)
+        for worker in self.workers.values():
+            silent = loop.time() - worker.heard_at
+            if worker.ready and silent > HEARTBEAT_TIMEOUT_S and worker.process.is_alive():
+                fields = {"worker": worker.number, "silent_s": round(silent, 1)}
+                log.error("worker stopped answering; killing it", extra={"fields": fields})
+                worker.process.kill()
 
     def _restart(self, number: int) -> None:
         del self._restart_at[number]

@@ -272,3 +272,32 @@ def test_a_worker_dying_as_it_restarts_backs_off_and_the_proxy_serves_on(
     again = [line for line in proxy.log_lines() if line["msg"] == "worker ended; starting it again"]
     assert [line["restart_in_s"] for line in again] == [0, 0.1, 0.2, 0.4]
     assert counted(proxy, "latency_proxy_worker_restarts_total") == 4
+
+
+@pytest.mark.slow
+def test_a_stopped_worker_is_named_unready_and_replaced(two_workers) -> None:
+    """A worker that stops answering (SIGSTOP, a loop stuck) looked ready while a share of
+    new connections hung on it: within 2.5 s of its last heartbeat /readyz names it, it is
+    killed and a new one started, as gunicorn's worker timeout does."""
+    proxy = two_workers
+    victim = worker_pids(proxy)[0]
+    os.kill(victim, signal.SIGSTOP)
+    stopped = time.monotonic()
+
+    def named() -> dict | None:
+        r = httpx.get(proxy.admin + "/readyz", timeout=2)
+        return r.json() if r.status_code == 503 and "0" in r.json().get("workers", {}) else None
+
+    seen = wait_for(named, 10)
+    noticed = time.monotonic() - stopped
+    assert seen and seen["status"] == "unready", proxy.output()
+    print(f"stopped worker named unready after {noticed:.2f} s")
+    assert noticed < 4.0, noticed  # 2 s of silence, 0.5 s between checks, and this box's load
+    assert wait_for(lambda: not Path(f"/proc/{victim}").exists() or b"Z" in Path(
+        f"/proc/{victim}/stat").read_bytes().split(b")")[-1][:3], 5)  # fmt: skip
+    assert wait_for(lambda: worker_pids(proxy)[0] != victim)
+    assert wait_for(lambda: ready(proxy)), proxy.output()
+    assert all(chat(proxy.url, {"tokens": 2}, f"z{n}")[0] == 200 for n in range(6))
+    killed = [line for line in proxy.log_lines() if line["msg"].startswith("worker stopped")]
+    assert [line["worker"] for line in killed] == [0]
+    assert counted(proxy, "latency_proxy_worker_restarts_total") == 1
