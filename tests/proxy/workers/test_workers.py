@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -36,12 +37,28 @@ UPSTREAM = {"upstream": ["http://x"]}
         ("-2", "--workers: -2 is negative"),
         ("1.5", "--workers: '1.5' is not a worker count or auto"),
         ("some", "--workers: 'some' is not a worker count or auto"),
-        ("100000000", "the file-descriptor limit"),
+        ("1025", "--workers: 1025 is more than 1024"),
     ],
 )
 def test_a_worker_count_that_cannot_run_is_refused(given: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         load_settings({**UPSTREAM, "workers": given}, environ={})
+
+
+def test_more_workers_than_the_open_files_limit_allows_are_refused() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "latency_proxy", "--upstream", "http://x", "--workers", "100"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)),
+    )
+    assert run.returncode == 2 and run.stdout == "", run.stderr
+    assert run.stderr == (
+        "latency-proxy: error: --workers: 100: the file-descriptor limit (256, ulimit -Hn) "
+        "allows at most 48 workers\n"
+    )
 
 
 def test_workers_0_exits_2_with_one_line_before_listening() -> None:
