@@ -318,3 +318,25 @@ def test_a_stopped_worker_is_named_unready_and_replaced(two_workers) -> None:
     killed = [line for line in proxy.log_lines() if line["msg"].startswith("worker stopped")]
     assert [line["worker"] for line in killed] == [0]
     assert counted(proxy, "latency_proxy_worker_restarts_total") == 1
+
+
+@pytest.mark.slow
+def test_many_workers_under_an_address_space_limit_all_serve_and_count(
+    start_proxy, upstream
+) -> None:
+    """Under `ulimit -v` 512 MiB each process fits with its own store, but the supervisor
+    did not fit six held at once (some 190 MiB + 6 x 64 MiB): stores went unmapped,
+    /readyz stayed 'starting' and /metrics lost what they counted."""
+    limit = 512 * 2**20
+    proxy = start_proxy(
+        "--upstream", upstream.url, "--workers", "6", ready=False, address_space=(limit, limit)
+    )
+    proxy.wait_ready(60)
+    assert wait_for(lambda: ready(proxy), 90), proxy.output()
+    with ThreadPoolExecutor(8) as pool:
+        done = list(pool.map(lambda n: chat(proxy.url, {"tokens": 2}, f"v{n}"), range(30)))
+    assert all(status == 200 and not cut for status, _, cut in done)
+    logged = lambda: len([line for line in proxy.log_lines() if line["msg"] == "request"])  # noqa: E731
+    assert wait_for(lambda: logged() == 30)
+    assert wait_for(lambda: counted(proxy, "latency_proxy_requests_total") == 30), proxy.metrics()
+    assert address_space(proxy.process.pid)[0] < limit
