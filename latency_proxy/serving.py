@@ -11,6 +11,7 @@ import signal
 import socket
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Literal
 
 import uvicorn
 import uvloop
@@ -24,6 +25,7 @@ from latency_proxy.server.http_protocol import (
     protocol_class,
 )
 from latency_proxy.state import ProxyState
+from latency_proxy.types import ASGIApp
 
 log = logging.getLogger("latency_proxy")
 HEARTBEAT_TICKS = 5  # of uvicorn's 0.1 s ticks: a worker's heartbeat every 0.5 s
@@ -95,7 +97,7 @@ class AdminServer(uvicorn.Server):
 
 
 def _uvicorn_config(
-    app: object, lifespan: str, drain_timeout: float, settings: Settings
+    app: ASGIApp, lifespan: Literal["on", "off"], drain_timeout: float, settings: Settings
 ) -> uvicorn.Config:
     limits = ConnectionLimits(
         max_head_bytes=settings.max_header_bytes + REQUEST_LINE_ALLOWANCE,
@@ -112,8 +114,10 @@ def _uvicorn_config(
         server_header=False,
         date_header=False,
         proxy_headers=False,
-        timeout_graceful_shutdown=drain_timeout,
-        timeout_keep_alive=settings.idle_timeout,
+        # uvicorn annotates both as int, but only hands them to wait_for and call_later,
+        # which take float seconds: a sub-second setting is kept, not truncated
+        timeout_graceful_shutdown=drain_timeout,  # type: ignore[arg-type]  # float seconds
+        timeout_keep_alive=settings.idle_timeout,  # type: ignore[arg-type]  # float seconds
     )
 
 
@@ -136,7 +140,7 @@ def main_server(
     return DrainingServer(config, app.state, heartbeat)
 
 
-def admin_server(settings: Settings, app: object) -> AdminServer:
+def admin_server(settings: Settings, app: ASGIApp) -> AdminServer:
     return AdminServer(_uvicorn_config(app, "off", 1.0, settings))
 
 

@@ -59,11 +59,11 @@ def _cgroup_quota(root: Path) -> float | None:
     except (OSError, ValueError):
         pass
     try:
-        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
     except (OSError, ValueError):
         return None
-    return None if quota <= 0 or period <= 0 else quota / period
+    return None if quota_us <= 0 or period_us <= 0 else quota_us / period_us
 
 
 def check_workers(count: int) -> str | None:

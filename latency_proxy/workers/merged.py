@@ -11,6 +11,7 @@ are no longer in flight).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 
 import prometheus_client
@@ -75,6 +76,11 @@ def _copy(record: Read) -> Read:
 
 
 def _later(a: Exemplar | None, b: Exemplar | None) -> Exemplar | None:
-    if a is None or (b is not None and b.timestamp > a.timestamp):
+    if a is None or (b is not None and _set_at(b) > _set_at(a)):
         return b
     return a
+
+
+def _set_at(exemplar: Exemplar) -> float:
+    """When an exemplar was set; one without a time counts as the oldest."""
+    return -math.inf if exemplar.timestamp is None else float(exemplar.timestamp)

@@ -292,8 +292,11 @@ def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[
     stopped = "bracket"
     try:
         while stopped == "bracket":
-            due = [(s, searches[s].next_level()) for s in config.targets]
-            due = [(spec, level) for spec, level in due if level is not None]
+            due = [
+                (s, level)
+                for s in config.targets
+                if (level := searches[s].next_level()) is not None
+            ]
             if not due:
                 break
             for spec, level in due:  # one level per target per round: interleaved

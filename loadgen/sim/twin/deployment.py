@@ -168,7 +168,7 @@ class _SharingSeq(_Seq):
         self.prefix: tuple[tuple[str, int], ...] | None = request.prefix
         self.block_size = block_size
 
-    @property  # type: ignore[override]
+    @property
     def block_hashes(self) -> tuple[bytes, ...]:
         if self.prefix is not None:  # first asked: over prompt and output
             tokens = self.prompt_tokens + self.output_tokens

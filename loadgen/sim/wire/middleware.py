@@ -120,7 +120,7 @@ class FaultMiddleware:
             if not await drop(scope, replay, reset=death.reset):
                 raise  # no transport: the server closes the connection (and logs it)
         finally:
-            self._in_flight.discard(transport)  # type: ignore[arg-type]
+            self._in_flight.discard(transport)
 
     def restart(self, down_s: float) -> None:
         """The engine restarts: every generation in flight loses its connection (each
