@@ -1,6 +1,7 @@
 """`python -m loadgen.sim fit SOURCE... --preset BASE --out FITTED.toml`: a preset fitted to
-a capture of the deployment (the proxy's request log or a loadgen run directory), with
-fit.json beside it and the held-out error printed.
+a capture of the deployment (the proxy's request log, a loadgen run directory or another
+benchmark tool's file: twin/sources/), with fit.json beside it and the held-out error
+printed, in all and per source.
 
 Only the efficiency terms are fitted; the model, GPU count and engine flags are the base
 preset's with --virtual-args applied (vLLM's flags, as `python -m loadgen.sim` takes them).
@@ -37,7 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
         "sources",
         nargs="+",
         metavar="SOURCE",
-        help="the proxy's request log (JSON lines) or a loadgen run directory",
+        help="the proxy's request log (JSON lines), a loadgen run directory, AIPerf's "
+        "profile_export.jsonl, GuideLLM's benchmarks.json, vLLM's bench serve JSON (saved "
+        "with --save-detailed) or inference-perf's per-request report; the format is told "
+        "from the content",
     )
     base = p.add_mutually_exclusive_group(required=True)
     base.add_argument("--preset", help="the bundled preset to start from (the model and GPUs)")
@@ -47,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--virtual-args",
         default="",
         metavar="FLAGS",
-        help="the deployment's vLLM engine flags, e.g. \"--max-num-seqs 128\"",
+        help='the deployment\'s vLLM engine flags, e.g. "--max-num-seqs 128"',
     )
     p.add_argument(
         "--holdout",
@@ -127,11 +131,23 @@ def _summary(
     args: argparse.Namespace, base: Preset, captured: capture.Capture, report: verdict.Report
 ) -> dict[str, Any]:
     n = len(captured.requests)
-    held = max(1, round(n * args.holdout))
+    held = len(verdict.held_out(captured, args.holdout))
     return {
         "base": args.preset_file or args.preset,
         "virtual_args": args.virtual_args,
-        "sources": captured.sources,
+        "sources": [
+            {
+                "path": source.path,
+                "format": source.format,
+                "fitted": source.fitted,
+                "streams": source.streams,
+                "requests": source.requests,
+                "failed": source.failed,
+                **({"rebuilt_from": source.settings} if source.settings else {}),
+            }
+            | judged
+            for source, judged in zip(captured.sources, report.by_source, strict=True)
+        ],
         "model": captured.model,
         "replicas": args.replicas,
         "requests": {
@@ -174,6 +190,13 @@ def _printed(summary: dict[str, Any], out: Path) -> str:
             )
     for name, why in summary["not_identified"].items():
         lines.append(f"  {name:<24} not identified: {why}")
+    if len(summary["sources"]) > 1 or summary["sources"][0]["fitted"] != "per request":
+        for source in summary["sources"]:
+            error = source["held_out_error"]
+            lines.append(
+                f"  {source['path']}: {source['format']}, {source['fitted']}, held-out error "
+                + ("none held out" if error is None else f"{error:.1%}")
+            )
     lines.append("held-out prediction error (the twin against the capture):")
     for key, row in summary["held_out"].items():
         lines.append(

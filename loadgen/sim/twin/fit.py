@@ -143,7 +143,8 @@ class Targets:
     between steps (TTFT, queue, prefill): a shift of the schedule by one step moves a single
     request's TTFT by a whole step, but not a group's mean."""
 
-    groups: list[tuple[tuple[int, ...], str, float, float]]  # requests, kind, log, weight
+    # requests, kind, log, weight, and the quantile the group stands for (None: its mean)
+    groups: list[tuple[tuple[int, ...], str, float, float, float | None]]
     slice_of: list[int]  # each group's time slice (for the bootstrap)
     kinds: int  # kinds of figure captured (each weighs one)
 
@@ -159,11 +160,15 @@ class Targets:
         prompts = sorted(capture.requests[i].prompt_tokens for i in measured)
         thirds = [prompts[len(prompts) // 3], prompts[2 * len(prompts) // 3]] if prompts else []
         keyed: dict[tuple[str, int, int], list[tuple[int, float]]] = {}
+        rebuilt: dict[tuple[str, int], list[tuple[int, float]]] = {}
         for i in measured:
             r = capture.requests[i]
             third = sum(r.prompt_tokens > t for t in thirds)
             for kind, value in figures(r).items():
                 if value is None or kind in _engine_timed(r):
+                    continue
+                if r.rebuilt:  # its arrival is not the one measured: only the spread counts
+                    rebuilt.setdefault((kind, r.source), []).append((i, value))
                     continue
                 grouped = (kind, slice_of[i] // merge, third)
                 key = (kind, i, 0) if kind in PER_REQUEST else grouped
@@ -171,38 +176,91 @@ class Targets:
         counts: dict[str, int] = {}
         for kind, *_ in keyed:
             counts[kind] = counts.get(kind, 0) + 1
-        groups, slices = [], []
+        for kind, _ in rebuilt:
+            counts[kind] = counts.get(kind, 0) + len(QUANTILES)
+        groups: list[tuple[tuple[int, ...], str, float, float, float | None]] = []
+        slices = []
         for (kind, where, _), members in keyed.items():
             mean = sum(v for _, v in members) / len(members)
-            groups.append((tuple(i for i, _ in members), kind, mean, 1 / math.sqrt(counts[kind])))
+            weight = 1 / math.sqrt(counts[kind])
+            groups.append((tuple(i for i, _ in members), kind, mean, weight, None))
             slices.append(slice_of[members[0][0]] if kind in PER_REQUEST else where * merge)
+        for (kind, _), members in rebuilt.items():
+            ordered = sorted(members, key=lambda m: m[1])
+            for q in QUANTILES:
+                value = _at_rank([v for _, v in ordered], q)
+                logged = math.log(value + FLOOR[kind])
+                groups.append(
+                    (tuple(i for i, _ in members), kind, logged, 1 / math.sqrt(counts[kind]), q)
+                )
+                slices.append(slice_of[ordered[len(ordered) // 2][0]])
         return cls(groups, slices, len(counts))
 
     def residuals(self, timings: list[deployment.Timing]) -> list[float]:
         out = []
-        for members, kind, logged, weight in self.groups:
-            total = 0.0
-            for i in members:
-                value = simulated(timings[i])[kind]
-                assert value is not None
-                total += math.log(value + FLOOR[kind])
-            out.append(weight * (total / len(members) - logged))
+        for members, kind, logged, weight, q in self.groups:
+            value = _group_value(members, kind, q, timings)
+            out.append(weight * (value - logged))
         return out
 
     def jacobian(self, timings: list[deployment.Timing], sens: Sensitivity) -> list[list[float]]:
         """d residual / d log(term) for each of the sensitivity's terms: columns."""
         rows = []
-        for members, kind, _logged, weight in self.groups:
+        for members, kind, _logged, weight, q in self.groups:
             total = [0.0] * len(sens.names)
-            for i in members:
+            for i, share in _shares(members, kind, q, timings):
                 t = timings[i]
                 value = simulated(t)[kind]
                 assert value is not None
-                scale = weight / len(members) / (value + FLOOR[kind])
+                if q is not None:  # d log(quantile): the request at that rank moves it
+                    value = math.exp(_group_value(members, kind, q, timings)) - FLOOR[kind]
+                scale = weight * share / (value + FLOOR[kind])
                 for k, d in enumerate(sens.of(i, kind, t)):
                     total[k] += scale * d
             rows.append(total)
         return [list(column) for column in zip(*rows, strict=True)] if rows else []
+
+
+QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)  # of a rebuilt load's figures, matched one by one
+
+
+def _at_rank(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of sorted values, linear between order statistics."""
+    at = (len(ordered) - 1) * q
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def _shares(
+    members: tuple[int, ...], kind: str, q: float | None, timings: list[deployment.Timing]
+) -> list[tuple[int, float]]:
+    """The requests a group's figure is made of, each with its share of it: all alike for a
+    mean, the two either side of the rank for a quantile."""
+    if q is None:
+        return [(i, 1 / len(members)) for i in members]
+    ordered = sorted(members, key=lambda i: simulated(timings[i])[kind] or 0.0)
+    at = (len(ordered) - 1) * q
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    frac = at - low
+    return [(ordered[low], 1 - frac), (ordered[high], frac)]
+
+
+def _group_value(
+    members: tuple[int, ...], kind: str, q: float | None, timings: list[deployment.Timing]
+) -> float:
+    """The group's simulated figure, in log: its members' mean log, or the log of their
+    q-quantile."""
+    if q is None:
+        total = 0.0
+        for i in members:
+            value = simulated(timings[i])[kind]
+            assert value is not None
+            total += math.log(value + FLOOR[kind])
+        return total / len(members)
+    values = sorted(simulated(timings[i])[kind] or 0.0 for i in members)
+    return math.log(_at_rank(values, q) + FLOOR[kind])
 
 
 @dataclass(frozen=True, slots=True)

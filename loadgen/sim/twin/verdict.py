@@ -16,7 +16,7 @@ from typing import Any
 
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import deployment, fit
-from loadgen.sim.twin.capture import Capture
+from loadgen.sim.twin.capture import Capture, Captured
 from loadgen.sim.twin.fit import FRONTEND, TERMS, Fitted, Search, Targets
 
 QUIET = 0.002  # a term whose STEP change moves the fitted figures less (rms, log) is unseen
@@ -32,21 +32,38 @@ class Report:
     intervals: dict[str, tuple[float, float]]
     not_identified: dict[str, str] = field(default_factory=dict)  # term: why, in words
     held_out: dict[str, dict[str, float]] = field(default_factory=dict)
+    # per SOURCE, in the order given: its own held-out figures and their mean error
+    by_source: list[dict[str, Any]] = field(default_factory=list)
     slices: list[dict[str, Any]] = field(default_factory=list)
     frontend: dict[str, Any] = field(default_factory=dict)
     replays: int = 0
 
     def held_out_error(self) -> float:
         """The mean absolute error of the held-out P50 and P90 of TTFT and TPOT."""
-        errors = [abs(v["error"]) for v in self.held_out.values()]
-        return sum(errors) / len(errors) if errors else math.inf
+        return mean_error(self.held_out)
+
+
+def mean_error(figures: dict[str, dict[str, float]]) -> float:
+    errors = [abs(v["error"]) for v in figures.values()]
+    return sum(errors) / len(errors) if errors else math.inf
+
+
+def held_out(capture: Capture, holdout: float) -> set[int]:
+    """The requests kept out of the fit: the last `holdout` share (by arrival) of each
+    source's, so that each source's error is its own."""
+    held: set[int] = set()
+    if holdout <= 0:
+        return held
+    for source in range(len(capture.sources)):
+        mine = [i for i, r in enumerate(capture.requests) if r.source == source]
+        held.update(mine[len(mine) - max(1, round(len(mine) * holdout)) :] if mine else [])
+    return held
 
 
 def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: int = 1) -> Report:
     """The fitted terms of `base` for `capture`, with their intervals and the held-out error."""
-    n = len(capture.requests)
-    cut = n - max(1, round(n * holdout)) if holdout > 0 else n
-    targets = Targets.of(capture, range(cut))
+    held = held_out(capture, holdout)
+    targets = Targets.of(capture, [i for i in range(len(capture.requests)) if i not in held])
     search = Search(base, capture, targets, replicas)
     start = {t.name: t.get(base) for t in (*TERMS, *FRONTEND)}
     first = deployment.run(base, search.requests, replicas)
@@ -65,11 +82,11 @@ def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: in
     # a term's interval spans every round it was free in: with a partner it trades off with
     # fixed at the base value, its own interval alone would claim a certainty it lacks
     report.intervals = {k: hull[k] for k in report.intervals}
-    _judge(report, search, capture, cut)
+    _judge(report, search, capture, held)
     without = report.held_out_error()
     with_frontend = fit.fit(search, fitted.values | FRONTEND_START, [*free, *FRONTEND])
     trial = _report(start, with_frontend, dict(reasons), search.replays)
-    _judge(trial, search, capture, cut)
+    _judge(trial, search, capture, held)
     gain = without - trial.held_out_error()
     unclear = {t.name: why for t in FRONTEND if (why := why_not(with_frontend, t.name))}
     frontend_words = {
@@ -205,23 +222,19 @@ def _report(
     )
 
 
-def _judge(report: Report, search: Search, capture: Capture, cut: int) -> None:
-    """The held-out error and the error per time slice, of the report's values."""
+def _judge(report: Report, search: Search, capture: Capture, held: set[int]) -> None:
+    """The held-out error (in all, and per source) and the error per time slice, of the
+    report's values."""
     timings = search.timings(report.values)
     pairs = list(zip(capture.requests, timings, strict=True))
-    held = [(r, t) for r, t in pairs[cut:] if r.measured]
-    report.held_out = {}
-    for kind in ("ttft", "tpot"):
-        for q in (50, 90):
-            measured = [getattr(r, kind) for r, _ in held if getattr(r, kind) is not None]
-            predicted = [getattr(t, kind) for r, t in held if getattr(r, kind) is not None]
-            if measured and all(p is not None for p in predicted):
-                m, p = percentile(measured, q), percentile(predicted, q)
-                report.held_out[f"{kind}_p{q}"] = {
-                    "measured": m,
-                    "predicted": p,
-                    "error": p / m - 1 if m else 0.0,
-                }
+    kept = [(r, t) for i, (r, t) in enumerate(pairs) if i in held and r.measured]
+    report.held_out = _percentile_errors(kept)
+    report.by_source = []
+    for source in range(len(capture.sources)):
+        figures = _percentile_errors([(r, t) for r, t in kept if r.source == source])
+        report.by_source.append(
+            {"held_out": figures, "held_out_error": mean_error(figures) if figures else None}
+        )
     end = capture.requests[-1].arrival or 1.0
     report.slices = []
     for s in range(fit.SLICES):
@@ -235,7 +248,7 @@ def _judge(report: Report, search: Search, capture: Capture, cut: int) -> None:
             "start_s": lo,
             "end_s": hi,
             "requests": len(inside),
-            "held_out": bool(inside) and inside[0][0] >= cut,
+            "held_out": bool(inside) and inside[0][0] in held,
         }
         for kind in ("ttft", "tpot"):
             got = [(getattr(r, kind), getattr(t, kind)) for _, r, t in inside]
@@ -246,6 +259,26 @@ def _judge(report: Report, search: Search, capture: Capture, cut: int) -> None:
         report.slices.append(row)
 
 
+def _percentile_errors(
+    pairs: list[tuple[Captured, deployment.Timing]],
+) -> dict[str, dict[str, float]]:
+    """Measured against predicted P50 and P90 of TTFT and TPOT over these requests: a
+    comparison of spreads, so it holds for rebuilt arrivals too."""
+    out = {}
+    for kind in ("ttft", "tpot"):
+        for q in (50, 90):
+            measured = [getattr(r, kind) for r, _ in pairs if getattr(r, kind) is not None]
+            predicted = [getattr(t, kind) for r, t in pairs if getattr(r, kind) is not None]
+            if measured and all(p is not None for p in predicted):
+                m, p = percentile(measured, q), percentile(predicted, q)
+                out[f"{kind}_p{q}"] = {
+                    "measured": m,
+                    "predicted": p,
+                    "error": p / m - 1 if m else 0.0,
+                }
+    return out
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile, linear between order statistics."""
     ordered = sorted(values)
@@ -253,4 +286,3 @@ def percentile(values: list[float], q: float) -> float:
     low = math.floor(at)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
-
