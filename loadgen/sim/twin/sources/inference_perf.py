@@ -59,7 +59,8 @@ def read(name: str, document: list[Any]) -> list[Stream]:
 def _request(item: dict[str, Any], at: str) -> Captured | None:
     info = table(item, "info", at)
     response = table(info, "response_metrics", f"{at}: info")
-    usage = response.get("server_usage") if isinstance(response.get("server_usage"), dict) else {}
+    given = response.get("server_usage")
+    usage: dict[str, Any] = given if isinstance(given, dict) else {}
     start = number(item, "start_time", at, MAX_EPOCH)
     times = response.get("output_token_times")
     if not isinstance(times, list):

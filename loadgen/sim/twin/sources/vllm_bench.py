@@ -39,7 +39,8 @@ def read(name: str, document: dict[str, Any]) -> list[Stream]:
             raise CaptureError(
                 f"{name}: no {key} list of {n} requests (saved without --save-detailed?)"
             )
-    errors = document.get("errors") if isinstance(document.get("errors"), list) else [""] * n
+    given = document.get("errors")
+    errors: list[Any] = given if isinstance(given, list) else [""] * n
     starts = document.get("start_times")
     stream = Stream(wall_clock=False)
     if not isinstance(starts, list) or len(starts) != n:
