@@ -89,8 +89,8 @@ def main(argv: list[str]) -> None:
     if too_long:
         r = captured.requests[too_long[0]]
         _fail(
-            f"{args.sources[0]}: {len(too_long)} requests are longer than the model's context "
-            f"({r.prompt_tokens} + {r.output_tokens} > {base.max_model_len}): "
+            f"{args.sources[r.source]}: {len(too_long)} requests are longer than the "
+            f"model's context ({r.prompt_tokens} + {r.output_tokens} > {base.max_model_len}): "
             "give the deployment's --max-model-len in --virtual-args"
         )
     report = verdict.calibrate(base, captured, args.holdout, args.replicas)

@@ -58,7 +58,7 @@ def read(source: str) -> tuple[str, list[Stream]]:
         return "AIPerf", _some(name, "AIPerf", aiperf.read(name, text))
     streams = ours.read(name, text)
     if not streams:
-        raise CaptureError(f"{name}: no request in a format the fit reads ({KNOWN})")
+        raise CaptureError(f"{name}: no request lines in a format the fit reads ({KNOWN})")
     return "loadgen run" if "intended_at" in first else "proxy log", streams
 
 
