@@ -28,8 +28,11 @@ if TYPE_CHECKING:
 __all__ = ["ACCESS_LOGGER", "MAX_SECONDS", "Capture", "CaptureError", "Captured", "Source", "read"]
 
 MIN_REQUESTS = 50  # with timings: fewer cannot bound a P90, nor tell the terms apart
-DRAIN_FACTOR = 4.0  # the gap after a load: this many times its longest tail past its last
-DRAIN_MIN = 10.0  # arrival, and at least this (s): a slower candidate drains in it too
+# the idle gap after a load: this many times its longest measured tail past its last arrival,
+# and at least this (s), so that a candidate up to about that much slower still drains in it
+# (idle time costs a virtual clock nothing; only the time slices stretch with it)
+DRAIN_FACTOR = 4.0
+DRAIN_MIN = 10.0
 
 
 def log_line(
