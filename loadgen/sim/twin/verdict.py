@@ -2,10 +2,11 @@
 the front end kept or not, and how well the fitted twin predicts what it was not fitted
 on. Pure, no I/O.
 
-The capture's last `holdout` share of requests (by arrival) is never fitted to: the fitted
-twin replays the whole capture and its P50 and P90 of TTFT and TPOT over those requests are
-set against the measured ones. That is the error a user should expect of a what-if, and it
-decides the front end: its two terms are kept only when they lower it.
+The last `holdout` share of each source's requests (by arrival) is never fitted to: the
+fitted twin replays the whole capture and its P50 and P90 of TTFT and TPOT over those
+requests are set against the measured ones, over all of them and per source. That is the
+error a user should expect of a what-if, and it decides the front end: its two terms are
+kept only when they lower it.
 """
 
 from __future__ import annotations
