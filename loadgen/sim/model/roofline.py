@@ -47,10 +47,31 @@ class ModelSpec:
     max_model_len: int
     quantization: str = ""  # the checkpoint's method (vLLM's --quantization): awq, gptq or none
     max_position_embeddings: int = 0  # the model's own context limit (config.json); 0: unknown
+    # a mixture of experts: routed experts per layer, how many each token is sent to, and
+    # their parameters over all layers (counted in `params` too); 0: a dense model
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_params: float = 0.0
 
     @property
     def weight_bytes(self) -> float:
         return self.params * self.bytes_per_param
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token is multiplied by: of the routed experts, its own only."""
+        if not self.experts:
+            return self.params
+        return self.params - self.expert_params * (1 - self.experts_per_token / self.experts)
+
+    def weight_bytes_read(self, tokens: int) -> float:
+        """Weight bytes a forward pass over `tokens` tokens reads: every dense weight, and of
+        the routed experts those some token goes to. With routing spread evenly, a share
+        1 − (1 − k/E)^tokens of them: one token reads its k, a large batch all E."""
+        if not self.experts:
+            return self.weight_bytes
+        untouched = (1 - self.experts_per_token / self.experts) ** tokens
+        return (self.params - self.expert_params * untouched) * self.bytes_per_param
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -184,9 +205,9 @@ class PerfModel:
         """Memory, compute and all-reduce time of one forward pass of model m."""
         hw, eff = self.hardware, self.efficiency
         tp = hw.tensor_parallel
-        read = m.weight_bytes / tp + self.kv_per_gpu(m) * kv_tokens
+        read = m.weight_bytes_read(tokens) / tp + self.kv_per_gpu(m) * kv_tokens
         memory = read / (hw.hbm_bandwidth * eff.mbu)
-        flops = 2 * m.params * tokens + 4 * m.layers * m.heads * m.head_dim * attention
+        flops = 2 * m.active_params * tokens + 4 * m.layers * m.heads * m.head_dim * attention
         compute = flops / (tp * hw.peak_flops * eff.mfu)
         return memory, compute, self._communication(m, tokens)
 
