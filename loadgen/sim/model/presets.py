@@ -49,6 +49,7 @@ class Preset:
     engine: EngineConfig
     uncalibrated: str = ""  # why no measurement backs it; empty: calibrated or derived
     fit: dict[str, float] | None = None  # a fitted preset's held-out errors ([fit])
+    weights: str = ""  # a preset derived from the catalogue: its --dtype (catalogue.DTYPES)
 
     @property
     def max_model_len(self) -> int:
