@@ -402,8 +402,16 @@ def summarize_run(data: RunData) -> dict[str, Any]:
     """The whole summary.json of everything a run directory holds.
 
     A sweep (several load levels) gets one point per level under `sweep.points`, and the
-    top-level `targets` describe its highest level.
+    top-level `targets` describe its highest level. A run on the simulator's twin also says
+    what its prediction rests on (`virtual`: the preset, its fit or none).
     """
+    summary = _levels(data)
+    if "virtual_run" in data.meta:
+        summary["virtual"] = data.meta["virtual_run"]
+    return summary
+
+
+def _levels(data: RunData) -> dict[str, Any]:
     phases, sweep = data.phases, data.meta.get("sweep")
     levels = sorted({p.level for p in phases if p.level is not None})
     interrupted = any(p.interrupted for p in phases)

@@ -34,6 +34,7 @@ from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import PRECISION, Search, probe_requests
 from loadgen.capacity.verdict import FAILS, UNDECIDED, verdict
 from loadgen.config import RunConfig
+from loadgen.drivers.virtual import drive as drive_virtual
 from loadgen.engine import virtual
 from loadgen.engine.targets import VIRTUAL, load_file, resolve
 from loadgen.reports import capacity as capacity_report
@@ -271,7 +272,7 @@ def _virtual(config: RunConfig) -> bool:
     if config.embedded:
         raise ValueError("--embedded starts servers; a virtual: target needs none")
     for spec in config.targets:  # a virtual run of no level: what it refuses, said now
-        run.predicted(replace(config, targets=(spec,), levels=(), replay=None), None)
+        drive_virtual(replace(config, targets=(spec,), levels=(), replay=None), None)
     return True
 
 

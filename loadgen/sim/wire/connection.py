@@ -25,7 +25,8 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self.scope["extensions"] = {TRANSPORT: self.transport}  # type: ignore[typeddict-unknown-key]
+        # an ASGI extension of this server's own: the scope's TypedDict names only the standard
+        self.scope["extensions"] = {TRANSPORT: self.transport}  # type: ignore[dict-item]
 
 
 def transport_of(scope: Scope) -> asyncio.Transport | None:

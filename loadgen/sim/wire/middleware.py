@@ -90,11 +90,11 @@ class FaultMiddleware:
             failed = faults.error()
         request_id = headers.get("x-request-id", "")
 
+        unread = [body]  # the body, read above, is handed to the app once
+
         async def replay() -> Message:
-            nonlocal body
-            if body is not None:
-                message, body = {"type": "http.request", "body": body}, None
-                return message
+            if unread:
+                return {"type": "http.request", "body": unread.pop()}
             message = await receive()
             if message["type"] == "http.disconnect" and scripting:
                 scripting.disconnects.append((request_id, time.perf_counter()))

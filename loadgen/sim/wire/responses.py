@@ -223,7 +223,7 @@ class ChunkWriter:
             final_usage["prompt_tokens_details"] = prompt_details
         if self._reasoning is not None:
             final_usage["completion_tokens_details"] = {"reasoning_tokens": self._reasoning}
-        final = {
+        final: dict[str, Any] = {
             **self._head,
             "choices": [],
             "usage": final_usage,
@@ -236,7 +236,7 @@ class ChunkWriter:
     def _event(
         self, choice: dict[str, Any], completion_tokens: int, extra: dict[str, Any] | None
     ) -> bytes:
-        payload = {**self._head, "choices": [choice]}
+        payload: dict[str, Any] = {**self._head, "choices": [choice]}
         if self._continuous:
             payload["usage"] = usage(self._prompt, completion_tokens)
             if self._chat:
