@@ -112,6 +112,8 @@ def basis(twin: Mapping[str, Any], slo: Mapping[str, Any] | None = None) -> str:
         kind = "an uncalibrated" if twin.get("uncalibrated") else "a"
         return f"from {kind} bundled preset; not fitted to your server"
     fit = twin.get("fit")
+    if not fit and twin.get("uncalibrated"):  # derived from the GPU catalogue, say
+        return "from an uncalibrated preset; not fitted to your server"
     if not fit:
         return "from a preset file that records no held-out error"
     key = f"{slo['metric']}_{slo['percentile']}" if slo else None

@@ -16,6 +16,7 @@ from loadgen.sim.model import presets
 
 PRESET = "llama-70b-bf16-tp4-a100"
 TARGET = f"virtual:{PRESET}"
+CONFIG = Path(__file__).parents[2] / "sim" / "model" / "configs" / "llama-3-8b.json"
 
 
 def virtual_run(out: Path, *flags: str) -> dict:
@@ -89,10 +90,30 @@ def test_virtual_args_change_the_engine(tmp_path: Path):
     assert small["targets"][TARGET]["requests"]["ok"] == 64
 
 
+def test_a_bare_virtual_target_runs_the_catalogues_gpu_and_model(tmp_path: Path, capsys):
+    load = ["--concurrency", "8", "--requests", "32", "--warmup", "0s", "--no-progress"]
+    tpot = {}
+    for gpu in ("a100-sxm-80gb", "h100-sxm"):
+        out = tmp_path / gpu
+        args = f"--gpu {gpu} --model-config {CONFIG} --dtype bf16 -tp 2"
+        code = main(["--target", "virtual:", "--virtual-args", args, "--out", str(out), *load])
+        assert code == 0
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["virtual"]["preset"] == f"llama-3-8b-bf16-tp2-{gpu}"
+        (metrics,) = [t["metrics"] for t in summary["targets"].values()]
+        tpot[gpu] = metrics["tpot_s"]["p50"]
+    assert tpot["h100-sxm"] < tpot["a100-sxm-80gb"] / 1.3  # 3.35 against 2.04 TB/s
+    assert "from an uncalibrated preset; not fitted to your server" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("target", "args", "says"),
     [
         ("virtual:no-such-preset", "", "unknown preset 'no-such-preset'"),
+        ("virtual:", "", "--target virtual:: name a preset"),
+        ("virtual:", "--gpu h100-sxm", "--virtual-args: --gpu and --model-config go together"),
+        ("virtual:", f"--gpu v100 --model-config {CONFIG}", "--gpu v100: not in the catalogue"),
+        (TARGET, f"--gpu h100-sxm --model-config {CONFIG}", "a preset or the catalogue, not both"),
         ("virtual:/nowhere/fitted.toml", "", "no such preset file"),
         (TARGET, "--max-num-seqs many", "--virtual-args"),
         (TARGET, "--no-such-flag 1", "cannot honour --no-such-flag"),
