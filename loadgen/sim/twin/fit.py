@@ -355,9 +355,7 @@ def _intervals(
         spread[name] = hi - lo
         kinds = search.targets.kinds
         sensitivity[name] = math.sqrt(_dot(jacobian[k], jacobian[k]) / kinds)
-    unbounded = {
-        name: math.exp(v + d) for name, v, d in zip(names, x, centre, strict=True)
-    }
+    unbounded = {name: math.exp(v + d) for name, v, d in zip(names, x, centre, strict=True)}
     partner = {
         name: max(
             ((other, _correlation(draws[k], draws[j])) for j, other in enumerate(names) if j != k),

@@ -321,4 +321,3 @@ def percentile(values: list[float], q: float) -> float:
     low = math.floor(at)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
-
