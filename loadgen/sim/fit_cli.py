@@ -136,8 +136,8 @@ def _base(args: argparse.Namespace) -> Preset:
                 "as a what-if"
             )
     except (ValueError, OSError) as exc:
-        named = args.preset_file or args.preset
-        _fail(f"{named}: {exc}" if named else str(exc))
+        named, said = args.preset_file or args.preset, str(exc)
+        _fail(f"{named}: {said}" if named and not said.startswith(named) else said)
     return preset
 
 

@@ -21,7 +21,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
-from latency_proxy.setting_types import Duration, ListOf, Number, Text
+from latency_proxy.setting_types import ListOf, Number, Text
 from loadgen.sim.model import keys
 from loadgen.sim.model.roofline import MBU_CEILING, MFU_CEILING, Hardware
 
@@ -49,19 +49,18 @@ DTYPES = {
     "awq": Weights(0.56, "fp16", "awq", "4-bit weights, group-128 scales, 16-bit matmuls"),
     "gptq": Weights(0.56, "fp16", "gptq", "4-bit weights, group-128 scales, 16-bit matmuls"),
 }
-FLOPS = Number(1e12, 1e17, "FLOP/s", zero_ok=False)
 _TYPES = {
     "name": Text(),
     "aliases": ListOf(Text(), split=False),
     "source": Text(),
-    "flops": keys.Rates(RATES, FLOPS),
+    "flops": keys.Rates(RATES, keys.FLOPS),
     "memory": keys.Bytes(),
-    "memory_bandwidth": Number(1e10, 1e14, "bytes/s", zero_ok=False),
+    "memory_bandwidth": keys.MEMORY_BANDWIDTH,
     "interconnect": Text(),
-    "interconnect_bandwidth": Number(1e9, 1e13, "bytes/s", zero_ok=False),
-    "allreduce_latency": Duration(high=0.01),
-    "tdp_watts": Number(10, 5000, "watts", zero_ok=False),
-    "idle_watts": Number(1, 1000, "watts", zero_ok=False),
+    "interconnect_bandwidth": keys.INTERCONNECT_BANDWIDTH,
+    "allreduce_latency": keys.ALLREDUCE_LATENCY,
+    "tdp_watts": keys.MAX_WATTS,
+    "idle_watts": keys.IDLE_WATTS,
     "copy_fraction": Number(0.3, 1.0, "a share of the datasheet", zero_ok=False),
     "copy_source": Text(),
 }

@@ -10,10 +10,17 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from latency_proxy.setting_types import Number, SettingType, shown
+from latency_proxy.setting_types import Duration, Number, SettingType, shown
 from latency_proxy.units import format_size, parse_size
 
 MAX_BYTES = 2**42  # 4 TiB: more memory than any accelerator has
+# a GPU's figures, as the catalogue and a preset's [hardware] table both hold them
+FLOPS = Number(1e12, 1e17, "FLOP/s", zero_ok=False)
+MEMORY_BANDWIDTH = Number(1e10, 1e14, "bytes/s", zero_ok=False)
+INTERCONNECT_BANDWIDTH = Number(1e9, 1e13, "bytes/s", zero_ok=False)
+ALLREDUCE_LATENCY = Duration(high=0.01)
+MAX_WATTS = Number(10, 5000, "watts", zero_ok=False)
+IDLE_WATTS = Number(1, 1000, "watts", zero_ok=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +61,24 @@ class Rates:
             except ValueError as exc:
                 raise ValueError(f"{name}: {exc}") from None
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class OneOf:
+    """A whole number from a fixed set (vLLM's KV-cache block sizes, say)."""
+
+    choices: tuple[int, ...]
+    metavar = "N"
+
+    @property
+    def limits(self) -> str:
+        return ", ".join(map(str, self.choices))
+
+    def read(self, value: Any) -> int:
+        number = int(Number(min(self.choices), max(self.choices), whole=True).read(value))
+        if number not in self.choices:
+            raise ValueError(f"{number} is not one of {self.limits}")
+        return number
 
 
 def read(

@@ -21,10 +21,10 @@ from typing import NoReturn
 from loadgen.sim.model import catalogue, derived, hf_config, presets, speculation
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.model.roofline import ModelSpec
+from loadgen.sim.model.scheduler import BLOCK_SIZES
 from loadgen.sim.wire.serving import DEFAULT_REASONING_TOKENS, Serving
 
 GIB = 2**30
-BLOCK_SIZES = (1, 8, 16, 32, 64, 128)  # vLLM's CacheConfig.block_size choices
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 SIXTEEN_BIT = {"auto", "half", "float16", "bfloat16"}
 # vLLM's names of the 16-bit formats, as the catalogue names them
