@@ -121,8 +121,8 @@ def basis(twin: Mapping[str, Any], slo: Mapping[str, Any] | None = None) -> str:
         said = f"held-out error {_share(fit[key])} on {named(slo['metric'], slo['percentile'])}"
     else:
         said = f"held-out error {_share(fit['error'])}"
-    if twin.get("args"):
-        said += f", fitted without {twin['args']}"
+    if twin.get("what_if"):
+        said += f", fitted without {twin['what_if']}"
     return said
 
 

@@ -54,6 +54,12 @@ def preset(spec: str, virtual_args: str = "") -> Preset:
     return applied
 
 
+def what_if(spec: str, virtual_args: str) -> str:
+    """The flags of --virtual-args that change the target's preset (vllm_args.what_if): the
+    ones a fitted preset's held-out error does not cover."""
+    return vllm_args.what_if(base(spec, vllm_args.parse_text(virtual_args)), virtual_args)
+
+
 def base(spec: str, flags: argparse.Namespace) -> Preset:
     """The preset before --virtual-args' engine flags: named by the target, or derived from
     the catalogue by --gpu and --model-config (then the target names none)."""

@@ -285,6 +285,52 @@ def given(args: argparse.Namespace) -> list[str]:
     return ["--" + f.replace("_", "-") for f in ENGINE_FLAGS if getattr(args, f) is not None]
 
 
+def what_if(preset: Preset, text: str) -> str:
+    """The flags of `text` (--virtual-args, checked) that change `preset`: the what-if a
+    prediction from it makes. A flag that repeats what the preset already says (a fitted
+    preset's own --max-num-seqs, say) is none; nor is a flag outside the engine."""
+    given = parse_text(text)
+    applied, _warnings = apply(preset, given)
+    changing = []
+    for flag in ENGINE_FLAGS:
+        if getattr(given, flag) is None:
+            continue
+        try:
+            without, _warnings = apply(preset, argparse.Namespace(**vars(given) | {flag: None}))
+        except ValueError:  # the others alone are refused: this one changes what holds
+            without = None
+        if without != applied:
+            changing.append(flag)
+    kept = [group for group in _groups(shlex.split(text)) if _flag(group) in changing]
+    return shlex.join(token for group in kept for token in group)
+
+
+def _groups(tokens: list[str]) -> list[list[str]]:
+    """The tokens by flag: each option with the values after it."""
+    groups: list[list[str]] = []
+    for token in tokens:
+        if (token.startswith("-") and not _is_number(token)) or not groups:
+            groups.append([token])
+        else:
+            groups[-1].append(token)
+    return groups
+
+
+def _flag(group: list[str]) -> str | None:
+    """The engine flag one option's tokens set, as argparse reads them (aliases, -tp,
+    --flag=value, abbreviations); None for another flag."""
+    alone = parse_text(shlex.join(group))
+    return next((f for f in ENGINE_FLAGS if getattr(alone, f) is not None), None)
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
 def apply(
     preset: Preset, args: argparse.Namespace, env: Mapping[str, str] = os.environ
 ) -> tuple[Preset, list[str]]:

@@ -4,6 +4,7 @@ a second replica lowers a saturated TTFT, and a bad virtual: name is one line, e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -150,7 +151,39 @@ def test_a_fitted_presets_run_opens_with_its_held_out_error():
     from loadgen.reports.run import predicted
 
     twin_run = {"preset": "fitted", "replicas": 2, "args": "--max-num-seqs 8", "bundled": False}
+    twin_run["what_if"] = twin_run["args"]
     said = predicted(twin_run | {"fit": {"error": 0.071}})
     assert said.endswith("trust them: held-out error 7.1%, fitted without --max-num-seqs 8.")
     assert "2 replicas of preset fitted" in said
     assert "records no held-out error" in predicted(twin_run | {"fit": None})
+
+
+@pytest.mark.parametrize(
+    ("args", "what_if"),
+    [
+        ("--max-num-seqs 1024", ""),
+        ("--max-num-seqs=1024 --stream-interval 2 --max-num-batched-tokens 8192", ""),
+        ("--max-num-seqs 1024 --max-num-batched-tokens 4096", "--max-num-batched-tokens 4096"),
+        ("-tp 8 --max-num-seqs 512", "-tp 8 --max-num-seqs 512"),
+    ],
+)
+def test_only_flags_that_change_the_fitted_preset_are_a_what_if(
+    tmp_path: Path, capsys, args: str, what_if: str
+):
+    """A fitted preset holds the engine flags it was fitted with: repeating them in
+    --virtual-args asks nothing its held-out error does not cover."""
+    base = presets.load(PRESET)
+    engine = dataclasses.replace(base.engine, max_num_seqs=1024, max_num_batched_tokens=8192)
+    fitted = tmp_path / "fitted.toml"
+    fitted.write_text(presets.dump(dataclasses.replace(base, engine=engine, fit={"error": 0.05})))
+    out = tmp_path / "run"
+    load = ["--rate", "2", "--duration", "3s", "--warmup", "0s", "--no-progress"]
+    code = main(["--target", f"virtual:{fitted}", "--virtual-args", args, "--out", str(out), *load])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["virtual"]["args"] == args and summary["virtual"]["what_if"] == what_if
+    said = capsys.readouterr().out
+    if what_if:
+        assert f"held-out error 5%, fitted without {what_if}." in said
+    else:
+        assert "held-out error 5%." in said and "fitted without" not in said
