@@ -234,11 +234,15 @@ _CLASSES: dict[str, type] = {
 }
 
 
-def _table(where: str, table: str, data: Any) -> dict[str, Any]:
-    """One table's keys by TYPES; those its class has a default for may be left out."""
-    types = TYPES[table]
+def optional(table: str) -> set[str]:
+    """The keys of a table ("" the top level) that may be left out: its class's defaults."""
     defaults = {f.name for f in fields(_CLASSES[table]) if f.default is not MISSING}
-    return keys.read(where, table, data, types, defaults & set(types))
+    return defaults & set(TYPES[table])
+
+
+def _table(where: str, table: str, data: Any) -> dict[str, Any]:
+    """One table's keys by TYPES."""
+    return keys.read(where, table, data, TYPES[table], optional(table))
 
 
 def _check(preset: Preset) -> None:

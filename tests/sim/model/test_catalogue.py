@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +91,20 @@ def test_the_power_terms_reach_the_limit_at_either_ceiling() -> None:
 def test_each_ceiling_says_where_it_comes_from() -> None:
     assert "gpu-benches" in catalogue.gpu("a100-sxm-80gb").ceiling_source
     assert "the H200's ceiling" in catalogue.gpu("b200").ceiling_source
+
+
+def test_the_docs_gpu_table_holds_every_gpu_and_its_ceilings() -> None:
+    """The catalogue page's table is generated from the data: it cannot drift from it."""
+    docs = str(Path(__file__).parents[3] / "docs")
+    sys.path.insert(0, docs)
+    try:
+        import hooks
+    finally:
+        sys.path.remove(docs)
+    rows = hooks.gpu_table(catalogue.gpus()).splitlines()[2:]
+    assert len(rows) == len(catalogue.gpus())
+    for row, gpu in zip(rows, catalogue.gpus(), strict=True):
+        cells = [cell.strip() for cell in row.split("|")]
+        assert cells[1].startswith(f"`{gpu.id}`")
+        assert float(cells[7]) == gpu.mbu_ceiling and float(cells[8]) == gpu.mfu_ceiling
+        assert gpu.ceiling_source in cells[9]

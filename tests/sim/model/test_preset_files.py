@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,15 @@ def test_every_bundled_preset_reads_back_from_its_dump(tmp_path) -> None:
         path = tmp_path / f"{name}.toml"
         path.write_text(presets.dump(preset))
         assert presets.load_file(path) == preset, name
+
+
+def test_the_docs_key_table_holds_every_key() -> None:
+    docs = str(Path(__file__).parents[3] / "docs")
+    sys.path.insert(0, docs)
+    try:
+        import hooks
+    finally:
+        sys.path.remove(docs)
+    rows = hooks.key_table(presets.TYPES).splitlines()[2:]
+    assert len(rows) == sum(len(keys) for keys in presets.TYPES.values())
+    assert "| `[engine]` | `block_size` | one of 1, 8, 16, 32, 64, 128, 256 | yes |" in rows
