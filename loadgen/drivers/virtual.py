@@ -107,6 +107,7 @@ def drive(
         "virtual_run": {
             "preset": model.name,
             "args": config.virtual_args,
+            "what_if": virtual.what_if(spec, config.virtual_args),  # those changing the preset
             "replicas": config.virtual_replicas,
             "requests_per_replica": served,
             "bundled": virtual.bundled(spec),

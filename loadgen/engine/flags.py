@@ -154,7 +154,9 @@ FLAGS = {
         Flag("--targets-file", "named targets (see examples/)", options={"metavar": "FILE.toml"}),
         Flag("--virtual-args",
              "with --target virtual:PRESET (the simulator's virtual clock: predicted figures, "
-             'no load sent): vLLM engine flags applied to the preset, e.g. "--max-num-seqs 128"',
+             'no load sent): vLLM engine flags applied to the preset, e.g. "--max-num-seqs 128"; '
+             'with a bare --target virtual: the GPU and model too, e.g. "--gpu h100-sxm '
+             '--model-config config.json -tp 2"',
              options={"default": "", "metavar": "FLAGS"}),
         Flag("--virtual-replicas",
              "with --target virtual:PRESET: replicas of it, each request sent to the "

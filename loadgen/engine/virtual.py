@@ -12,6 +12,7 @@ due after the window closed is not sent; one still running a drain after it is U
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -37,29 +38,59 @@ def is_virtual(spec: str) -> bool:
 
 
 def bundled(spec: str) -> bool:
-    """`virtual:NAME` names a bundled preset; `virtual:FILE.toml` a file (a fitted one, say)."""
+    """`virtual:NAME` names a bundled preset; `virtual:FILE.toml` a file (a fitted one, say);
+    a bare `virtual:` the catalogue's GPU and model its --virtual-args give."""
     name = spec.removeprefix(VIRTUAL)
-    return not (name.endswith(".toml") or "/" in name)
+    return bool(name) and not (name.endswith(".toml") or "/" in name)
 
 
 def preset(spec: str, virtual_args: str = "") -> Preset:
-    """The preset a `virtual:NAME` or `virtual:FILE.toml` names, with --virtual-args (vLLM's
-    flags, as `python -m loadgen.sim` takes them) applied. ValueError naming what is wrong."""
+    """The preset a `virtual:NAME` or `virtual:FILE.toml` names, or a bare `virtual:` with
+    --gpu and --model-config in --virtual-args derives (vllm_args.from_catalogue), with the
+    rest of --virtual-args (vLLM's flags, as `python -m loadgen.sim` takes them) applied.
+    ValueError naming what is wrong."""
+    flags = vllm_args.parse_text(virtual_args)
+    applied, _warnings = vllm_args.apply(base(spec, flags), flags)
+    return applied
+
+
+def what_if(spec: str, virtual_args: str) -> str:
+    """The flags of --virtual-args that change the target's preset (vllm_args.what_if): the
+    ones a fitted preset's held-out error does not cover."""
+    return vllm_args.what_if(base(spec, vllm_args.parse_text(virtual_args)), virtual_args)
+
+
+def base(spec: str, flags: argparse.Namespace) -> Preset:
+    """The preset before --virtual-args' engine flags: named by the target, or derived from
+    the catalogue by --gpu and --model-config (then the target names none)."""
     name = spec.removeprefix(VIRTUAL)
+    try:
+        derived = vllm_args.from_catalogue(flags)
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"--virtual-args: {exc}") from None
+    if derived is not None:
+        if name:
+            raise ValueError(
+                f"--target {spec} with --virtual-args --gpu: a preset or the catalogue, not "
+                "both (--target virtual: --virtual-args '--gpu ID --model-config FILE')"
+            )
+        return derived
+    if not name:
+        raise ValueError(
+            f"--target {spec}: name a preset (virtual:NAME, virtual:FILE.toml) or give "
+            "--virtual-args '--gpu ID --model-config FILE'"
+        )
     if not bundled(spec):
         if not Path(name).is_file():
             raise ValueError(f"--target {spec}: no such preset file")
         try:
-            base = presets.load_file(name)
+            return presets.load_file(name)
         except (ValueError, TypeError, KeyError) as exc:
             raise ValueError(f"--target {spec}: {exc}") from None
-    else:
-        try:
-            base = presets.load(name)
-        except ValueError as exc:
-            raise ValueError(f"--target {spec}: {exc}") from None
-    applied, _warnings = vllm_args.apply(base, vllm_args.parse_text(virtual_args))
-    return applied
+    try:
+        return presets.load(name)
+    except ValueError as exc:
+        raise ValueError(f"--target {spec}: {exc}") from None
 
 
 def stream_interval(virtual_args: str) -> int:

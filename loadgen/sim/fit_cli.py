@@ -25,6 +25,7 @@ from loadgen.sim.twin.fit import with_terms
 from loadgen.sim.wire import vllm_args
 
 DEFAULT_HOLDOUT = 0.3
+AT_CEILING = 3  # the exit status of a fit that wrote its files with a term at its ceiling
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,9 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
         "with --save-detailed) or inference-perf's per-request report; the format is told "
         "from the content",
     )
-    base = p.add_mutually_exclusive_group(required=True)
+    base = p.add_mutually_exclusive_group()
     base.add_argument("--preset", help="the bundled preset to start from (the model and GPUs)")
     base.add_argument("--preset-file", help="a preset TOML file to start from")
+    vllm_args.add_model_arguments(p)
     p.add_argument("--out", required=True, metavar="FITTED.toml", help="the fitted preset")
     p.add_argument(
         "--virtual-args",
@@ -94,12 +96,17 @@ def main(argv: list[str]) -> None:
             "give the deployment's --max-model-len in --virtual-args"
         )
     report = verdict.calibrate(base, captured, args.holdout, args.replicas)
-    fitted = replace(with_terms(base, report.values), fit=_held_out(report))
+    # fitted to a measurement: the base's `uncalibrated` no longer holds
+    fitted = replace(with_terms(base, report.values), fit=_held_out(report), uncalibrated="")
     out = Path(args.out)
     summary = _summary(args, base, captured, report)
     out.write_text(presets.dump(fitted))
     (out.parent / "fit.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(_printed(summary, out))
+    if report.at_ceiling:
+        for pinned in report.at_ceiling.values():
+            print(f"loadgen.sim fit: warning: {pinned['warning']}", file=sys.stderr)
+        raise SystemExit(AT_CEILING)
 
 
 def _held_out(report: verdict.Report) -> dict[str, float] | None:
@@ -115,7 +122,17 @@ def _base(args: argparse.Namespace) -> Preset:
     """The base preset with --virtual-args applied, as the simulator applies vLLM's flags."""
     try:
         flags = vllm_args.parse_text(args.virtual_args)
-        loaded = presets.load_file(args.preset_file) if args.preset_file else None
+        for key in ("gpu", "model_config", "dtype"):
+            mine, theirs = getattr(args, key), getattr(flags, key)
+            if mine is not None and theirs not in (None, mine):
+                flag = "--" + key.replace("_", "-")
+                raise ValueError(f"{flag} {mine} and --virtual-args' {flag} {theirs}: give one")
+            setattr(flags, key, mine or theirs)
+        derived = vllm_args.from_catalogue(flags)
+        named = args.preset_file or args.preset
+        if (derived is None) == (named is None):
+            raise ValueError("give --preset, --preset-file, or --gpu with --model-config")
+        loaded = presets.load_file(args.preset_file) if args.preset_file else derived
         preset, _warnings = vllm_args.apply(loaded or presets.load(args.preset), flags)
         if preset.engine.speculation is not None:
             raise ValueError(
@@ -123,7 +140,8 @@ def _base(args: argparse.Namespace) -> Preset:
                 "as a what-if"
             )
     except (ValueError, OSError) as exc:
-        _fail(f"{args.preset_file or args.preset}: {exc}")
+        named, said = args.preset_file or args.preset, str(exc)
+        _fail(f"{named}: {said}" if named and not said.startswith(named) else said)
     return preset
 
 
@@ -133,7 +151,7 @@ def _summary(
     n = len(captured.requests)
     held = len(verdict.held_out(captured, args.holdout))
     return {
-        "base": args.preset_file or args.preset,
+        "base": args.preset_file or args.preset or base.name,
         "virtual_args": args.virtual_args,
         "sources": [
             {
@@ -167,12 +185,14 @@ def _summary(
             for name, value in report.values.items()
         },
         "not_identified": report.not_identified,
+        "at_ceiling": report.at_ceiling,
         "frontend": report.frontend,
         "held_out": report.held_out,
         "held_out_error": report.held_out_error(),
+        "fitted_load": report.fitted_load,
         "slices": report.slices,
         "replays": report.replays,
-        "ceilings": {"mbu": base.perf.efficiency.mbu, "mfu": base.perf.efficiency.mfu},
+        "ceilings": {"mbu": base.perf.hardware.mbu_ceiling, "mfu": base.perf.hardware.mfu_ceiling},
     }
 
 
@@ -197,11 +217,16 @@ def _printed(summary: dict[str, Any], out: Path) -> str:
                 f"  {source['path']}: {source['format']}, {source['fitted']}, held-out error "
                 + ("none held out" if error is None else f"{error:.1%}")
             )
-    lines.append("held-out prediction error (the twin against the capture):")
+    for name, pinned in summary["at_ceiling"].items():
+        ceiling, needed = pinned["ceiling"], pinned["needed"]
+        lines.append(f"  {name:<24} at its ceiling {ceiling:g}: the capture needs {needed:.3g}")
+    lines.append("prediction error (the twin against the capture), held out and fitted to:")
     for key, row in summary["held_out"].items():
+        fitted = summary["fitted_load"].get(key)
+        beside = f"; fitted load {fitted['error']:+.1%}" if fitted else ""
         lines.append(
             f"  {key.replace('_', ' ').upper():<10} measured {row['measured'] * 1e3:,.1f} ms, "
-            f"predicted {row['predicted'] * 1e3:,.1f} ms ({row['error']:+.1%})"
+            f"predicted {row['predicted'] * 1e3:,.1f} ms ({row['error']:+.1%}){beside}"
         )
     return "\n".join(lines)
 

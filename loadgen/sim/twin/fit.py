@@ -57,7 +57,7 @@ class Term:
         return getattr(getattr(preset.perf, self.table), self.name)
 
 
-TERMS = (
+TERMS = (  # MBU's and MFU's upper ends are the GPU's own ceilings (terms)
     Term("mbu", "efficiency", 0.05, MBU_CEILING * 0.999),
     Term("mfu", "efficiency", 0.02, MFU_CEILING * 0.999),
     Term("host_overhead", "efficiency", 1e-5, 0.1),
@@ -69,6 +69,20 @@ FRONTEND = (
     Term("frontend_request", "efficiency", 1e-5, 0.2),
     Term("frontend_token", "efficiency", 1e-9, 1e-4),
 )
+
+
+CEILINGS = {"mbu": "mbu_ceiling", "mfu": "mfu_ceiling"}  # the Hardware field bounding each
+
+
+def terms(preset: Preset) -> tuple[Term, ...]:
+    """TERMS, MBU and MFU bounded by the preset's GPU's ceilings."""
+    hw = preset.perf.hardware
+    return tuple(
+        dataclasses.replace(t, high=getattr(hw, CEILINGS[t.name]) * 0.999)
+        if t.name in CEILINGS
+        else t
+        for t in TERMS
+    )
 
 
 def with_terms(preset: Preset, values: dict[str, float]) -> Preset:
@@ -274,6 +288,9 @@ class Fitted:
     partner: dict[str, tuple[str, float]]
     loss: float
     replays: int
+    # of the free terms: where the linearised optimum lies with no term bounded (a term
+    # pinned at a bound says there how far past it the capture would take it)
+    unbounded: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class Search:
@@ -398,6 +415,7 @@ def _intervals(
         spread[name] = hi - lo
         kinds = search.targets.kinds
         sensitivity[name] = math.sqrt(_dot(jacobian[k], jacobian[k]) / kinds)
+    unbounded = {name: math.exp(v + d) for name, v, d in zip(names, x, centre, strict=True)}
     partner = {
         name: max(
             ((other, _correlation(draws[k], draws[j])) for j, other in enumerate(names) if j != k),
@@ -406,7 +424,9 @@ def _intervals(
         )
         for k, name in enumerate(names)
     }
-    return Fitted(values, names, intervals, spread, sensitivity, partner, loss, search.replays)
+    return Fitted(
+        values, names, intervals, spread, sensitivity, partner, loss, search.replays, unbounded
+    )
 
 
 def _correlation(a: list[float], b: list[float]) -> float:

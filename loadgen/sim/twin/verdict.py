@@ -24,6 +24,7 @@ QUIET = 0.002  # a term whose STEP change moves the fitted figures less (rms, lo
 FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6}
 TIED = 0.95  # |correlation| of two terms' bootstrap estimates above which they are one
 FRONTEND_GAIN = 0.005  # held-out error (mean over its four figures) the front end must save
+CEILING_NEAR = 0.01  # a term within this share of its ceiling is at it
 
 
 @dataclass(slots=True)
@@ -32,9 +33,12 @@ class Report:
     base: dict[str, float]
     intervals: dict[str, tuple[float, float]]
     not_identified: dict[str, str] = field(default_factory=dict)  # term: why, in words
+    # terms pinned at their GPU's ceiling: value needed, ceiling, and the warning in words
+    at_ceiling: dict[str, dict[str, Any]] = field(default_factory=dict)
     held_out: dict[str, dict[str, float]] = field(default_factory=dict)
     # per SOURCE, in the order given: its own held-out figures and their mean error
     by_source: list[dict[str, Any]] = field(default_factory=list)
+    fitted_load: dict[str, dict[str, float]] = field(default_factory=dict)  # as held_out
     slices: list[dict[str, Any]] = field(default_factory=list)
     frontend: dict[str, Any] = field(default_factory=dict)
     replays: int = 0
@@ -69,17 +73,25 @@ def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: in
     start = {t.name: t.get(base) for t in (*TERMS, *FRONTEND)}
     first = deployment.run(base, search.requests, replicas)
     reasons = physics(base, first.steps)
-    free = [t for t in TERMS if t.name not in reasons]
+    bounded = fit.terms(base)
+    free = [t for t in bounded if t.name not in reasons]
     fitted = fit.fit(search, start, free)
-    reasons |= unidentified(fitted)
+    pinned = at_ceiling(fitted, free)
+    reasons |= unidentified(fitted, pinned)
     hull = dict(fitted.intervals)
+    kept = dict(start)
     while any(name in reasons for name in fitted.free):
+        for name in fitted.free:
+            if name in reasons:
+                kept[name], reasons[name] = _kept(name, start, fitted, hull, reasons[name])
         free = [t for t in free if t.name not in reasons]
-        kept = start | {k: v for k, v in fitted.values.items() if k in {t.name for t in free}}
+        kept |= {k: v for k, v in fitted.values.items() if k in {t.name for t in free}}
         fitted = fit.fit(search, kept, free)
-        reasons |= unidentified(fitted)
+        pinned = at_ceiling(fitted, free)
+        reasons |= unidentified(fitted, pinned)
         hull = _hull(hull, fitted.intervals)
     report = _report(start, fitted, reasons, search.replays)
+    report.at_ceiling = pinned
     # a term's interval spans every round it was free in: with a partner it trades off with
     # fixed at the base value, its own interval alone would claim a certainty it lacks
     report.intervals = {k: hull[k] for k in report.intervals}
@@ -94,8 +106,9 @@ def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: in
         "held_out_error_without": without,
         "held_out_error_with": trial.held_out_error(),
     }
-    if gain >= FRONTEND_GAIN and not unclear and not unidentified(with_frontend):
+    if gain >= FRONTEND_GAIN and not unclear and not unidentified(with_frontend, pinned):
         trial.frontend = frontend_words | {"kept": True}
+        trial.at_ceiling = at_ceiling(with_frontend, [*free, *FRONTEND])
         trial.replays = search.replays
         return trial
     why = (
@@ -158,15 +171,67 @@ def ridge(preset: Preset) -> int:
     return math.ceil(memory / per_token)
 
 
-def unidentified(fitted: Fitted) -> dict[str, str]:
+def at_ceiling(fitted: Fitted, free: list[fit.Term]) -> dict[str, dict[str, Any]]:
+    """Efficiency terms the search left at their GPU's ceiling while the capture asks for
+    more: each with the value it needed (the unbounded linearised optimum), the ceiling,
+    and the warning in words."""
+    out: dict[str, dict[str, Any]] = {}
+    for term in free:
+        if term.name not in fit.CEILINGS:
+            continue
+        value, needed = fitted.values[term.name], fitted.unbounded.get(term.name, 0.0)
+        if value < term.high * (1 - CEILING_NEAR) or needed <= term.high:
+            continue
+        ceiling = round(term.high / 0.999, 3)
+        what = "datasheet bandwidth" if term.name == "mbu" else "datasheet FLOP/s"
+        out[term.name] = {
+            "needed": needed,
+            "ceiling": ceiling,
+            "warning": (
+                f"{term.name} ran into its ceiling: the capture is faster than this GPU's "
+                f"{what} allows at {term.name.upper()} {ceiling:g} (it needed about "
+                f"{needed:.2f}): check --gpu, the dtype, or the ceiling"
+            ),
+        }
+    return out
+
+
+def _kept(
+    name: str,
+    start: dict[str, float],
+    fitted: Fitted,
+    hull: dict[str, tuple[float, float]],
+    why: str,
+) -> tuple[float, str]:
+    """The value an unidentified term is fixed at, and why: the base preset's, unless the
+    capture contradicts it (it lies outside the term's 95% interval): then the fitted one."""
+    lo, hi = hull.get(name, (0.0, math.inf))
+    if lo <= start[name] <= hi or name not in fitted.values:
+        return start[name], why
+    value = fitted.values[name]
+    return value, why.replace(
+        "kept from the base preset",
+        f"kept at the fitted {value:.4g}, since the base preset's {start[name]:.4g} lies "
+        f"outside its 95% interval [{lo:.4g}, {hi:.4g}]",
+    )
+
+
+def unidentified(fitted: Fitted, pinned: dict[str, Any] | None = None) -> dict[str, str]:
     """Free terms the search could not pin down, each with why: every term the figures do
     not move with, and of those whose interval is too wide only the widest for its range
-    (two terms that trade off are both wide until one of them is fixed)."""
-    reasons = {n: why for n in fitted.free if (why := why_not(fitted, n)) and _quiet(fitted, n)}
-    wide = [n for n in fitted.free if n not in reasons and why_not(fitted, n)]
+    (two terms that trade off are both wide until one of them is fixed). A term pinned at
+    its ceiling is not among them: the capture says where it would be (at_ceiling)."""
+    pinned = pinned or {}
+    reasons = {
+        n: why
+        for n in fitted.free
+        if n not in pinned and (why := why_not(fitted, n)) and _quiet(fitted, n)
+    }
+    open_ = [n for n in fitted.free if n not in reasons and n not in pinned]
+    wide = [n for n in open_ if why_not(fitted, n)]
     # two terms whose estimates move together are one term to this capture, however
     # narrow each interval looks from where the search stopped
-    tied = [n for n in fitted.free if n not in reasons and abs(fitted.partner[n][1]) > TIED]
+    tied = [n for n in open_ if abs(fitted.partner[n][1]) > TIED]
     if wide:
         # widest for its range: a term confined to ×15 (MBU) that spans all of it is
         # less known than one that spans ×35 of a ×10,000 range (the host overhead)
@@ -213,7 +278,7 @@ def _quiet(fitted: Fitted, name: str) -> bool:
 def _report(
     start: dict[str, float], fitted: Fitted, reasons: dict[str, str], replays: int
 ) -> Report:
-    values = dict(start) | {name: fitted.values[name] for name in fitted.free}
+    values = dict(start) | fitted.values  # the fixed terms as the last search held them
     return Report(
         values=values,
         base=dict(start),
@@ -230,6 +295,9 @@ def _judge(report: Report, search: Search, capture: Capture, held: set[int]) -> 
     pairs = list(zip(capture.requests, timings, strict=True))
     kept = [(r, t) for i, (r, t) in enumerate(pairs) if i in held and r.measured]
     report.held_out = _percentile_errors(kept)
+    report.fitted_load = _percentile_errors(
+        [(r, t) for i, (r, t) in enumerate(pairs) if i not in held and r.measured]
+    )
     report.by_source = []
     for source in range(len(capture.sources)):
         figures = _percentile_errors([(r, t) for r, t in kept if r.source == source])

@@ -4,6 +4,7 @@ a second replica lowers a saturated TTFT, and a bad virtual: name is one line, e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from loadgen.sim.model import presets
 
 PRESET = "llama-70b-bf16-tp4-a100"
 TARGET = f"virtual:{PRESET}"
+CONFIG = Path(__file__).parents[2] / "sim" / "model" / "configs" / "llama-3-8b.json"
 
 
 def virtual_run(out: Path, *flags: str) -> dict:
@@ -89,10 +91,30 @@ def test_virtual_args_change_the_engine(tmp_path: Path):
     assert small["targets"][TARGET]["requests"]["ok"] == 64
 
 
+def test_a_bare_virtual_target_runs_the_catalogues_gpu_and_model(tmp_path: Path, capsys):
+    load = ["--concurrency", "8", "--requests", "32", "--warmup", "0s", "--no-progress"]
+    tpot = {}
+    for gpu in ("a100-sxm-80gb", "h100-sxm"):
+        out = tmp_path / gpu
+        args = f"--gpu {gpu} --model-config {CONFIG} --dtype bf16 -tp 2"
+        code = main(["--target", "virtual:", "--virtual-args", args, "--out", str(out), *load])
+        assert code == 0
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["virtual"]["preset"] == f"llama-3-8b-bf16-tp2-{gpu}"
+        (metrics,) = [t["metrics"] for t in summary["targets"].values()]
+        tpot[gpu] = metrics["tpot_s"]["p50"]
+    assert tpot["h100-sxm"] < tpot["a100-sxm-80gb"] / 1.3  # 3.35 against 2.04 TB/s
+    assert "from an uncalibrated preset; not fitted to your server" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("target", "args", "says"),
     [
         ("virtual:no-such-preset", "", "unknown preset 'no-such-preset'"),
+        ("virtual:", "", "--target virtual:: name a preset"),
+        ("virtual:", "--gpu h100-sxm", "--virtual-args: --gpu and --model-config go together"),
+        ("virtual:", f"--gpu v100 --model-config {CONFIG}", "--gpu v100: not in the catalogue"),
+        (TARGET, f"--gpu h100-sxm --model-config {CONFIG}", "a preset or the catalogue, not both"),
         ("virtual:/nowhere/fitted.toml", "", "no such preset file"),
         (TARGET, "--max-num-seqs many", "--virtual-args"),
         (TARGET, "--no-such-flag 1", "cannot honour --no-such-flag"),
@@ -129,7 +151,39 @@ def test_a_fitted_presets_run_opens_with_its_held_out_error():
     from loadgen.reports.run import predicted
 
     twin_run = {"preset": "fitted", "replicas": 2, "args": "--max-num-seqs 8", "bundled": False}
+    twin_run["what_if"] = twin_run["args"]
     said = predicted(twin_run | {"fit": {"error": 0.071}})
     assert said.endswith("trust them: held-out error 7.1%, fitted without --max-num-seqs 8.")
     assert "2 replicas of preset fitted" in said
     assert "records no held-out error" in predicted(twin_run | {"fit": None})
+
+
+@pytest.mark.parametrize(
+    ("args", "what_if"),
+    [
+        ("--max-num-seqs 1024", ""),
+        ("--max-num-seqs=1024 --stream-interval 2 --max-num-batched-tokens 8192", ""),
+        ("--max-num-seqs 1024 --max-num-batched-tokens 4096", "--max-num-batched-tokens 4096"),
+        ("-tp 8 --max-num-seqs 512", "-tp 8 --max-num-seqs 512"),
+    ],
+)
+def test_only_flags_that_change_the_fitted_preset_are_a_what_if(
+    tmp_path: Path, capsys, args: str, what_if: str
+):
+    """A fitted preset holds the engine flags it was fitted with: repeating them in
+    --virtual-args asks nothing its held-out error does not cover."""
+    base = presets.load(PRESET)
+    engine = dataclasses.replace(base.engine, max_num_seqs=1024, max_num_batched_tokens=8192)
+    fitted = tmp_path / "fitted.toml"
+    fitted.write_text(presets.dump(dataclasses.replace(base, engine=engine, fit={"error": 0.05})))
+    out = tmp_path / "run"
+    load = ["--rate", "2", "--duration", "3s", "--warmup", "0s", "--no-progress"]
+    code = main(["--target", f"virtual:{fitted}", "--virtual-args", args, "--out", str(out), *load])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["virtual"]["args"] == args and summary["virtual"]["what_if"] == what_if
+    said = capsys.readouterr().out
+    if what_if:
+        assert f"held-out error 5%, fitted without {what_if}." in said
+    else:
+        assert "held-out error 5%." in said and "fitted without" not in said
