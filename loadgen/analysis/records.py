@@ -99,6 +99,7 @@ class Record:
     # a checked answer (--eval, --consistency): verdicts only; the text stays in memory
     eval_id: str | None = None  # the eval item's id
     correct: bool | None = None  # whether the answer matched the item's
+    eval_timed_out: bool | None = None  # True: the item's regex was cut off, not judged
     consistency_id: str | None = None  # the fixed prompt's index, sent again under load
     output_hash: str | None = None  # keyed hash of the output (equal outputs, equal hashes)
     first_difference: int | None = None  # first differing word against the reference

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.analysis import quality
+from loadgen.analysis import evals, quality
 
 # compared relative figures: (block, key, name, format of one value)
 PRICED = (
@@ -21,6 +21,14 @@ def accuracy(q: dict[str, Any]) -> str:
         f"{q['accuracy'] * 100:.1f}% ({q['correct']} of {q['items']} items; "
         f"95% CI {lo * 100:.1f}–{hi * 100:.1f}%)"
     )
+
+
+def unjudged(q: dict[str, Any]) -> str:
+    """The clause for answers whose item's regex was cut off; empty when none was."""
+    if not q.get("timed_out"):  # absent from runs written before regexes were cut off
+        return ""
+    limit = evals.REGEX_TIMEOUT_S
+    return f"; {q['timed_out']} answers not judged: the item's regex ran past {limit:g} s"
 
 
 def identical(c: dict[str, Any]) -> str:
@@ -53,7 +61,8 @@ def lines(t: dict[str, Any]) -> list[str]:
     """One bullet per block the target has."""
     out = []
     if "quality" in t:
-        out.append(f"- answers: {accuracy(t['quality'])}, over {t['quality']['answers']} answers")
+        q = t["quality"]
+        out.append(f"- answers: {accuracy(q)}, over {q['answers']} answers{unjudged(q)}")
     if "consistency" in t:
         out.append(f"- greedy under load against alone: {identical(t['consistency'])}")
     if "cost" in t:
@@ -75,7 +84,7 @@ def lines(t: dict[str, Any]) -> list[str]:
 
 
 def _accuracy_said(q: dict[str, Any]) -> str:
-    return f"accuracy {accuracy(q)}"
+    return f"accuracy {accuracy(q)}{unjudged(q)}"
 
 
 def _identical_said(c: dict[str, Any]) -> str:
