@@ -135,6 +135,7 @@ def predicted(
         raise ValueError(f"a virtual: target does not take {', '.join(asked)}")
     spec = config.targets[0]
     model = virtual.preset(spec, config.virtual_args)
+    virtual.check_replicas(model, config.virtual_replicas)
     name = f"virtual:{model.name}"
     window = virtual.Window(config.warmup_s, config.duration_s, config.requests)
     data = RunData(settings=config.summary)

@@ -27,6 +27,7 @@ from loadgen.engine.window import drain_s
 from loadgen.sim import twin
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
+from loadgen.sim.twin import budget
 from loadgen.sim.wire import vllm_args
 
 MAX_REQUESTS = 2_000_000  # a window asking for more is refused, not simulated for hours
@@ -60,6 +61,14 @@ def preset(spec: str, virtual_args: str = "") -> Preset:
             raise ValueError(f"--target {spec}: {exc}") from None
     applied, _warnings = vllm_args.apply(base, vllm_args.parse_text(virtual_args))
     return applied
+
+
+def check_replicas(model: Preset, replicas: int) -> None:
+    """ValueError when --virtual-replicas of `model` would not fit in memory (twin/budget.py),
+    before any work."""
+    available = budget.available_bytes()
+    if fault := budget.replicas_fault("--virtual-replicas", model, replicas, available):
+        raise ValueError(fault)
 
 
 def stream_interval(virtual_args: str) -> int:

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
-from loadgen.sim.twin import capture, verdict
+from loadgen.sim.twin import budget, capture, verdict
 from loadgen.sim.twin.fit import with_terms
 from loadgen.sim.wire import vllm_args
 
@@ -73,6 +73,9 @@ def main(argv: list[str]) -> None:
     if not Path(args.out).parent.is_dir():
         _fail(f"--out {args.out}: no such directory")
     base = _base(args)
+    available = budget.available_bytes()
+    if fault := budget.replicas_fault("--replicas", base, args.replicas, available):
+        _fail(fault)
     try:
         captured = capture.read(args.sources, args.model)
     except capture.CaptureError as exc:

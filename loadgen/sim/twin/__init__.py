@@ -4,6 +4,7 @@ each request's predicted timings.
 
 - `deployment.py` a deployment's twin: requests in, per-request timings out
 - `cluster.py` the engine's steps on a virtual clock, over replicas behind a router
+- `budget.py` what the replicas cost in memory, told before any work starts
 - `capture.py` a capture of a deployment's traffic: the proxy's log or a loadgen run
 - `fit.py` fitting a preset's efficiency terms to a capture
 - `sensitivity.py` how timings move with each term, the schedule held fixed
