@@ -107,7 +107,8 @@ FLAGS = {
              "a gap between tokens longer than this counts as a stall, as the proxy's",
              bounds.duration(), STALL_THRESHOLD_S, format_duration, {"metavar": "DURATION"}),
         Flag("--slo",
-             "ttft, tpot or e2e, judged at a percentile where a level is judged; given any, "
+             "ttft, tpot or e2e, a limit above 0 judged at a percentile where a level is judged; "
+             "given any, "
              f"exactly those are judged (none given: {default_slos()}); goodput counts "
              "requests within the limits",
              options={"action": "append", "default": [], "metavar": "METRIC=DURATION[@pNN]"}),
