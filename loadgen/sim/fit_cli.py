@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from loadgen.sim import fit_out
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import budget, capture, verdict
@@ -70,12 +71,14 @@ def main(argv: list[str]) -> None:
         _fail(f"--holdout {args.holdout}: a share in (0, 0.9)")
     if args.replicas < 1:
         _fail(f"--replicas {args.replicas}: at least 1")
-    if not Path(args.out).parent.is_dir():
-        _fail(f"--out {args.out}: no such directory")
     base = _base(args)
     available = budget.available_bytes()
     if fault := budget.replicas_fault("--replicas", base, args.replicas, available):
         _fail(fault)
+    try:
+        out, summary_path = fit_out.prepare(args.out, args.sources)
+    except ValueError as exc:
+        _fail(str(exc))
     try:
         captured = capture.read(args.sources, args.model)
     except capture.CaptureError as exc:
@@ -94,10 +97,9 @@ def main(argv: list[str]) -> None:
         )
     report = verdict.calibrate(base, captured, args.holdout, args.replicas)
     fitted = replace(with_terms(base, report.values), fit=_held_out(report))
-    out = Path(args.out)
     summary = _summary(args, base, captured, report)
     out.write_text(presets.dump(fitted))
-    (out.parent / "fit.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     print(_printed(summary, out))
 
 
