@@ -14,4 +14,5 @@ Four layers, each importing only those below it; the commands compose them:
 - `cli.py` `python -m loadgen.sim`: its own flags, then vLLM's
 - `fit_cli.py` `python -m loadgen.sim fit`
 - `fit_out.py` the fit's outputs, checked before any work
+- `fit_cost.py` what a fit costs: bounded before it starts, shown while it runs
 """

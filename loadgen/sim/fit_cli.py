@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from loadgen.sim import fit_out
+from loadgen.sim import fit_cost, fit_out
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import budget, capture, verdict
@@ -62,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--replicas", type=int, default=1, metavar="N", help="replicas behind the capture"
     )
+    p.add_argument(
+        "--time-budget",
+        default=fit_cost.DEFAULT_BUDGET,
+        metavar="DURATION",
+        help="refuse a fit estimated (from its first replay) to take longer "
+        f"(default {fit_cost.DEFAULT_BUDGET})",
+    )
     return p
 
 
@@ -80,8 +87,10 @@ def main(argv: list[str]) -> None:
     except ValueError as exc:
         _fail(str(exc))
     try:
+        time_budget = fit_cost.budget_s(args.time_budget)
+        fit_cost.check_sources(args.sources)
         captured = capture.read(args.sources, args.model)
-    except capture.CaptureError as exc:
+    except ValueError as exc:  # CaptureError among them
         _fail(str(exc))
     too_long = [
         i
@@ -95,7 +104,11 @@ def main(argv: list[str]) -> None:
             f"({r.prompt_tokens} + {r.output_tokens} > {base.max_model_len}): "
             "give the deployment's --max-model-len in --virtual-args"
         )
-    report = verdict.calibrate(base, captured, args.holdout, args.replicas)
+    meter = fit_cost.Meter(len(captured.requests), time_budget)
+    try:
+        report = verdict.calibrate(base, captured, args.holdout, args.replicas, meter)
+    except fit_cost.TooCostly as exc:
+        _fail(str(exc))
     fitted = replace(with_terms(base, report.values), fit=_held_out(report))
     summary = _summary(args, base, captured, report)
     out.write_text(presets.dump(fitted))

@@ -11,6 +11,7 @@ decides the front end: its two terms are kept only when they lower it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,14 +43,23 @@ class Report:
         return sum(errors) / len(errors) if errors else math.inf
 
 
-def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: int = 1) -> Report:
-    """The fitted terms of `base` for `capture`, with their intervals and the held-out error."""
+def calibrate(
+    base: Preset,
+    capture: Capture,
+    holdout: float = 0.3,
+    replicas: int = 1,
+    on_replay: Callable[[], None] | None = None,
+) -> Report:
+    """The fitted terms of `base` for `capture`, with their intervals and the held-out error;
+    `on_replay` is told after each replay of the capture (the first is the base preset's)."""
     n = len(capture.requests)
     cut = n - max(1, round(n * holdout)) if holdout > 0 else n
     targets = Targets.of(capture, range(cut))
-    search = Search(base, capture, targets, replicas)
+    search = Search(base, capture, targets, replicas, on_replay)
     start = {t.name: t.get(base) for t in (*TERMS, *FRONTEND)}
     first = deployment.run(base, search.requests, replicas)
+    if on_replay is not None:
+        on_replay()
     reasons = physics(base, first.steps)
     free = [t for t in TERMS if t.name not in reasons]
     fitted = fit.fit(search, start, free)
