@@ -41,6 +41,7 @@ from loadgen.engine.workload import Prompt, Sizing, Workload, shared_prefix, use
 from loadgen.reports import comparison
 from loadgen.reports import run as report
 from loadgen.shards import supervisor, sync
+from loadgen.sim.twin import budget
 from loadgen.stack import embedded, gpu_metrics
 
 
@@ -138,6 +139,14 @@ def predicted(
     virtual.check_replicas(model, config.virtual_replicas)
     name = f"virtual:{model.name}"
     window = virtual.Window(config.warmup_s, config.duration_s, config.requests)
+    expected = virtual.expected_requests(config.sweep, config.levels, window, config.turns)
+    if expected is not None:
+        available = budget.available_bytes()
+        if fault := virtual.cost_fault(expected, config.virtual_budget_s, available):
+            raise ValueError(fault)
+        seconds = expected * virtual.SECONDS_PER_REQUEST
+        if config.progress and seconds >= virtual.SAY_AFTER_S:  # long enough to wonder
+            print(f"{spec}: simulating ~{expected:,} requests, ~{seconds:.0f} s", file=sys.stderr)
     data = RunData(settings=config.summary)
     prompts = virtual_requests.Prompts(
         config.endpoint,

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from loadgen.cli import main
+from loadgen.engine import virtual
 from loadgen.sim import twin
 from loadgen.sim.model import presets
 
@@ -124,3 +125,25 @@ def test_a_fitted_presets_run_opens_with_its_held_out_error():
     assert said.endswith("trust them: held-out error 7.1%, fitted without --max-num-seqs 8.")
     assert "2 replicas of preset fitted" in said
     assert "records no held-out error" in predicted(twin_run | {"fit": None})
+
+
+def test_a_run_past_its_budget_is_refused_before_it_starts(tmp_path: Path, capsys) -> None:
+    """--rate 500 for an hour is 1.8 million requests: about two hours to simulate. It is
+    refused in one line with the estimate, where it used to run on with memory rising."""
+    out = tmp_path / "run"
+    argv = ["--target", TARGET, "--rate", "500", "--duration", "1h", "--out", str(out)]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "a virtual run of ~1,8" in line and "past --virtual-budget 5.0 min" in line, line
+    assert not out.exists()
+
+
+def test_the_estimate_counts_the_windows_requests_and_their_memory() -> None:
+    window = virtual.Window(10.0, 100.0, None)
+    assert virtual.expected_requests("rate", [2.0, 4.0], window) == 660
+    assert virtual.expected_requests("rate", [2.0], window, turns=3) == 660
+    assert virtual.expected_requests("concurrency", [8], virtual.Window(0, None, 500)) == 500
+    assert virtual.expected_requests("concurrency", [8], window) is None  # the twin's to tell
+    assert virtual.cost_fault(10_000, budget_s=300, available=8 << 30) is None
+    assert "past --virtual-budget 5.0 min" in virtual.cost_fault(100_000, 300, 8 << 30)
+    assert "GB of records" in virtual.cost_fault(10_000, 300, available=100 << 20)
