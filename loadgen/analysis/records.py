@@ -15,7 +15,9 @@ import orjson
 from loadgen.analysis.server_metrics import ServerWindow
 from loadgen.analysis.slo import DEFAULT_SLO, Slos
 
-UNFINISHED = "unfinished"  # a Record's error: still running when its window's drain ended
+# a Record's error: still running when its window's drain ended (measured) or its block
+# ended (cooldown), ended there
+UNFINISHED = "unfinished"
 FIRST_N = 3  # a record's ttfnt_s holds the time to this many tokens (summary's ttf3t_s)
 # the meter's own figures a Record keeps as they are
 FIGURES = (
