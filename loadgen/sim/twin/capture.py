@@ -95,16 +95,22 @@ def read(sources: list[str], model: str | None = None) -> Capture:
             text = file.read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise CaptureError(f"{file}: cannot read it ({exc})") from None
-        found, bad = _parse(file, text)
-        if not found and not bad:
+        found, bad, empty = _parse(file, text)
+        if not found and not bad and not empty:
             raise CaptureError(
                 f"{file}: no request lines (the proxy's {ACCESS_LOGGER} lines or a loadgen "
                 "requests.jsonl)"
             )
+        if not found and empty:
+            raise CaptureError(
+                f"{file}: no tokens: its {empty} completed requests all count 0 (or no) input "
+                f"or output tokens{f', {bad} more failed' if bad else ''}: nothing to time "
+                "a token by (a server that does not report usage?)"
+            )
         if not found:
             raise CaptureError(f"{file}: errors only: none of its {bad} requests completed")
         rows += found
-        failed += bad
+        failed += bad + empty
     models = sorted({m for _, m in rows if m is not None})
     if model is not None:
         rows = [(r, m) for r, m in rows if m == model]
@@ -141,10 +147,11 @@ def _shift(r: Captured, start: float) -> Captured:
     )
 
 
-def _parse(file: Path, text: str) -> tuple[list[tuple[Captured, str | None]], int]:
-    """The requests of one file with their model, and how many failed."""
+def _parse(file: Path, text: str) -> tuple[list[tuple[Captured, str | None]], int, int]:
+    """The requests of one file with their model, how many failed, and how many completed
+    with no tokens counted (neither is replayed)."""
     found: list[tuple[Captured, str | None]] = []
-    failed = 0
+    failed = empty = 0
     first_target: object = None
     for number, item in strict_objects(text, str(file), CaptureError):
         if "intended_at" in item:  # loadgen's requests.jsonl: its first target only
@@ -160,8 +167,11 @@ def _parse(file: Path, text: str) -> tuple[list[tuple[Captured, str | None]], in
             model = item.get("model") if isinstance(item.get("model"), str) else None
         else:
             continue
-        if not ok or not item.get("output_tokens") or not item.get("input_tokens"):
+        if not ok:
             failed += 1
+            continue
+        if not item.get("output_tokens") or not item.get("input_tokens"):
+            empty += 1
             continue
         at = f"{file}:{number}"
         server_ttft = _seconds(item, "server_ttft_s", at)
@@ -183,7 +193,7 @@ def _parse(file: Path, text: str) -> tuple[list[tuple[Captured, str | None]], in
                 model,
             )
         )
-    return found, failed
+    return found, failed, empty
 
 
 def _seconds(item: dict, key: str, at: str) -> float | None:
