@@ -55,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=DEFAULT_HOLDOUT,
         metavar="SHARE",
-        help=f"the last share of requests kept out of the fit and predicted "
-        f"(default {DEFAULT_HOLDOUT})",
+        help=f"the last share of requests kept out of the fit and predicted, at least "
+        f"{verdict.MIN_HELD_OUT} of them (default {DEFAULT_HOLDOUT})",
     )
     p.add_argument("--model", help="fit the requests of this model only (a log of several)")
     p.add_argument(
@@ -92,6 +92,13 @@ def main(argv: list[str]) -> None:
         captured = capture.read(args.sources, args.model)
     except ValueError as exc:  # CaptureError among them
         _fail(str(exc))
+    n, least = len(captured.requests), verdict.MIN_HELD_OUT
+    if round(n * args.holdout) < least:
+        _fail(
+            f"--holdout {args.holdout:g}: keeps {round(n * args.holdout)} of the capture's {n:,} "
+            f"requests out; judging the twin's P90 needs at least {least}: give at least "
+            f"{math.ceil(least / n * 100) / 100:g}"
+        )
     too_long = [
         i
         for i, r in enumerate(captured.requests)

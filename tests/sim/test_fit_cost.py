@@ -74,5 +74,17 @@ def test_a_run_directory_is_read_through_its_requests_file(tmp_path: Path) -> No
     (run / "requests.jsonl").write_bytes(b"{}\n")
     fit_cost.check_sources([str(run)])  # a directory is no regular file, its file is
     os.remove(run / "requests.jsonl")
-    with pytest.raises(ValueError, match="requests.jsonl: not a regular file"):
+    with pytest.raises(ValueError, match=r"requests\.jsonl: not a regular file"):
         fit_cost.check_sources([str(run)])
+
+
+@pytest.mark.parametrize(("holdout", "keeps"), [("1e-300", "keeps 0 of"), ("0.1", "keeps 6 of")])
+def test_a_holdout_too_small_to_judge_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], holdout: str, keeps: str
+) -> None:
+    requests = [twin.Request(float(i), 100, 10) for i in range(60)]
+    log = capture(tmp_path / "proxy.log", presets.load(BASE), requests)
+    out = ("--preset", BASE, "--out", tmp_path / "fitted.toml", "--holdout", holdout)
+    said = refused(capsys, log, *out)
+    assert f"--holdout {holdout}: {keeps} the capture's 60 requests" in said
+    assert "needs at least 10: give at least 0.17" in said

@@ -24,6 +24,7 @@ QUIET = 0.002  # a term whose STEP change moves the fitted figures less (rms, lo
 FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6}
 TIED = 0.95  # |correlation| of two terms' bootstrap estimates above which they are one
 FRONTEND_GAIN = 0.005  # held-out error (mean over its four figures) the front end must save
+MIN_HELD_OUT = 10  # held-out requests: with fewer, a P90 is only their largest value
 
 
 @dataclass(slots=True)
