@@ -10,7 +10,6 @@ from loadgen.analysis import evals, quality
 # compared relative figures: (block, key, name, format of one value)
 PRICED = (
     ("cost", "usd_per_mtok_output", "$/Mtok out", "${:.3g}"),
-    ("cost", "usd_per_mtok_input", "$/Mtok in", "${:.3g}"),
     ("energy", "joules_per_output_token", "J/output token", "{:.3g} J"),
 )
 
@@ -41,9 +40,14 @@ def identical(c: dict[str, Any]) -> str:
 
 
 def price(c: dict[str, Any]) -> str:
-    text = f"${c['usd_per_mtok_output']:.2f} / Mtok out"
-    if c["usd_per_mtok_input"] is not None:
-        text += f", ${c['usd_per_mtok_input']:.2f} / Mtok in"
+    return f"${c['usd_per_mtok_output']:.2f} / Mtok out"
+
+
+def split(c: dict[str, Any]) -> str:
+    """The hour split by time before the first token: named apart, never the quoted price."""
+    text = f"${c['usd_per_mtok_output_split']:.2f} / Mtok out"
+    if c["usd_per_mtok_input_split"] is not None:
+        text += f", ${c['usd_per_mtok_input_split']:.2f} / Mtok in"
     return text
 
 
@@ -68,9 +72,9 @@ def lines(t: dict[str, Any]) -> list[str]:
     if "cost" in t:
         c = t["cost"]
         out.append(
-            f"- cost at ${c['usd_per_hour']:.2f}/h: {price(c)} "
-            f"(input tokens carry {c['input_time_share'] * 100:.1f}% of the time: "
-            "the share before the first token)"
+            f"- cost at ${c['usd_per_hour']:.2f}/h: {price(c)} (the whole hour over the "
+            f"output tokens); split by time, input tokens carrying the "
+            f"{c['input_time_share'] * 100:.1f}% before the first token: {split(c)}"
         )
     if "energy" in t:
         e = t["energy"]
