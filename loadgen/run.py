@@ -160,7 +160,9 @@ def predicted(
     replayed, lines = None, []
     if config.replay is not None:  # the window is the trace's: every arrival of it is sent
         assert loaded is not None, "measure reads the trace"
-        trace = replay.fit(loaded, model.max_model_len, config.replay)
+        # a record past the context is refused 400 by the twin, as vLLM does, unless skipped
+        fitted = config.replay.skip_bad_rows
+        trace = replay.fit(loaded, model.max_model_len, config.replay) if fitted else loaded
         window = virtual.Window(config.warmup_s, None, None)
         data.meta["replay"] = trace.meta
         sizing = virtual_requests.sizing(config.endpoint)

@@ -5,7 +5,8 @@ the run directory a real one does. No sockets, no sleeping.
 
 Open loop draws its arrivals as the runner would (schedule.arrivals), each a request or a
 conversation's start; closed loop is N streams of back-to-back conversations; a replay
-keeps the trace window's arrivals at its speed.
+keeps the trace window's arrivals at its speed, and a record longer than the context is
+refused 400 at once, as vLLM refuses it.
 Like a real run's window, a request due before the warm-up's end is kept as "warmup"; one
 due after the window closed is not sent; one still running a drain after it is UNFINISHED.
 """
@@ -305,12 +306,42 @@ def run_block(
     stall_s: float = math.inf,
 ) -> tuple[list[Record], Phase, list[int]]:
     """One level of a sweep, or a replay's window (its trace `lines`), on the virtual
-    clock: its records, its phase and how many requests each replica served."""
+    clock: its records, its phase and how many requests each replica served. A request
+    whose prompt and max_tokens pass the context is refused as vLLM refuses it, a 400 at
+    once, and the rest are served."""
+    limit = model.max_model_len
+    fits = [i for i, r in enumerate(planned.requests) if r.prompt_tokens + r.output_tokens <= limit]
+    served = planned.only(fits) if len(fits) < len(planned.requests) else planned
     stream = Stream()
-    result = twin.run(model, planned.requests, replicas, seed, stream, stream_interval)
-    out, phase = records(
-        target, result.timings, window, level, start, drain, planned.labels, stream, stall_s
+    result = twin.run(model, served.requests, replicas, seed, stream, stream_interval)
+    kept, phase = records(
+        target, result.timings, window, level, start, drain, served.labels, stream, stall_s
     )
+    answered = dict(zip(fits, kept, strict=True))
+    out = [
+        answered.get(i) or _refused(target, r.arrival, window, level, start)
+        for i, r in enumerate(planned.requests)
+    ]
+    for i, record in enumerate(out):
+        record.request_id = f"virtual-{i}"  # by the plan's order, refused ones counted
     for record, line in zip(out, lines, strict=False):
         record.replay_index = line
     return out, phase, result.per_replica
+
+
+def _refused(target: str, arrival: float, window: Window, level: float, start: float) -> Record:
+    """vLLM's answer to a request longer than its context: HTTP 400 at once (its body, never
+    recorded, says the maximum context length), no tokens."""
+    return Record(
+        request_id="",  # numbered by the caller
+        target=target,
+        intended_at=start + arrival,
+        sent_at=start + arrival,
+        end_at=start + arrival,
+        send_lag_s=0.0,
+        ok=False,
+        status=400,
+        error="http_400",
+        excluded="warmup" if arrival < window.warmup_s else None,
+        level=level,
+    )
