@@ -106,6 +106,40 @@ def of_run(data: RunData, summary: dict[str, Any]) -> str | None:
     return render(series, data.settings.slos, judged_percentile(series), rng, level=2)
 
 
+def proxy_cost(
+    data: RunData, summary: dict[str, Any], margin: Margin = Margin()
+) -> dict[str, Any] | None:
+    """summary.json's `proxy_cost`: what the proxy adds to TTFT P50 against direct, with its
+    95% CI and whether it is beyond the margin; None unless the run measured both. It is
+    the question such a run asks, so the console and the report answer it first."""
+    by_label = {s.label: s for s in series_of(data, summary)}
+    if "proxy" not in by_label or "direct" not in by_label:
+        return None
+    direct, proxy = by_label["direct"], by_label["proxy"]
+    rng = np.random.default_rng(data.settings.seed)
+    p = stats.PERCENTILES["p50"]
+    found = stats.difference(direct.values("ttft_s"), proxy.values("ttft_s"), p, rng)
+    base = direct.summary["metrics"]["ttft_s"]["p50"]
+    if found is None or not base:
+        return None
+    added, low, high = found
+    relative = stats.RelativeDifference(added / base, low / base, high / base)
+    beyond = margin.beyond(base, relative)
+    said = "beyond the margin" if beyond else "the same within the margin"
+    return {
+        "metric": "ttft_s",
+        "percentile": "p50",
+        "added_s": added,
+        "interval_s": [low, high],
+        "beyond_margin": beyond,
+        "sentence": (
+            f"the proxy adds {added * 1e3:.2f} ms to TTFT P50 (95% CI {low * 1e3:.2f} to "
+            f"{high * 1e3:.2f} ms), {said} (±{margin.relative * 100:g}% or "
+            f"±{margin.absolute_s * 1e3:g} ms)"
+        ),
+    }
+
+
 def judged_percentile(series: Sequence[Series]) -> str:
     """The percentile SLOs are judged at: P99, or the highest every series can support."""
     supported = [

@@ -154,6 +154,8 @@ def markdown(
         lines += [predicted(summary["virtual"]), ""]
     if meta.get("replay"):
         lines += _replay_lines(meta["replay"])
+    if summary.get("proxy_cost"):  # the run's question, answered before the targets' details
+        lines += [f"**{_capital(summary['proxy_cost']['sentence'])}.**", ""]
     if summary.get("interrupted"):
         by = meta.get("interrupted_by", "a signal")
         lines += [f"**Interrupted** by {by}: partial results, the last block cut short.", ""]
@@ -228,6 +230,10 @@ def _steady_cell(t: dict[str, Any]) -> str:
     return "—" if state is None else ("yes" if state["steady"] else "SATURATED")
 
 
+def _capital(sentence: str) -> str:
+    return sentence[:1].upper() + sentence[1:]
+
+
 def console_table(summary: dict[str, Any]) -> str:
     header = (
         "target",
@@ -244,6 +250,7 @@ def console_table(summary: dict[str, Any]) -> str:
         "steady",
     )
     rows = [header]
+    answer = [summary["proxy_cost"]["sentence"]] if summary.get("proxy_cost") else []
     for name, t in summary["targets"].items():
         m = t["metrics"]
         rows.append(
@@ -265,6 +272,7 @@ def console_table(summary: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     text = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     text.insert(1, "  ".join("-" * w for w in widths))
+    text = answer + text  # the question the run asked, answered before its table
     text.append("(latencies in ms)")
     if summary.get("virtual"):
         text.append(predicted(summary["virtual"]).replace("**", ""))
@@ -307,19 +315,21 @@ def slowest_requests(data: RunData) -> list[str]:
     """The slowest measured requests of each target by TTFT and by E2E, with the ids that
     find them in the proxy's log lines and traces (links when --trace-url gave a template)."""
     lines = ["## Slowest requests", ""]
+    reasoned = _reasoned(data)
+    columns = slowest_columns(reasoned)
     for name, label, ranked in slowest(data):
         lines += [
             f"{name}, by {label}:",
             "",
-            "| " + " | ".join(SLOWEST_COLUMNS) + " |",
-            "|---" * len(SLOWEST_COLUMNS) + "|",
+            "| " + " | ".join(columns) + " |",
+            "|---" * len(columns) + "|",
         ]
         for r in ranked:
             trace = r.trace_id or "—"
             link = r.trace_id and trace_link(data.meta.get("trace_url"), r.trace_id)
             if link:
                 trace = f"[{r.trace_id}]({link})"
-            cells = [*slowest_cells(r), f"`{r.request_id}`", trace]
+            cells = [*slowest_cells(r, reasoned), f"`{r.request_id}`", trace]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines if len(lines) > 2 else []
@@ -338,10 +348,21 @@ SLOWEST_COLUMNS = (
 )
 
 
-def slowest_cells(r: Record) -> list[str]:
+def slowest_columns(reasoned: bool) -> tuple[str, ...]:
+    """The tables' columns: answer TTFT only where something reasoned (else it is TTFT's
+    twin)."""
+    return tuple(c for c in SLOWEST_COLUMNS if reasoned or c != "answer TTFT")
+
+
+def _reasoned(data: RunData) -> bool:
+    return any(r.reasoning_s is not None for r in data.records)
+
+
+def slowest_cells(r: Record, reasoned: bool) -> list[str]:
     """A slow request's figures (ms), as both reports show them, before its ids."""
     queue, server, rest = ttft_split(r)
-    figures = (r.ttft_s, r.answer_ttft_s, r.e2e_s, queue, server, rest)
+    answer = (r.answer_ttft_s,) if reasoned else ()
+    figures = (r.ttft_s, *answer, r.e2e_s, queue, server, rest)
     return [*(ms(v) for v in figures), "—" if r.stalls is None else str(r.stalls)]
 
 
@@ -361,17 +382,21 @@ def page(
     text = {"figures": "\n".join(sections)}
     if summary.get("virtual"):
         text["figures"] = predicted(summary["virtual"]) + "\n\n" + text["figures"]
+    if summary.get("proxy_cost"):
+        answer = _capital(summary["proxy_cost"]["sentence"])
+        text["figures"] = f"**{answer}.**\n\n" + text["figures"]
     if data.meta.get("replay"):
         text["replay"] = "\n".join(_replay_lines(data.meta["replay"]))
     if summary.get("sweep"):
         text["sweep"] = "\n".join(sweep_section(summary["sweep"]))
     if comparison:
         text["comparison"] = comparison
+    reasoned = _reasoned(data)
     ranked = [
-        (name, label, [(r, slowest_cells(r)) for r in found])
+        (name, label, [(r, slowest_cells(r, reasoned)) for r in found])
         for name, label, found in slowest(data)
     ]
-    return html_run.render(data, summary, figures, text, (SLOWEST_COLUMNS, ranked))
+    return html_run.render(data, summary, figures, text, (slowest_columns(reasoned), ranked))
 
 
 def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | None = None) -> Path:
