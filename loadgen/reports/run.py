@@ -171,15 +171,24 @@ def markdown(
 
 
 def predicted(twin: dict[str, Any]) -> str:
-    """The sentence a virtual run opens with: its figures were never measured."""
+    """The sentence a virtual run opens with: its figures were never measured (each
+    target's twin named, when it compared several)."""
+    twins = list(twin.get("by_target", {"": twin}).values())
+    presets = "; ".join(_twin_named(t) for t in twins)
+    trust = "; ".join(
+        f"{t['preset']}: {advice.basis(t)}" if len(twins) > 1 else advice.basis(t) for t in twins
+    )
+    return (
+        f"**Predicted**: these figures come from the simulator's virtual clock ({presets}), "
+        f"not from a server; no request was sent. How far to trust them: {trust}."
+    )
+
+
+def _twin_named(twin: dict[str, Any]) -> str:
     args = f" with {twin['args']}" if twin.get("args") else ""
     replicas = twin["replicas"]
     on = f"{replicas} replicas of " if replicas > 1 else ""
-    return (
-        f"**Predicted**: these figures come from the simulator's virtual clock ({on}preset "
-        f"{twin['preset']}{args}), not from a server; no request was sent. How far to trust "
-        f"them: {advice.basis(twin)}."
-    )
+    return f"{on}preset {twin['preset']}{args}"
 
 
 def sweep_section(sweep: dict[str, Any]) -> list[str]:

@@ -147,3 +147,25 @@ def test_the_estimate_counts_the_windows_requests_and_their_memory() -> None:
     assert virtual.cost_fault(10_000, budget_s=300, available=8 << 30) is None
     assert "past --virtual-budget 5.0 min" in virtual.cost_fault(100_000, 300, 8 << 30)
     assert "GB of records" in virtual.cost_fault(10_000, 300, available=100 << 20)
+
+
+def test_two_virtual_targets_run_the_same_arrivals_into_one_report(tmp_path: Path) -> None:
+    """Two presets compared as two servers are: one run, the same arrivals and lengths into
+    each, both in summary.json and a comparison in the report."""
+    other = "virtual:qwen-72b-gptq-tp4-a100"
+    out = tmp_path / "run"
+    argv = ["--target", "virtual:llama-70b-awq-tp4-a100", "--target", other, "--rate", "2"]
+    argv += ["--duration", "10s", "--warmup", "0s", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["targets"]) == ["virtual:llama-70b-awq-tp4-a100", other]
+    records = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    by = {t: [r for r in records if r["target"] == t] for t in summary["targets"]}
+    first, second = by.values()
+    assert len(first) == len(second) > 10
+    assert [r["intended_at"] for r in first] == [r["intended_at"] for r in second]
+    assert [r["input_tokens"] for r in first] == [r["input_tokens"] for r in second]
+    assert set(summary["virtual"]["by_target"]) == set(summary["targets"])
+    report = (out / "report.md").read_text()
+    assert "loadgen comparison" in report
+    assert "(preset llama-70b-awq-tp4-a100; preset qwen-72b-gptq-tp4-a100)" in report
