@@ -17,7 +17,7 @@ from loadgen.reports import checked
 from loadgen.reports.charts import png
 from loadgen.reports.charts import run as charts
 from loadgen.reports.charts.model import Figure
-from loadgen.reports.formatting import ms, trace_link
+from loadgen.reports.formatting import fell_behind, ms, sustained, trace_link
 from loadgen.reports.formatting import pct as _pct
 from loadgen.reports.formatting import rate as _rate
 from loadgen.reports.html import run as html_run
@@ -67,8 +67,9 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         f"- requests: {req['ok']} ok, {req['failed']} failed, "
         f"{req.get('unfinished', 0)} unfinished; excluded: "
         + (", ".join(f"{n} {k}" for k, n in req["excluded"].items()) or "none"),
-        f"- throughput: {_rate(thr['requests_per_s'])} req/s, "
-        f"{_rate(thr['output_tokens_per_s'])} output tok/s over {thr['active_s']:.1f} s active",
+        f"- throughput: {_rate(sustained(t))} req/s"
+        + (" completed inside the window (saturated)" if fell_behind(t) else "")
+        + f", {_rate(thr['output_tokens_per_s'])} output tok/s over {thr['active_s']:.1f} s active",
         f"- goodput ({slo}): {_rate(good['requests_per_s'])} req/s, "
         f"fraction {_rate(good['fraction'])}",
     ]
@@ -267,7 +268,7 @@ def console_table(summary: dict[str, Any]) -> str:
                 name,
                 str(t["requests"]["ok"]),
                 str(t["requests"]["failed"]),
-                _rate(t["throughput"]["requests_per_s"]),
+                _rate(sustained(t)),
                 ms(m["ttft_s"]["p50"]),
                 ms(m["ttft_s"]["p99"]),
                 ms(m["tpot_s"]["p50"]),
