@@ -84,6 +84,8 @@ def measure(config: RunConfig) -> dict[str, Any]:
     if not data.phases:
         raise KeyboardInterrupt  # stopped before any load was sent: nothing to write
     summary = summarize_run(data)
+    if answer := comparison.proxy_cost(data, summary):
+        summary["proxy_cost"] = answer
     rundir.write(config.out, data, summary)
     report.write(config.out, data, summary, comparison.of_run(data, summary))
     return summary

@@ -43,8 +43,11 @@ def wilson(correct: float, n: int) -> tuple[float, float]:
     return low, high
 
 
-def summarize(outcomes: Iterable[tuple[str, bool]]) -> dict[str, Any] | None:
-    """targets.<name>.quality from (item id, correct) per scored answer; None without any."""
+def summarize(
+    outcomes: Iterable[tuple[str, bool]], timed_out: int = 0
+) -> dict[str, Any] | None:
+    """targets.<name>.quality from (item id, correct) per scored answer, and the count of
+    answers left unjudged because their item's regex was cut off; None without a judged one."""
     answers: dict[str, list[bool]] = defaultdict(list)
     for item_id, correct in outcomes:
         answers[item_id].append(correct)
@@ -59,6 +62,7 @@ def summarize(outcomes: Iterable[tuple[str, bool]]) -> dict[str, Any] | None:
         "accuracy": right / items,
         "interval": [lo, hi],
         "answers": sum(len(marks) for marks in answers.values()),
+        "timed_out": timed_out,
     }
 
 

@@ -145,6 +145,20 @@ def relative_difference(
     return RelativeDifference(qb / qa - 1.0, low, high)
 
 
+def difference(
+    a: Sequence[float], b: Sequence[float], p: float, rng: np.random.Generator
+) -> tuple[float, float, float] | None:
+    """b's p-quantile less a's, with its bootstrap CI (the values' unit); independent
+    samples; None when either cannot support the quantile."""
+    sa = np.sort(np.asarray(a, dtype=np.float64))
+    sb = np.sort(np.asarray(b, dtype=np.float64))
+    qa, qb = percentile(sa, p), percentile(sb, p)
+    if qa is None or qb is None:
+        return None
+    low, high = interval(bootstrap_quantile(sb, p, rng) - bootstrap_quantile(sa, p, rng))
+    return qb - qa, low, high
+
+
 def meets_slo(figures: dict[str, float | None], slo: dict[str, float]) -> bool:
     """One successful request against the SLOs (keyed ttft, tpot, e2e).
 

@@ -257,13 +257,16 @@ def _checked(
 
     Quality counts every answered item, warm-up included (an answer's correctness does not
     depend on the window); consistency only answers from the measured window, under load."""
-    answers = [
-        (r.eval_id, bool(r.correct))
-        for r in records
-        if r.target == name and r.ok and r.eval_id is not None
-    ]
+    answered = [r for r in records if r.target == name and r.ok and r.eval_id is not None]
     blocks = {
-        "quality": quality.summarize(answers),
+        "quality": quality.summarize(
+            [
+                (r.eval_id, r.correct)
+                for r in answered
+                if r.eval_id is not None and r.correct is not None
+            ],
+            timed_out=sum(1 for r in answered if r.eval_timed_out),
+        ),
         "consistency": consistency.summarize(
             (r.consistency_id, r.first_difference) for r in ok if r.consistency_id is not None
         ),

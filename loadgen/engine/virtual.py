@@ -5,7 +5,8 @@ the run directory a real one does. No sockets, no sleeping.
 
 Open loop draws its arrivals as the runner would (schedule.arrivals), each a request or a
 conversation's start; closed loop is N streams of back-to-back conversations; a replay
-keeps the trace window's arrivals at its speed.
+keeps the trace window's arrivals at its speed, and a record longer than the context is
+refused 400 at once, as vLLM refuses it.
 Like a real run's window, a request due before the warm-up's end is kept as "warmup"; one
 due after the window closed is not sent; one still running a drain after it is UNFINISHED.
 """
@@ -28,9 +29,15 @@ from loadgen.engine.window import drain_s
 from loadgen.sim import twin
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
+from loadgen.sim.twin import budget
 from loadgen.sim.wire import vllm_args
 
 MAX_REQUESTS = 2_000_000  # a window asking for more is refused, not simulated for hours
+# what one request costs from plan to report, measured on a 70B preset at rate 3 (9,000
+# requests, streams, summary and report): time on one busy core, memory held to the end
+SECONDS_PER_REQUEST = 4e-3
+BYTES_PER_REQUEST = 8_000
+SAY_AFTER_S = 10.0  # a run estimated longer says its estimate before it starts
 
 
 def is_virtual(spec: str) -> bool:
@@ -91,6 +98,58 @@ def base(spec: str, flags: argparse.Namespace) -> Preset:
         return presets.load(name)
     except ValueError as exc:
         raise ValueError(f"--target {spec}: {exc}") from None
+
+
+def expected_requests(
+    sweep: str,
+    levels: Sequence[float],
+    window: Window,
+    turns: int = 1,
+) -> int | None:
+    """The requests the run's windows send, counted before any is planned; None when only
+    the twin could tell (a closed loop over a duration, a replay)."""
+    if sweep == "rate":
+        per_level = [
+            level * (window.warmup_s + window.duration_s) * turns
+            if window.duration_s is not None
+            else (window.requests or 0) + level * window.warmup_s * turns
+            for level in levels
+        ]
+        return math.ceil(sum(per_level))
+    if sweep == "concurrency" and window.requests is not None:
+        return window.requests * len(levels)
+    return None
+
+
+def cost_fault(requests: int, budget_s: float, available: int | None) -> str | None:
+    """Why a virtual run of `requests` should not start (past --virtual-budget, or past the
+    memory the process can have), None when it may."""
+    seconds, memory = requests * SECONDS_PER_REQUEST, requests * BYTES_PER_REQUEST
+    said = f"a virtual run of ~{requests:,} requests"
+    if seconds > budget_s:
+        return (
+            f"{said} takes ~{_minutes(seconds)} to simulate (~{SECONDS_PER_REQUEST * 1e3:g} ms "
+            f"each), past --virtual-budget {_minutes(budget_s)}: shorten --duration or lower "
+            "--rate, or raise --virtual-budget"
+        )
+    if available is not None and memory > available * budget.BUDGET_SHARE:
+        return (
+            f"{said} holds ~{memory / 1e9:.1f} GB of records; {available / 1e9:.1f} GB is "
+            "available: shorten --duration or lower --rate"
+        )
+    return None
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def check_replicas(model: Preset, replicas: int) -> None:
+    """ValueError when --virtual-replicas of `model` would not fit in memory (twin/budget.py),
+    before any work."""
+    available = budget.available_bytes()
+    if fault := budget.replicas_fault("--virtual-replicas", model, replicas, available):
+        raise ValueError(fault)
 
 
 def stream_interval(virtual_args: str) -> int:
@@ -278,12 +337,42 @@ def run_block(
     stall_s: float = math.inf,
 ) -> tuple[list[Record], Phase, list[int]]:
     """One level of a sweep, or a replay's window (its trace `lines`), on the virtual
-    clock: its records, its phase and how many requests each replica served."""
+    clock: its records, its phase and how many requests each replica served. A request
+    whose prompt and max_tokens pass the context is refused as vLLM refuses it, a 400 at
+    once, and the rest are served."""
+    limit = model.max_model_len
+    fits = [i for i, r in enumerate(planned.requests) if r.prompt_tokens + r.output_tokens <= limit]
+    served = planned.only(fits) if len(fits) < len(planned.requests) else planned
     stream = Stream()
-    result = twin.run(model, planned.requests, replicas, seed, stream, stream_interval)
-    out, phase = records(
-        target, result.timings, window, level, start, drain, planned.labels, stream, stall_s
+    result = twin.run(model, served.requests, replicas, seed, stream, stream_interval)
+    kept, phase = records(
+        target, result.timings, window, level, start, drain, served.labels, stream, stall_s
     )
+    answered = dict(zip(fits, kept, strict=True))
+    out = [
+        answered.get(i) or _refused(target, r.arrival, window, level, start)
+        for i, r in enumerate(planned.requests)
+    ]
+    for i, record in enumerate(out):
+        record.request_id = f"virtual-{i}"  # by the plan's order, refused ones counted
     for record, line in zip(out, lines, strict=False):
         record.replay_index = line
     return out, phase, result.per_replica
+
+
+def _refused(target: str, arrival: float, window: Window, level: float, start: float) -> Record:
+    """vLLM's answer to a request longer than its context: HTTP 400 at once (its body, never
+    recorded, says the maximum context length), no tokens."""
+    return Record(
+        request_id="",  # numbered by the caller
+        target=target,
+        intended_at=start + arrival,
+        sent_at=start + arrival,
+        end_at=start + arrival,
+        send_lag_s=0.0,
+        ok=False,
+        status=400,
+        error="http_400",
+        excluded="warmup" if arrival < window.warmup_s else None,
+        level=level,
+    )

@@ -18,9 +18,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from loadgen.sim import fit_cost, fit_out
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
-from loadgen.sim.twin import capture, verdict
+from loadgen.sim.twin import budget, capture, verdict
 from loadgen.sim.twin.fit import with_terms
 from loadgen.sim.wire import vllm_args
 
@@ -60,12 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=DEFAULT_HOLDOUT,
         metavar="SHARE",
-        help=f"the last share of requests kept out of the fit and predicted "
-        f"(default {DEFAULT_HOLDOUT})",
+        help=f"the last share of requests kept out of the fit and predicted, at least "
+        f"{verdict.MIN_HELD_OUT} of them (default {DEFAULT_HOLDOUT})",
     )
     p.add_argument("--model", help="fit the requests of this model only (a log of several)")
     p.add_argument(
         "--replicas", type=int, default=1, metavar="N", help="replicas behind the capture"
+    )
+    p.add_argument(
+        "--time-budget",
+        default=fit_cost.DEFAULT_BUDGET,
+        metavar="DURATION",
+        help="refuse a fit estimated (from its first replay) to take longer "
+        f"(default {fit_cost.DEFAULT_BUDGET})",
     )
     return p
 
@@ -76,13 +84,27 @@ def main(argv: list[str]) -> None:
         _fail(f"--holdout {args.holdout}: a share in (0, 0.9)")
     if args.replicas < 1:
         _fail(f"--replicas {args.replicas}: at least 1")
-    if not Path(args.out).parent.is_dir():
-        _fail(f"--out {args.out}: no such directory")
     base = _base(args)
+    available = budget.available_bytes()
+    if fault := budget.replicas_fault("--replicas", base, args.replicas, available):
+        _fail(fault)
     try:
-        captured = capture.read(args.sources, args.model)
-    except capture.CaptureError as exc:
+        out, summary_path = fit_out.prepare(args.out, args.sources)
+    except ValueError as exc:
         _fail(str(exc))
+    try:
+        time_budget = fit_cost.budget_s(args.time_budget)
+        fit_cost.check_sources(args.sources)
+        captured = capture.read(args.sources, args.model)
+    except ValueError as exc:  # CaptureError among them
+        _fail(str(exc))
+    n, least = len(captured.requests), verdict.MIN_HELD_OUT
+    if round(n * args.holdout) < least:
+        _fail(
+            f"--holdout {args.holdout:g}: keeps {round(n * args.holdout)} of the capture's {n:,} "
+            f"requests out; judging the twin's P90 needs at least {least}: give at least "
+            f"{math.ceil(least / n * 100) / 100:g}"
+        )
     too_long = [
         i
         for i, r in enumerate(captured.requests)
@@ -95,13 +117,16 @@ def main(argv: list[str]) -> None:
             f"model's context ({r.prompt_tokens} + {r.output_tokens} > {base.max_model_len}): "
             "give the deployment's --max-model-len in --virtual-args"
         )
-    report = verdict.calibrate(base, captured, args.holdout, args.replicas)
+    meter = fit_cost.Meter(len(captured.requests), time_budget)
+    try:
+        report = verdict.calibrate(base, captured, args.holdout, args.replicas, meter)
+    except fit_cost.TooCostly as exc:
+        _fail(str(exc))
     # fitted to a measurement: the base's `uncalibrated` no longer holds
     fitted = replace(with_terms(base, report.values), fit=_held_out(report), uncalibrated="")
-    out = Path(args.out)
     summary = _summary(args, base, captured, report)
     out.write_text(presets.dump(fitted))
-    (out.parent / "fit.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     print(_printed(summary, out))
     if report.at_ceiling:
         for pinned in report.at_ceiling.values():

@@ -89,8 +89,16 @@ def read(paths: list[str], model: str | None = None) -> Capture:
         label, found = detect.read(path)
         rows = sum(len(s.rows) for s in found)
         failed = sum(s.failed for s in found)
+        empty = sum(s.empty for s in found)
+        if not rows and empty:
+            raise CaptureError(
+                f"{path}: no tokens: its {empty} completed requests all count 0 (or no) input "
+                f"or output tokens{f', {failed} more failed' if failed else ''}: nothing to "
+                "time a token by (a server that does not report usage?)"
+            )
         if not rows:
             raise CaptureError(f"{path}: errors only: none of its {failed} requests completed")
+        failed += empty
         rebuilt = [s.settings for s in found if s.fitted == REBUILT]
         fitted = REBUILT if rebuilt else found[0].fitted
         sources.append(Source(path, label, fitted, len(found), rows, failed, rebuilt))
@@ -114,7 +122,7 @@ def read(paths: list[str], model: str | None = None) -> Capture:
     return Capture(
         requests,
         model or (models[0] if models else None),
-        sum(s.failed for _, s in streams),
+        sum(s.failed + s.empty for _, s in streams),
         sources,
     )
 

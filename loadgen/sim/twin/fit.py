@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,16 +296,31 @@ class Fitted:
 class Search:
     """Replays of one capture with candidate terms, counted."""
 
-    def __init__(self, base: Preset, capture: Capture, targets: Targets, replicas: int) -> None:
+    def __init__(
+        self,
+        base: Preset,
+        capture: Capture,
+        targets: Targets,
+        replicas: int,
+        on_replay: Callable[[], None] | None = None,
+    ) -> None:
         self.base = base
         self.requests = requests(capture)
         self.targets = targets
         self.replicas = replicas
         self.replays = 0
+        self.on_replay = on_replay  # told after each replay: a long fit shows its progress
 
     def timings(self, values: dict[str, float]) -> list[deployment.Timing]:
+        preset = with_terms(self.base, values)
+        timings = deployment.run(preset, self.requests, self.replicas).timings
+        self._replayed()
+        return timings
+
+    def _replayed(self) -> None:
         self.replays += 1
-        return deployment.run(with_terms(self.base, values), self.requests, self.replicas).timings
+        if self.on_replay is not None:
+            self.on_replay()
 
     def residuals(self, values: dict[str, float]) -> list[float]:
         return self.targets.residuals(self.timings(values))
@@ -319,8 +334,8 @@ class Search:
         preset = with_terms(self.base, values)
         engine = [n for n in names if n in ENGINE_TERMS]
         sens = Sensitivity(preset, engine, len(self.requests))
-        self.replays += 1
         timings = deployment.run(preset, self.requests, self.replicas, observe=sens).timings
+        self._replayed()
         r = self.targets.residuals(timings)
         analytic = dict(zip(engine, self.targets.jacobian(timings, sens), strict=True))
         columns = []

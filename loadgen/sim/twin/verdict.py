@@ -12,6 +12,7 @@ kept only when they lower it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6}
 TIED = 0.95  # |correlation| of two terms' bootstrap estimates above which they are one
 FRONTEND_GAIN = 0.005  # held-out error (mean over its four figures) the front end must save
 CEILING_NEAR = 0.01  # a term within this share of its ceiling is at it
+MIN_HELD_OUT = 10  # held-out requests: with fewer, a P90 is only their largest value
 
 
 @dataclass(slots=True)
@@ -65,13 +67,22 @@ def held_out(capture: Capture, holdout: float) -> set[int]:
     return held
 
 
-def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: int = 1) -> Report:
-    """The fitted terms of `base` for `capture`, with their intervals and the held-out error."""
+def calibrate(
+    base: Preset,
+    capture: Capture,
+    holdout: float = 0.3,
+    replicas: int = 1,
+    on_replay: Callable[[], None] | None = None,
+) -> Report:
+    """The fitted terms of `base` for `capture`, with their intervals and the held-out error;
+    `on_replay` is told after each replay of the capture (the first is the base preset's)."""
     held = held_out(capture, holdout)
     targets = Targets.of(capture, [i for i in range(len(capture.requests)) if i not in held])
-    search = Search(base, capture, targets, replicas)
+    search = Search(base, capture, targets, replicas, on_replay)
     start = {t.name: t.get(base) for t in (*TERMS, *FRONTEND)}
     first = deployment.run(base, search.requests, replicas)
+    if on_replay is not None:
+        on_replay()
     reasons = physics(base, first.steps)
     bounded = fit.terms(base)
     free = [t for t in bounded if t.name not in reasons]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from loadgen.cli import main
+from loadgen.engine import virtual
 from loadgen.sim import twin
 from loadgen.sim.model import presets
 
@@ -187,3 +188,47 @@ def test_only_flags_that_change_the_fitted_preset_are_a_what_if(
         assert f"held-out error 5%, fitted without {what_if}." in said
     else:
         assert "held-out error 5%." in said and "fitted without" not in said
+
+
+def test_a_run_past_its_budget_is_refused_before_it_starts(tmp_path: Path, capsys) -> None:
+    """--rate 500 for an hour is 1.8 million requests: about two hours to simulate. It is
+    refused in one line with the estimate, where it used to run on with memory rising."""
+    out = tmp_path / "run"
+    argv = ["--target", TARGET, "--rate", "500", "--duration", "1h", "--out", str(out)]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "a virtual run of ~1,8" in line and "past --virtual-budget 5.0 min" in line, line
+    assert not out.exists()
+
+
+def test_the_estimate_counts_the_windows_requests_and_their_memory() -> None:
+    window = virtual.Window(10.0, 100.0, None)
+    assert virtual.expected_requests("rate", [2.0, 4.0], window) == 660
+    assert virtual.expected_requests("rate", [2.0], window, turns=3) == 660
+    assert virtual.expected_requests("concurrency", [8], virtual.Window(0, None, 500)) == 500
+    assert virtual.expected_requests("concurrency", [8], window) is None  # the twin's to tell
+    assert virtual.cost_fault(10_000, budget_s=300, available=8 << 30) is None
+    assert "past --virtual-budget 5.0 min" in virtual.cost_fault(100_000, 300, 8 << 30)
+    assert "GB of records" in virtual.cost_fault(10_000, 300, available=100 << 20)
+
+
+def test_two_virtual_targets_run_the_same_arrivals_into_one_report(tmp_path: Path) -> None:
+    """Two presets compared as two servers are: one run, the same arrivals and lengths into
+    each, both in summary.json and a comparison in the report."""
+    other = "virtual:qwen-72b-gptq-tp4-a100"
+    out = tmp_path / "run"
+    argv = ["--target", "virtual:llama-70b-awq-tp4-a100", "--target", other, "--rate", "2"]
+    argv += ["--duration", "10s", "--warmup", "0s", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["targets"]) == ["virtual:llama-70b-awq-tp4-a100", other]
+    records = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    by = {t: [r for r in records if r["target"] == t] for t in summary["targets"]}
+    first, second = by.values()
+    assert len(first) == len(second) > 10
+    assert [r["intended_at"] for r in first] == [r["intended_at"] for r in second]
+    assert [r["input_tokens"] for r in first] == [r["input_tokens"] for r in second]
+    assert set(summary["virtual"]["by_target"]) == set(summary["targets"])
+    report = (out / "report.md").read_text()
+    assert "loadgen comparison" in report
+    assert "(preset llama-70b-awq-tp4-a100; preset qwen-72b-gptq-tp4-a100)" in report

@@ -72,6 +72,6 @@ def _document(text: str) -> Any:
 
 
 def _some(name: str, label: str, streams: list[Stream]) -> list[Stream]:
-    if not any(s.rows or s.failed for s in streams):
+    if not any(s.rows or s.failed or s.empty for s in streams):
         raise CaptureError(f"{name}: a {label} file with no request in it")
     return streams

@@ -36,11 +36,14 @@ def read(name: str, text: str) -> list[Stream]:
             model = item.get("model") if isinstance(item.get("model"), str) else None
         else:
             continue
-        if not ok or not item.get("output_tokens") or not item.get("input_tokens"):
+        if not ok:
             stream.failed += 1
             continue
+        if not item.get("output_tokens") or not item.get("input_tokens"):
+            stream.empty += 1
+            continue
         stream.rows.append((_request(item, f"{name}:{number_}", arrival_key, measured), model))
-    return [stream] if stream.rows or stream.failed else []
+    return [stream] if stream.rows or stream.failed or stream.empty else []
 
 
 def _request(item: dict[str, Any], at: str, arrival_key: str, measured: bool) -> Captured:

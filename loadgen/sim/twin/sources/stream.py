@@ -42,6 +42,7 @@ class Stream:
 
     rows: list[tuple[Captured, str | None]] = field(default_factory=list)
     failed: int = 0  # requests that did not complete
+    empty: int = 0  # completed, with no tokens counted: nothing to time a token by
     wall_clock: bool = True  # arrivals are epoch seconds
     fitted: str = PER_REQUEST  # or REBUILT
     settings: dict[str, object] = field(default_factory=dict)  # what a rebuild used
