@@ -87,8 +87,8 @@ class LogWriter:
                 fields[key] = value(timing)
         placement = exchange.placement
         if placement is not None:
-            for key, value in SESSION_FIELDS:
-                fields[key] = value(placement)
+            for key, read in SESSION_FIELDS:
+                fields[key] = read(placement)
         if self._policy is not None and exchange.input_texts:
             hashes = self._policy.prefix_hashes(exchange.input_texts)
             if hashes:

@@ -64,6 +64,7 @@ def test_an_agent_is_captured_as_it_ran_and_replayed_in_its_order(
 
     lines = [json.loads(x) for x in proxy_a.output().splitlines() if '"msg":"request"' in x]
     assert CANARY not in proxy_a.output()  # hashes, never text
+    assert "session-a" not in proxy_a.output()  # the caller's session names, hashed too
     seen = {line["request_id"]: line for line in lines}
     assert seen.keys() == {c["id"] for c in calls}
     # the capture's parents are the agent's own, and its sessions the agent's, one to one
