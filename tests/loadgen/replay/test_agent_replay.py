@@ -50,6 +50,8 @@ def hit_share(sim: str) -> float:
     return hits / queries
 
 
+@pytest.mark.slow  # four servers and three runs: about a minute
+@pytest.mark.timeout(300)
 def test_an_agent_is_captured_as_it_ran_and_replayed_in_its_order(
     stacks: list[tuple[str, ProxyProcess]], tmp_path: Path
 ) -> None:
