@@ -22,7 +22,13 @@ from tests.support import run_module
 from tests.support.proxy import ProxyProcess, proxy_env
 
 CANARY = "canary-4b7e"
-SIM = ("--preset", "llama-70b-bf16-tp4-a100", "--served-model-name", "sim")
+SIM = (
+    "--preset",
+    "llama-70b-bf16-tp4-a100",
+    "--served-model-name",
+    "sim",
+    "--enable-prompt-tokens-details",  # cached_tokens in usage: the sessions' prefix hits
+)
 
 
 @pytest.fixture
@@ -79,6 +85,15 @@ def test_an_agent_is_captured_as_it_ran_and_replayed_in_its_order(
 
     capture = tmp_path / "capture.jsonl"
     capture.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    report = run_module("loadgen", "sessions", str(capture), "--json", timeout=60)
+    assert report.returncode == 0, report.stderr
+    figures = json.loads(report.stdout)
+    assert sorted(s["calls"] for s in figures["sessions"]) == [7, 8, 9]
+    for s in figures["sessions"]:  # a tool takes 0.15 s a turn: the model has not all the time
+        assert 0 < s["model_share"] < 1 and s["tools_s"] >= 0.15
+        assert s["prefix_hit_share"] > 0.5
+    assert figures["ttft_by_turn"]["1"]["calls"] == 5  # three sessions, two sub-agents
+
     out = tmp_path / "replay"
     argv = ["--target", proxy_b.url, "--replay", str(capture), "--warmup", "0s"]
     assert main([*argv, "--out", str(out), "--no-progress"]) == 0
