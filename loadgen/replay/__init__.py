@@ -1,6 +1,7 @@
 """Replaying a trace: `load` is the one place a trace file is read.
 
 - `formats.py` trace files in, TraceRecords out
+- `otlp.py` agents' model calls from GenAI spans in OTLP JSON
 - `window.py` which records a run replays, and when each is due
 - `prompts.py` prompt text for replayed records
 - `sessions.py` an agent trace's call graph: which call waits for which

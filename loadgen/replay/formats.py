@@ -12,6 +12,8 @@ mooncake  Mooncake's traces (kvcache-ai/Mooncake, FAST '25): JSON lines `{"times
           since the first request, "input_length", "output_length", "hash_ids": [...]}`, one
           hash id per block of the prompt (512 tokens in the published traces).
 requests  loadgen's own requests.jsonl: the measured requests of the run's first target.
+otlp      GenAI spans as OTLP JSON (a collector's file exporter): each model call, its session
+          (gen_ai.conversation.id, else its trace) and the call it waited for (otlp.py).
 proxy     latency_proxy's `request` log lines (JSON, as on stdout or exported from Loki):
           `arrived_at`, `model`, `input_tokens`, `output_tokens` and, captured with
           `--content-capture hash`, `prefix_hashes` (one per message, each covering the
@@ -38,8 +40,9 @@ import orjson
 from latency_proxy.telemetry.semconv import OTHER_MODEL
 from loadgen import jsonl
 from loadgen.engine.bounds import MAX_TOKENS
+from loadgen.replay import otlp
 
-FORMATS = ("azure", "mooncake", "requests", "proxy")
+FORMATS = ("azure", "mooncake", "requests", "proxy", "otlp")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 ACCESS_LOGGER = "latency_proxy.access"
 
@@ -117,6 +120,8 @@ def detect(text: str) -> str:
                 return "requests"
             if "logger" in item or "msg" in item:
                 return "proxy"
+            if "resourceSpans" in item:
+                return "otlp"
         raise BadRow(1, "a JSON object of no known trace format (mooncake, requests, proxy)")
     columns = [c.strip() for c in first.split(",")]
     if all(c in columns for c in AZURE_COLUMNS):
@@ -151,7 +156,7 @@ def parse(text: str, fmt: str | None = None, skip_bad: bool = False) -> Parsed:
             continue
         records.append(row)
         previous = row.at
-    if fmt in ("requests", "proxy"):
+    if fmt in ("requests", "proxy", "otlp"):
         records.sort(key=lambda r: (r.at, r.line))
     return Parsed(fmt, tuple(records), tuple(bad), unreplayable)
 
@@ -341,6 +346,38 @@ def _whole(value: object, line: int, name: str) -> int:
     return value
 
 
+def _otlp(text: str) -> Iterator[Row]:
+    """Agents' model calls from GenAI spans (otlp.py): a span's record is numbered by its
+    place among the file's model calls; a bad span is its line's bad row."""
+    found: list[otlp.Call] = []
+    for number, item in jsonl.objects(text):
+        try:
+            if isinstance(item, str):
+                raise BadRow(number, item)
+            found += otlp.calls(number, item)
+        except otlp.BadSpan as exc:
+            yield BadRow(number, str(exc))
+        except BadRow as exc:
+            yield exc
+    waits = otlp.parents(found)
+    for n, call in enumerate(found, 1):
+        if call.input_tokens is None or call.output_tokens is None:
+            yield None  # a call without its usage: nothing to replay
+            continue
+        parent, gap = waits.get(call.span_id, (None, None))
+        yield TraceRecord(
+            line=n,
+            at=call.start_s,
+            input_tokens=min(call.input_tokens, MAX_TOKENS),
+            output_tokens=min(call.output_tokens, MAX_TOKENS),
+            model=call.model,
+            call=call.span_id,
+            session=call.session,
+            parent=parent,
+            gap_s=None if gap is None else min(gap, DAY_S),
+        )
+
+
 def _proxy_arrival(item: dict, line: int) -> float:
     """`arrived_at` (epoch seconds); lines from before it existed: `ts` minus `e2e_s`."""
     if "arrived_at" in item:
@@ -360,4 +397,5 @@ _ROWS: dict[str, Callable[[str], Iterator[Row]]] = {
     "mooncake": _mooncake,
     "requests": _requests,
     "proxy": _proxy,
+    "otlp": _otlp,
 }
