@@ -155,7 +155,6 @@ def prompt_shape(payload: Any, key: str | bytes) -> PromptShape | None:
         return None
     key = key.encode() if isinstance(key, str) else key
     chain = blake2b(key=key, digest_size=_DIGEST, person=b"prompt")
-    before = chain.digest()
     continues: tuple[bytes, bytes] | None = None
     tools_answered = 0
     rendered: list[str] = []
@@ -166,15 +165,15 @@ def prompt_shape(payload: Any, key: str | bytes) -> PromptShape | None:
         if role == "assistant":
             answer = AnswerDigest(key)
             answer.assistant(message)
-            continues, tools_answered = (before, answer.digest()), 0
+            continues, tools_answered = (chain.digest(), answer.digest()), 0
         elif role == "tool":
             tools_answered += 1
         content, tools = _text(message.get("content")), _tool_text(message)
         chain.update(_framed(role) + _framed(content) + _framed(tools))
-        before = chain.digest()
         rendered.append(f"\x1e{role}\x1f{content}{tools}")
     text = "".join(rendered)
-    return PromptShape(before, continues, tools_answered, block_hashes(text, key), len(text))
+    blocks = block_hashes(text, key)
+    return PromptShape(chain.digest(), continues, tools_answered, blocks, len(text))
 
 
 def block_hashes(text: str, key: bytes, size: int = BLOCK_CHARS) -> tuple[str, ...]:
