@@ -8,6 +8,7 @@ and engine/, over analysis/. sim/ stands apart: a server, not a client.
 - `run.py` a load run from its RunConfig
 - `compare.py` `python -m loadgen compare`
 - `rebuild.py` `python -m loadgen report`
+- `agents.py` `python -m loadgen sessions`: agents' sessions in a proxy capture
 - `worker.py` one process of a --workers run
 - `locustfile.py` the ready locustfile for `locust -f`
 - `config.py` RunConfig: one run as its flags asked for it

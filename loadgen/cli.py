@@ -1,9 +1,9 @@
 """`python -m loadgen`: flags in, a run directory out (requests.jsonl, summary.json, report.md).
 
-Subcommands `compare` and `merge` live in their own modules; everything else is a load run,
-or a search of load runs (`capacity`, which takes the run's flags but no levels). This module
-is the parser only: the flags become one RunConfig (config.py), and run.py (capacity/command.py)
-does the run (the search) from that.
+Subcommands `compare`, `merge` and `sessions` live in their own modules; everything else is a
+load run, or a search of load runs (`capacity`, which takes the run's flags but no levels). This
+module is the parser only: the flags become one RunConfig (config.py), and run.py
+(capacity/command.py) does the run (the search) from that.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from latency_proxy.units import parse_duration
-from loadgen import compare, rebuild, run
+from loadgen import agents, compare, rebuild, run
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
 from loadgen.capacity import command as capacity
@@ -38,6 +38,7 @@ subcommands:
   python -m loadgen compare RUN_DIR RUN_DIR [...]   side by side, differences with CIs, verdicts
   python -m loadgen merge RUN_DIR [...] --out DIR   exact merge of shards (--shard i/N runs)
   python -m loadgen report DIR [...]                rebuild report.md, report.html and plots
+  python -m loadgen sessions CAPTURE [--json]       agents' sessions in a proxy capture
   python -m loadgen capacity --target A [...] --slo ttft=800ms@p90 [--by rate|concurrency]
                                                     (or --replay FILE --by speed)
                                                     the most load that meets the SLOs, steady
@@ -190,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return merge.main(argv[1:])
     if argv[:1] == ["report"]:
         return rebuild.main(argv[1:])
+    if argv[:1] == ["sessions"]:
+        return agents.main(argv[1:])
     if argv[:1] == ["capacity"]:
         return _capacity(argv)
     parser = build_parser()
