@@ -4,9 +4,9 @@ A fit reads its capture whole and replays it some tens of times (fit.py: each ca
 of terms is one replay), so its time and memory grow with the capture. Three bounds:
 
 - before reading: each source is a regular file (or a run directory's requests.jsonl), the
-  sources together at most MAX_CAPTURE_BYTES, no line of a JSON-lines file longer than
-  MAX_LINE_BYTES (a capture's line is a few hundred bytes; a benchmark tool's JSON document
-  written on one line is bounded by the size alone; /dev/zero is no capture);
+  sources together at most MAX_CAPTURE_BYTES, no line longer than MAX_LINE_BYTES (a
+  capture's line is a few hundred bytes; /dev/zero is no capture) but a file's only one (a
+  JSON document written on one line, as other tools write theirs);
 - after the first replay (the base preset's, timed): the fit's time, estimated as
   REPLAYS_PER_FIT such replays, past --time-budget stops the fit there, saying so;
 - while it runs: a line on stderr every PROGRESS_S, so a long fit is seen to move.
@@ -48,14 +48,15 @@ def check_sources(sources: Sequence[str]) -> None:
                 "of requests, not millions: give a window of it (a few hours of traffic)"
             )
         with file.open("rb") as lines:
-            long: tuple[int, int] | None = None
-            count = 0
-            for count, line in enumerate(lines, 1):
-                if long is None and len(line) > MAX_LINE_BYTES:
-                    long = count, len(line)
-            if long is not None and count > 1:  # one line alone is a JSON document
+            wide, written = None, 0
+            for number, line in enumerate(lines, 1):
+                written += bool(line.strip())
+                if wide is None and len(line) > MAX_LINE_BYTES:
+                    wide = (number, len(line))
+            # one long line alone is a JSON document written compactly (another tool's file)
+            if wide is not None and written > 1:
                 raise ValueError(
-                    f"{file}:{long[0]}: a line of {long[1]:,} bytes; a capture's lines "
+                    f"{file}:{wide[0]}: a line of {wide[1]:,} bytes; a capture's lines "
                     f"are at most {MAX_LINE_BYTES >> 10} KB"
                 )
 
