@@ -226,6 +226,33 @@ FLAGS = {
              "then re-run each final bracket's ends N times with new seeds and report the "
              "spread of the capacity figure (outside --budget)",
              bounds.count(0, 1000, "a repeat count"), 0, options={"metavar": "N"}),
+        # the plan's: which deployments to weigh, what they cost, how many to buy
+        Flag("--candidates",
+             "the deployments to weigh: presets, engine flags to vary, prices per GPU-hour, "
+             "the bound on replicas (see docs: Plan)",
+             options={"metavar": "PLAN.toml"}),
+        Flag("--gpu-types",
+             "weigh only candidates on these GPUs (a part of the name: A100,H100); without "
+             "--candidates, every bundled preset on them",
+             options={"metavar": "GPU[,GPU…]"}),
+        Flag("--dtypes",
+             "weigh only candidates whose weights are stored so (fp16, int8, awq, gptq)",
+             options={"metavar": "DTYPE[,DTYPE…]"}),
+        Flag("--gpu-prices",
+             "USD per GPU-hour, by GPU (beside or instead of PLAN.toml's [prices])",
+             options={"metavar": "GPU=USD[,…]"}),
+        Flag("--twin",
+             "a fitted preset (python -m loadgen.sim fit): candidates on its GPU and model "
+             "are predicted with it, others of its model carry its efficiencies over",
+             options={"metavar": "FITTED.toml"}),
+        Flag("--headroom",
+             "buy enough replicas that the traffic can grow this share before an SLO breaks",
+             bounds.real(0, 10, "a share of the traffic"), 0.0, lambda v: f"{v:g}",
+             {"metavar": "H"}),
+        Flag("--max-replicas", "the most replicas of one candidate (default: PLAN.toml's, else 64)",
+             bounds.count(1, 1000, "a replica count"), options={"metavar": "N"}),
+        Flag("--jobs", "candidates searched at once, each in its own process (default: the cores)",
+             bounds.count(1, 256, "a process count"), options={"metavar": "N"}),
     )
 }  # fmt: skip
 
@@ -241,6 +268,8 @@ SPREAD = ("--blocks", "--workers", "--shard", "--sync-dir", "--sync-timeout")
 READ_BESIDE = ("--slice", "--gpu-metrics", "--gpu-interval", "--server-metrics", "--weight-bytes",
                "--kv-bytes-per-token", "--gpu-bandwidth", "--gpus", "--progress")  # fmt: skip
 SEARCH = ("--by", "--start", "--budget", "--repeat")
+PLAN = ("--candidates", "--gpu-types", "--dtypes", "--gpu-prices", "--twin", "--headroom",
+        "--max-replicas", "--jobs")  # fmt: skip
 
 
 def add(group: argparse._ArgumentGroup, names: Iterable[str], *, text: bool = False) -> None:
