@@ -26,7 +26,8 @@ from dataclasses import dataclass
 # Upper bounds for a preset's efficiencies, in datasheet terms. Measured on one H200
 # (docs/sim/h200-roofline.json): bare weight streaming reached 0.77 of the datasheet
 # bandwidth and bare bf16 matmuls 0.68 of the datasheet FLOP/s. A serving engine adds
-# attention, sampling and scheduling on top, so a preset must stay below both.
+# attention, sampling and scheduling on top, so a preset must stay below both. They are a
+# Hardware's defaults: the catalogue (catalogue.py) sets each GPU's own.
 MBU_CEILING = 0.77
 MFU_CEILING = 0.68
 
@@ -72,6 +73,8 @@ class Hardware:
     max_watts: float  # per GPU: the board's power limit (TDP)
     compute_watts: float  # per GPU above idle, at 100% of peak_flops
     memory_watts: float  # per GPU above idle, at 100% of hbm_bandwidth
+    mbu_ceiling: float = MBU_CEILING  # the most of hbm_bandwidth an engine can reach
+    mfu_ceiling: float = MFU_CEILING  # the most of peak_flops an engine can reach
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +113,11 @@ class PerfModel:
     efficiency: Efficiency
 
     def __post_init__(self) -> None:
-        e = self.efficiency
-        if not 0 < e.mbu < MBU_CEILING:
-            raise ValueError(f"mbu {e.mbu} outside (0, {MBU_CEILING}): see model.MBU_CEILING")
-        if not 0 < e.mfu < MFU_CEILING:
-            raise ValueError(f"mfu {e.mfu} outside (0, {MFU_CEILING}): see model.MFU_CEILING")
+        e, hw = self.efficiency, self.hardware
+        if not 0 < e.mbu < hw.mbu_ceiling:
+            raise ValueError(f"mbu {e.mbu} outside (0, {hw.mbu_ceiling}): the GPU's MBU ceiling")
+        if not 0 < e.mfu < hw.mfu_ceiling:
+            raise ValueError(f"mfu {e.mfu} outside (0, {hw.mfu_ceiling}): the GPU's MFU ceiling")
         if self.kv_capacity_tokens(1.0) <= 0:
             raise ValueError("the weights do not fit in GPU memory")
 
