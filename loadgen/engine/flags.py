@@ -231,12 +231,20 @@ FLAGS = {
              "the deployments to weigh: presets, engine flags to vary, prices per GPU-hour, "
              "the bound on replicas (see docs: Plan)",
              options={"metavar": "PLAN.toml"}),
+        Flag("--models",
+             "build candidates from the GPU catalogue: each a preset whose model shape, "
+             "engine and efficiencies are put on every --gpu-types x --tensor-parallel x "
+             "--dtypes",
+             options={"metavar": "PRESET[,PRESET…]"}),
+        Flag("--tensor-parallel", "with --models: GPUs per replica to try (default 1,2,4,8)",
+             bounds.levels(bounds.count(1, 64, "a GPU count")), options={"metavar": "N[,N…]"}),
         Flag("--gpu-types",
-             "weigh only candidates on these GPUs (a part of the name: A100,H100); without "
-             "--candidates, every bundled preset on them",
+             "weigh only candidates on these GPUs (catalogue ids or aliases: a100,h100); "
+             "without --candidates or --models, every bundled preset on them",
              options={"metavar": "GPU[,GPU…]"}),
         Flag("--dtypes",
-             "weigh only candidates whose weights are stored so (fp16, int8, awq, gptq)",
+             "weigh only candidates whose weights are stored so (bf16, fp16, fp8, int8, awq, "
+             "gptq)",
              options={"metavar": "DTYPE[,DTYPE…]"}),
         Flag("--gpu-prices",
              "USD per GPU-hour, by GPU (beside or instead of PLAN.toml's [prices])",
@@ -268,8 +276,8 @@ SPREAD = ("--blocks", "--workers", "--shard", "--sync-dir", "--sync-timeout")
 READ_BESIDE = ("--slice", "--gpu-metrics", "--gpu-interval", "--server-metrics", "--weight-bytes",
                "--kv-bytes-per-token", "--gpu-bandwidth", "--gpus", "--progress")  # fmt: skip
 SEARCH = ("--by", "--start", "--budget", "--repeat")
-PLAN = ("--candidates", "--gpu-types", "--dtypes", "--gpu-prices", "--twin", "--headroom",
-        "--max-replicas", "--jobs")  # fmt: skip
+PLAN = ("--candidates", "--models", "--tensor-parallel", "--gpu-types", "--dtypes",
+        "--gpu-prices", "--twin", "--headroom", "--max-replicas", "--jobs")  # fmt: skip
 
 
 def add(group: argparse._ArgumentGroup, names: Iterable[str], *, text: bool = False) -> None:

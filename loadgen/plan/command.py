@@ -35,12 +35,9 @@ from loadgen.sim.model.presets import Preset
 @dataclass(frozen=True, slots=True)
 class PlanSettings:
     candidates: str | None
-    gpu_types: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    prices: str
+    asked: space.Asked  # the shorthand flags
     twin: str | None
     headroom: float
-    max_replicas: int | None
     jobs: int
     rate: float | None  # the traffic's requests/s without a replay
     argv: tuple[str, ...]  # the flags after `plan`
@@ -53,12 +50,16 @@ def _list(text: str | None) -> tuple[str, ...]:
 def settings(args: argparse.Namespace, argv: Sequence[str]) -> PlanSettings:
     return PlanSettings(
         candidates=args.candidates,
-        gpu_types=_list(args.gpu_types),
-        dtypes=_list(args.dtypes),
-        prices=args.gpu_prices or "",
+        asked=space.Asked(
+            models=_list(args.models),
+            gpu_types=_list(args.gpu_types),
+            dtypes=_list(args.dtypes),
+            tensor_parallel=tuple(args.tensor_parallel or ()),
+            prices=args.gpu_prices or "",
+            max_replicas=args.max_replicas,
+        ),
         twin=args.twin,
         headroom=args.headroom,
-        max_replicas=args.max_replicas,
         jobs=args.jobs or os.cpu_count() or 1,
         rate=args.rate,
         argv=tuple(argv),
@@ -69,10 +70,13 @@ def main(config: RunConfig, plan: PlanSettings) -> int:
     """Plan, write, print the table and the sentence; 0, or 2 for bad input."""
     began = time.monotonic()
     try:
-        entries, traffic, bound = prepare(config, plan)
+        entries, traffic, bound, written = prepare(config, plan)
     except ValueError as exc:
         print(f"loadgen plan: {exc}", file=sys.stderr)
         return 2
+    for path, preset in written.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(presets.dump(preset))
     sized = search(config, plan, entries, traffic, bound)
     result = plan_report.result(config, plan.headroom, traffic, sized, time.monotonic() - began)
     result["ranking"] = advice.rank(result["candidates"])
@@ -113,7 +117,8 @@ def _twinned(
 ) -> list[tuple[space.Candidate, str]]:
     """The candidates with --twin applied: on its GPU and model, the twin itself (with the
     candidate's flags); of its model on another GPU, its efficiencies carried over (a
-    preset file written under DIR/presets/). Each with the GPU a fit was carried from."""
+    preset file under DIR/presets/, written before the searches). Each with the GPU a fit
+    was carried from."""
     if twin_file is None:
         return [(c, "") for c in candidates]
     if not Path(twin_file).is_file():
@@ -124,30 +129,29 @@ def _twinned(
         raise ValueError(f"--twin {twin_file}: {exc}") from None
     if not twin.fit:
         raise ValueError(f"--twin {twin_file}: not a fitted preset (it has no [fit] table)")
-    shape = _shape(twin)
+    gpu = space.gpu_of(twin)
     out_list: list[tuple[space.Candidate, str]] = []
     on_twin = False
     for c in candidates:
-        if _shape(c.base) != shape:
+        if c.base is None or _shape(c.base) != _shape(twin):
             out_list.append((c, ""))
-        elif c.base.perf.hardware.gpu == twin.perf.hardware.gpu:
+        elif c.gpu == gpu and c.tensor_parallel == twin.perf.hardware.tensor_parallel:
             on_twin = True
-            out_list.append((replace(c, spec=f"virtual:{twin_file}", base=twin), ""))
+            out_list.append((replace(c, spec=f"virtual:{twin_file}", base=twin, built=False), ""))
         else:
-            carried = _carried(c.base, twin, out)
-            spec = f"virtual:{carried}"
-            out_list.append(
-                (replace(c, spec=spec, base=presets.load_file(carried)), twin.perf.hardware.gpu)
-            )
+            perf = replace(c.base.perf, efficiency=twin.perf.efficiency)
+            name = f"{c.base.name}-{twin.name}"
+            carried = replace(c.base, name=name, perf=perf, fit=twin.fit, uncalibrated="")
+            out_list.append((replace(c, spec="", base=carried, built=True), gpu))
     if not on_twin:
-        keys = [k for k in prices if space.gpu_matches(k, twin.perf.hardware.gpu)]
-        if not keys:
-            raise ValueError(f"--twin {twin_file}: no price for its GPU {twin.perf.hardware.gpu}")
-        usd = prices[max(keys, key=len)]
-        gpu = twin.perf.hardware.gpu
-        out_list.append(
-            (space.Candidate(twin.name, f"virtual:{twin_file}", "", twin, gpu, usd), "")
+        if gpu not in prices:
+            raise ValueError(f"--twin {twin_file}: no price for its GPU {gpu}")
+        tp = twin.perf.hardware.tensor_parallel
+        dtype = space.dtype_of(twin)
+        twin_candidate = space.Candidate(
+            twin.name, f"virtual:{twin_file}", "", twin, gpu, prices[gpu], dtype, tp
         )
+        out_list.append((twin_candidate, ""))
     return out_list
 
 
@@ -156,49 +160,42 @@ def _shape(preset: Preset) -> tuple[float, int, float]:
     return (m.params, m.layers, m.bytes_per_param)
 
 
-def _carried(base: Preset, twin: Preset, out: Path) -> Path:
-    """`base` with the twin's efficiencies and [fit], as a preset file."""
-    perf = replace(base.perf, efficiency=twin.perf.efficiency)
-    carried = replace(base, name=f"{base.name}-{twin.name}", perf=perf, fit=twin.fit)
-    path = out / "presets" / f"{carried.name}.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(presets.dump(carried))
-    return path
-
-
 def prepare(
     config: RunConfig, plan: PlanSettings
-) -> tuple[list[dict[str, Any]], bounds.Traffic, int]:
+) -> tuple[list[dict[str, Any]], bounds.Traffic, int, dict[str, Preset]]:
     """Every candidate's entry, checked without running it, the traffic and the bound on
     replicas; ValueError for bad input."""
-    prices = space.parse_prices(plan.prices)
-    found = space.read(plan.candidates, plan.gpu_types, plan.dtypes, prices, plan.max_replicas)
+    found = space.read(plan.candidates, plan.asked)
     traffic = _traffic(config, plan.rate)
-    candidates = _twinned(found.candidates, plan.twin, config.out, {**found.prices, **prices})
+    candidates = _twinned(found.candidates, plan.twin, config.out, found.prices)
     want = 1 + plan.headroom
     tpot = config.summary.slos.limits.get("tpot")
     entries = []
+    written: dict[str, Preset] = {}  # preset files the searches will read
     for c, carried_from in candidates:
-        applied, why = bounds.fit(c.base, c.args)
+        if c.built and c.base is not None:  # a preset file to write before the searches
+            c = replace(c, spec=f"virtual:{config.out / 'presets' / _slug(c.base.name)}.toml")
+        applied, why = bounds.fit(c.base, c.args) if c.base is not None else (None, c.refused)
         entry: dict[str, Any] = {
             "name": c.name,
             "spec": c.spec,
             "args": c.args,
             "gpu": c.gpu,
+            "gpus": c.tensor_parallel,
             "dtype": c.dtype,
             "usd_per_gpu_hour": c.usd_per_gpu_hour,
-            "bundled": not c.spec.endswith(".toml"),
+            "bundled": c.spec.startswith("virtual:") and not c.spec.endswith(".toml"),
             "carried_from": carried_from,
             "status": "searched",
             "reason": None,
         }
         entries.append(entry)
         if applied is None:
-            entry.update(
-                status="does_not_fit", reason=why, gpus=c.base.perf.hardware.tensor_parallel
-            )
+            entry.update(status="does_not_fit", reason=why)
             continue
-        gpus = applied.perf.hardware.tensor_parallel
+        if c.built:
+            written[entry["spec"].removeprefix("virtual:")] = c.base
+        gpus = entry["gpus"] = applied.perf.hardware.tensor_parallel
         floor = bounds.replicas_floor(applied, traffic, want)
         entry.update(
             gpus=gpus,
@@ -220,11 +217,15 @@ def prepare(
             )
     if not any(e["status"] != "does_not_fit" for e in entries):
         raise ValueError(f"no candidate can serve the model: {entries[0]['reason']}")
-    return entries, traffic, found.max_replicas
+    return entries, traffic, found.max_replicas, written
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in name)
 
 
 def _job(config: RunConfig, plan: PlanSettings, entry: dict[str, Any], bound: int) -> Job:
-    slug = "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in entry["name"])
+    slug = _slug(entry["name"])
     return Job(
         name=entry["name"],
         spec=entry["spec"],

@@ -22,10 +22,10 @@ from typing import Any
 from loadgen import cli
 from loadgen.capacity import command as capacity
 from loadgen.capacity.search import PRECISION
+from loadgen.engine import flags
 from loadgen.reports import capacity as capacity_report
 
-PLAN_ONLY = ("--candidates", "--gpu-types", "--dtypes", "--gpu-prices", "--twin", "--headroom",
-             "--max-replicas", "--jobs", "--rate", "--out")  # fmt: skip
+PLAN_ONLY = (*flags.PLAN, "--rate", "--out")  # the plan's flags, not a capacity search's
 MAX_SEARCHES = 6  # per candidate: one replica, then a few counts around the estimate
 
 
