@@ -40,9 +40,15 @@ def fit(base: Preset, args: str) -> tuple[Preset | None, str]:
     """The preset with the flags applied, or None and why it cannot be served (vLLM's own
     words when the weights or one request's KV cache do not fit)."""
     try:
-        applied, _warnings = vllm_args.apply(base, vllm_args.parse_text(args))
+        flags = vllm_args.parse_text(args)
+        applied, _warnings = vllm_args.apply(base, flags)
     except ValueError as exc:
-        return None, str(exc)
+        if "do not fit" not in str(exc):
+            return None, str(exc)
+        tp = flags.tensor_parallel_size or base.perf.hardware.tensor_parallel
+        weights = base.perf.model.weight_bytes / tp / GIB
+        memory = base.perf.hardware.gpu_memory / GIB
+        return None, f"{exc}: {weights:.1f} GiB of weights per GPU, {memory:.0f} GiB each"
     return applied, ""
 
 
