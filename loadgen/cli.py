@@ -289,7 +289,9 @@ def _plan(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv[1:])
     if bool(args.replay) == bool(args.rate):
         parser.error("the traffic is a --replay or a --rate (one of them)")
+    traffic = args.rate
+    args.rate = [traffic] if traffic else None  # a run's --rate is a list of levels
     config = _configured(parser, args, argv)
     if config is None:
         return 2
-    return plan.main(config, plan.settings(args, argv[1:]))
+    return plan.main(config, plan.settings(args, argv[1:], traffic))

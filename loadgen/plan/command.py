@@ -47,7 +47,7 @@ def _list(text: str | None) -> tuple[str, ...]:
     return tuple(p.strip() for p in (text or "").split(",") if p.strip())
 
 
-def settings(args: argparse.Namespace, argv: Sequence[str]) -> PlanSettings:
+def settings(args: argparse.Namespace, argv: Sequence[str], rate: float | None) -> PlanSettings:
     return PlanSettings(
         candidates=args.candidates,
         asked=space.Asked(
@@ -61,7 +61,7 @@ def settings(args: argparse.Namespace, argv: Sequence[str]) -> PlanSettings:
         twin=args.twin,
         headroom=args.headroom,
         jobs=args.jobs or os.cpu_count() or 1,
-        rate=args.rate,
+        rate=rate,
         argv=tuple(argv),
     )
 

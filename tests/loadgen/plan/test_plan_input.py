@@ -85,3 +85,15 @@ def test_neither_a_replay_nor_a_rate(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["plan", *SLO, "--gpu-prices", "a100=1.8", "--out", str(tmp_path / "p")])
     assert "the traffic is a --replay or a --rate" in capsys.readouterr().err
+
+
+def test_traffic_as_a_rate_is_checked_alike(tmp_path, capsys) -> None:
+    out = tmp_path / "plan"
+    argv = ["plan", "--rate", "10", "--input-tokens", "512", "--output-tokens", "256", *SLO]
+    assert main([*argv, "--gpu-prices", "a100=0", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == "loadgen plan: --gpu-prices a100: price 0.0 is not a positive number of USD per GPU-hour"
+    )
+    assert not out.exists()
