@@ -176,7 +176,8 @@ def markdown(result: Mapping[str, Any], plots: Sequence[str] = ()) -> str:
         for s in e["searches"]:
             share = "none met" if s["share"] is None else f"{s['share']:.3g}x"
             link = f"[search]({_relative(s['dir'])}/report.md)"
-            lines.append(f"- {s['replicas']} replicas: {share}, {link}: `{shlex.join(s['argv'])}`")
+            count = "1 replica" if s["replicas"] == 1 else f"{s['replicas']} replicas"
+            lines.append(f"- {count}: {share}, {link}: `{shlex.join(s['argv'])}`")
         lines.append("")
     lines += [*(f"![{p}]({p})" for p in plots), "", "## Conclusion", "", result["sentence"]]
     return "\n".join(lines) + "\n"

@@ -52,8 +52,9 @@ def cost_headroom(result: Mapping[str, Any]) -> Figure | None:
         "plan-front",
         "Cost against headroom",
         "USD per hour",
-        "headroom (% more of this traffic before an SLO breaks)",
+        "headroom (%)",
         tuple(series),
-        note="up and left is better: a point right of or below the front is beaten by another",
+        note="headroom: how much more of this traffic a deployment holds before an SLO breaks; "
+        "up and left is better: a point right of or below the front is beaten by another",
     )
     return Figure(FILE, "Cost against headroom", (chart,))
