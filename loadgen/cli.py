@@ -111,7 +111,13 @@ def build_parser(search: bool = False, plan: bool = False) -> argparse.ArgumentP
             help="open loop: R requests/s; a list sweeps",
         )
     replay_flags.add_flags(p.add_argument_group("replay"))
-    flags.add(p.add_argument_group("answers and cost"), flags.CHECKED)
+    # a plan's searches run on the twin, in processes of their own: what a virtual: target
+    # refuses, or what reads a server beside the run, is not offered
+    beside = (*flags.CHECKED, *flags.SPREAD, *flags.READ_BESIDE)
+    if plan:
+        p.set_defaults(**flags.defaults(beside))
+    else:
+        flags.add(p.add_argument_group("answers and cost"), flags.CHECKED)
     flags.add(load, ("--arrival", "--gamma-shape"))
     load.add_argument(
         "--duration",
@@ -125,11 +131,12 @@ def build_parser(search: bool = False, plan: bool = False) -> argparse.ArgumentP
         help="excluded from results, per target; later blocks ramp up again over at most "
         f"this (default {DEFAULT_WARMUP:g}s; a replay: 0, the window's head is measured)",
     )
-    flags.add(load, flags.SPREAD)
     flags.add(load, flags.REQUESTS)
     r = p.add_argument_group("results")
     flags.add(r, flags.RESULTS)
-    flags.add(r, flags.READ_BESIDE)
+    if not plan:
+        flags.add(load, flags.SPREAD)
+        flags.add(r, flags.READ_BESIDE)
     return p
 
 

@@ -286,6 +286,16 @@ def add(group: argparse._ArgumentGroup, names: Iterable[str], *, text: bool = Fa
         FLAGS[name].add(group, text=text)
 
 
+def defaults(names: Iterable[str]) -> dict[str, Any]:
+    """The named flags' values when not given, by destination: for a parser that does not
+    offer them but whose arguments are read as if it did."""
+    out = {}
+    for name in names:
+        flag = FLAGS[name]
+        out[flag.dest] = flag.options.get("default", flag.default)
+    return out
+
+
 def shown(name: str) -> str:
     """A flag's default as a user would type it."""
     flag = FLAGS[name]

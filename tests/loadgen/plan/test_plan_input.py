@@ -97,3 +97,10 @@ def test_traffic_as_a_rate_is_checked_alike(tmp_path, capsys) -> None:
         == "loadgen plan: --gpu-prices a100: price 0.0 is not a positive number of USD per GPU-hour"
     )
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", ["--workers", "--eval", "--gpu-metrics", "--gpu-hour-price"])
+def test_what_a_twin_cannot_take_is_not_offered(tmp_path, capsys, trace, flag) -> None:
+    with pytest.raises(SystemExit):
+        main(["plan", "--replay", str(trace), flag, "2", "--out", str(tmp_path / "p")])
+    assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
