@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from loadgen.cli import build_parser, config_from
-from loadgen.plan import basis, command
+from loadgen.plan import basis, bounds, command, space
 from loadgen.sim.model import presets
 
 FIT = {"error": 0.04, "ttft_p50": 0.01, "ttft_p90": -0.03, "tpot_p50": 0.02, "tpot_p90": 0.06}
@@ -52,3 +52,15 @@ def test_a_binding_slo_the_fit_checked_is_what_it_rests_on() -> None:
     assert bundled["kind"] == "bundled" and abs(bundled["uncertainty"] - 0.15) < 1e-9
     datasheet = basis.of(presets.load("ascend-910b-llama-70b-int8-tp8"), True, None)
     assert datasheet["kind"] == "datasheet"
+
+
+def test_the_founding_plan_file_names_five_deployments_that_fit() -> None:
+    root = Path(__file__).resolve().parents[3]
+    found = space.read(str(root / "examples" / "plan-founding.toml"))
+    assert len(found.candidates) == 5
+    for c in found.candidates:
+        assert c.base is not None
+        preset, why = bounds.fit(c.base, c.args)
+        assert preset is not None, (c.name, why)
+    gpus = sorted({(c.gpu, c.usd_per_gpu_hour) for c in found.candidates})
+    assert gpus == [("a100-sxm-80gb", 1.8), ("ascend-910b", 1.2)]
