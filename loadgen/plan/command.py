@@ -193,7 +193,7 @@ def prepare(
         if applied is None:
             entry.update(status="does_not_fit", reason=why)
             continue
-        if c.built:
+        if c.built and c.base is not None:
             written[entry["spec"].removeprefix("virtual:")] = c.base
         gpus = entry["gpus"] = applied.perf.hardware.tensor_parallel
         floor = bounds.replicas_floor(applied, traffic, want)

@@ -151,12 +151,12 @@ def _size(job: Job) -> dict[str, Any]:
         below.append(searched.pop(1))
         low = search(job, 1, 1.0 / (8 * job.max_replicas))
         if low["share"] is None:
-            reason = f"meets the SLOs at no size: {low['reason']}"
-            return _sized([*below, low], None, None, reason)
+            said = f"meets the SLOs at no size: {low['reason']}"
+            return _sized([*below, low], None, None, said)
         searched[1] = low
     whole = fewest(job, 1.0, searched)
     wanted = fewest(job, 1.0 + job.headroom, searched) if whole is not None else None
-    reason = None
+    reason: str | None = None
     if whole is None or wanted is None:
         reason = f"needs more than {job.max_replicas} replicas (the bound)"
     return _sized([*below, *(searched[n] for n in sorted(searched))], whole, wanted, reason)

@@ -282,8 +282,8 @@ def read(file: str | None, asked: Asked = Asked()) -> Space:
     bases = _list(table, "presets", where)
     if not bases and not singles and not models:
         bases = presets.names()
-    built = len(models) * len(gpus or [None]) * len(tps) * len(dtypes or [None])
-    size = (len(bases) + built) * combinations + len(singles)
+    to_build = len(models) * len(gpus or [None]) * len(tps) * len(dtypes or [None])
+    size = (len(bases) + to_build) * combinations + len(singles)
     if size > MAX_CANDIDATES:
         raise ValueError(
             f"{where}: the space holds {size:,} candidates, more than {MAX_CANDIDATES}: bound "

@@ -66,7 +66,7 @@ def _money(value: float | None) -> str:
 
 
 def _rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (
             "#",
             "candidate",
