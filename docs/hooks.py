@@ -69,7 +69,7 @@ def _generate(kind: str, source: Any, kwargs: dict[str, Any]) -> str:
 
 def _check_fields(markdown: str, source: Any, page: str) -> None:
     """A dataclass's fields, or the first items of a table of (key, …) rows."""
-    if dataclasses.is_dataclass(source):
+    if isinstance(source, type) and dataclasses.is_dataclass(source):
         names, what = [f.name for f in dataclasses.fields(source)], source.__name__
     else:
         names, what = [row[0] for row in source], "the table"
@@ -137,7 +137,8 @@ def _flag(action: argparse.Action) -> str:
         names = [n.replace("--", "--[no-]", 1) for n in names]
     metavar = ""
     if action.nargs != 0 and not isinstance(action, argparse.BooleanOptionalAction):
-        metavar = " " + (action.metavar or action.dest.upper())
+        shown = action.metavar or action.dest.upper()
+        metavar = " " + (shown if isinstance(shown, str) else " ".join(shown))  # as argparse
         if action.choices and action.metavar is None:
             metavar = ""
     return ", ".join(f"`{n}{metavar}`" for n in names).replace("|", "\\|")

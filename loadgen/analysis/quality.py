@@ -51,12 +51,12 @@ def summarize(outcomes: Iterable[tuple[str, bool]]) -> dict[str, Any] | None:
     if not answers:
         return None
     items = len(answers)
-    correct = sum(1 for marks in answers.values() if sum(marks) * 2 > len(marks))
-    lo, hi = wilson(correct, items)
+    right = sum(1 for marks in answers.values() if sum(marks) * 2 > len(marks))
+    lo, hi = wilson(right, items)
     return {
         "items": items,
-        "correct": correct,
-        "accuracy": correct / items,
+        "correct": right,
+        "accuracy": right / items,
         "interval": [lo, hi],
         "answers": sum(len(marks) for marks in answers.values()),
     }

@@ -101,7 +101,7 @@ def _binomial_cdf(n: int, p: float) -> np.ndarray:
     log_pmf = np.concatenate([[0.0], np.cumsum(steps)]) + n * math.log1p(-p)
     pmf = np.exp(log_pmf - log_pmf.max())
     cdf = np.cumsum(pmf)
-    return cdf / cdf[-1]
+    return cdf / float(cdf[-1])
 
 
 def describe(values: Sequence[float | None], ci: bool = True) -> dict[str, object]:

@@ -114,8 +114,7 @@ def basis(twin: Mapping[str, Any], slo: Mapping[str, Any] | None = None) -> str:
     fit = twin.get("fit")
     if not fit:
         return "from a preset file that records no held-out error"
-    key = f"{slo['metric']}_{slo['percentile']}" if slo else None
-    if key in fit:
+    if slo and (key := f"{slo['metric']}_{slo['percentile']}") in fit:
         said = f"held-out error {_share(fit[key])} on {named(slo['metric'], slo['percentile'])}"
     else:
         said = f"held-out error {_share(fit['error'])}"

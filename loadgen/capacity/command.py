@@ -34,6 +34,7 @@ from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import PRECISION, Search, probe_requests
 from loadgen.capacity.verdict import FAILS, UNDECIDED, verdict
 from loadgen.config import RunConfig
+from loadgen.drivers.virtual import drive as drive_virtual
 from loadgen.engine import virtual
 from loadgen.engine.targets import VIRTUAL, load_file, resolve
 from loadgen.reports import capacity as capacity_report
@@ -271,7 +272,7 @@ def _virtual(config: RunConfig) -> bool:
     if config.embedded:
         raise ValueError("--embedded starts servers; a virtual: target needs none")
     for spec in config.targets:  # a virtual run of no level: what it refuses, said now
-        run.predicted(replace(config, targets=(spec,), levels=(), replay=None), None)
+        drive_virtual(replace(config, targets=(spec,), levels=(), replay=None), None)
     return True
 
 
@@ -291,8 +292,11 @@ def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[
     stopped = "bracket"
     try:
         while stopped == "bracket":
-            due = [(s, searches[s].next_level()) for s in config.targets]
-            due = [(spec, level) for spec, level in due if level is not None]
+            due = [
+                (s, level)
+                for s in config.targets
+                if (level := searches[s].next_level()) is not None
+            ]
             if not due:
                 break
             for spec, level in due:  # one level per target per round: interleaved

@@ -233,6 +233,7 @@ class Runner:
     ) -> Record:
         target = self.targets[block.target]
         path, probe = self.workload.path, None
+        answer: list[str] | None
         if talk is not None:
             body, answer = self.workload.turn(self.models[block.target], talk.history), []
         elif self.probes is not None and replayed is None and (
@@ -271,6 +272,7 @@ class Runner:
         if replayed is not None:
             record.replay_index = replayed.record.line
         if talk is not None:
+            assert answer is not None
             record.session, record.turn = talk.session, len(talk.history) // 2 + 1
             talk.history += [body["messages"][-1], {"role": "assistant", "content": answer[0]}]
         if probe is not None:

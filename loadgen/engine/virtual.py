@@ -1,4 +1,4 @@
-"""A run on the simulator's virtual clock (`--target virtual:PRESET`): the workload becomes
+"""The virtual driver's parts (drivers/virtual.py, `--target virtual:PRESET`): the workload becomes
 the twin's requests (loadgen/sim/twin/deployment.py, virtual_requests.py), and their
 predicted timings and streams (virtual_stream.py) become records, so a virtual run writes
 the run directory a real one does. No sockets, no sleeping.

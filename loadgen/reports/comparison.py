@@ -119,7 +119,7 @@ def judged_percentile(series: Sequence[Series]) -> str:
 def sentence(
     base: str, other: str, label: str, pct: str, diff: stats.RelativeDifference
 ) -> str | None:
-    if diff.estimate is None:
+    if diff.estimate is None or diff.low is None or diff.high is None:
         return None
     name = f"{label} {pct.upper().replace('P999', 'P99.9')}"
     ci = f"CI {diff.low * 100:+.2f}% to {diff.high * 100:+.2f}%"
@@ -264,8 +264,9 @@ SIGNAL_FIGURES = (
 def signal_verdicts(series: Sequence[Series]) -> list[str]:
     """Reasoning share, cache-hit fraction and stalls against the first series, in words
     (only figures both sides carry)."""
-    base, lines = series[0], []
-    figures_of = [s.summary.get("signals") for s in series]
+    base = series[0]
+    lines: list[str] = []
+    figures_of: list[dict[str, Any]] = [s.summary.get("signals") or {} for s in series]
     if not all(figures_of):
         return lines
     for other, theirs in zip(series[1:], figures_of[1:], strict=True):

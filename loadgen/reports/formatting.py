@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from loadgen.analysis import stats
@@ -11,7 +12,7 @@ def ms(value: float | None) -> str:
     return "—" if value is None else f"{value * 1e3:.1f}"
 
 
-def pct(block: dict[str, Any], key: str) -> str:
+def pct(block: Mapping[str, Any], key: str) -> str:
     """A percentile in ms with its 95% CI; "n/a (needs ≥N)" where the sample cannot bound it."""
     value = block.get(key)
     if value is None:

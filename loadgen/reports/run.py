@@ -7,6 +7,7 @@ prints as "n/a (needs ≥N)" rather than a number.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -295,7 +296,7 @@ def slowest(data: RunData) -> list[tuple[str, str, list[Record]]]:
         for label, key in (("TTFT", "ttft_s"), ("E2E", "e2e_s")):
             ranked = sorted(
                 (r for r in ok if getattr(r, key) is not None),
-                key=lambda r, key=key: getattr(r, key),
+                key=attrgetter(key),
                 reverse=True,
             )[:SLOWEST]
             if ranked:

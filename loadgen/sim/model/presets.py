@@ -110,7 +110,7 @@ def dump(preset: Preset) -> str:
     ]
     if preset.uncalibrated:
         lines.append(f"uncalibrated = {_toml(preset.uncalibrated)}")
-    tables = {
+    tables: dict[str, Any] = {
         "model": preset.perf.model,
         "hardware": preset.perf.hardware,
         "efficiency": preset.perf.efficiency,

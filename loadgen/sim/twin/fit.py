@@ -20,6 +20,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.model.roofline import MBU_CEILING, MFU_CEILING
@@ -72,7 +73,8 @@ FRONTEND = (
 
 def with_terms(preset: Preset, values: dict[str, float]) -> Preset:
     """The preset with these terms set (by name)."""
-    tables = {"efficiency": {}, "hardware": {}}
+    # field name to value, as replace() takes them (a table's fields are not all floats)
+    tables: dict[str, dict[str, Any]] = {"efficiency": {}, "hardware": {}}
     for term in (*TERMS, *FRONTEND):
         if term.name in values:
             tables[term.table][term.name] = values[term.name]

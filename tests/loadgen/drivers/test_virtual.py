@@ -38,6 +38,15 @@ def test_a_virtual_run_writes_the_run_directory_marked_predicted(tmp_path: Path,
     assert {r["excluded"] for r in records} == {None, "warmup"}
 
 
+def test_a_rebuilt_virtual_run_still_says_what_it_rests_on(tmp_path: Path):
+    out = tmp_path / "run"
+    first = virtual_run(out, "--rate", "4", "--duration", "5s", "--warmup", "0s")
+    assert main(["report", str(out)]) == 0
+    rebuilt = json.loads((out / "summary.json").read_text())
+    assert rebuilt["virtual"] == first["virtual"] and rebuilt["virtual"]["bundled"] is True
+    assert "not fitted to your server" in (out / "report.md").read_text()
+
+
 def test_its_figures_are_the_twins_for_the_same_arrivals(tmp_path: Path):
     out = tmp_path / "run"
     args = ("--rate", "6", "--duration", "20s", "--warmup", "0s", "--input-tokens", "200-2000")
