@@ -1,7 +1,7 @@
 """loadgen: comparative load runs against OpenAI-compatible streaming endpoints.
 
 The top level holds the commands and what they share; each folder below is a layer or a
-seam, and imports go down: the commands (and capacity/, locust/) over shards/, over reports/
+seam, and imports go down: the commands (and capacity/, plan/, locust/) over shards/, over reports/
 and engine/, over analysis/. sim/ stands apart: a server, not a client.
 
 - `cli.py` `python -m loadgen`: flags in, a RunConfig out
@@ -17,6 +17,7 @@ and engine/, over analysis/. sim/ stands apart: a server, not a client.
 - `jsonl.py` JSON-lines input read alike everywhere (a leaf every layer may import)
 - `drivers/` how a run's load is driven: live servers, or the simulator's twin
 - `capacity/` the capacity search
+- `plan/` the cheapest deployment that meets the SLOs, over capacity searches
 - `locust/` the Locust engine
 - `shards/` one run over many processes or machines
 - `reports/` what a person reads of each command
