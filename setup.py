@@ -1,0 +1,81 @@
+"""The build: pyproject.toml says what the package is; this file only compiles its hot path.
+
+The modules latency_proxy/native.py lists are compiled with mypyc when mypy (mypyc) and a
+C compiler are there at build time; otherwise, or with LATENCY_PROXY_PURE=1, or when the
+compilation fails, the package is built pure: the .py files always ship and always work.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import sysconfig
+
+from setuptools import Distribution, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NATIVE = runpy.run_path(os.path.join(HERE, "latency_proxy", "native.py"))
+
+
+def _note(message: str) -> None:
+    print(f"latency-proxy build: {message}", file=sys.stderr)
+
+
+class HotPathDistribution(Distribution):
+    """Always has extensions to build (so the wheel is tagged for its platform); which ones,
+    if any, is decided only when build_ext runs, not on every metadata step."""
+
+    def has_ext_modules(self) -> bool:
+        return True
+
+
+class BuildHotPath(build_ext):
+    """Decides what to compile when it runs: metadata steps finalize this command too, and
+    running mypy for each of them would triple the install's time."""
+
+    def run(self) -> None:
+        if getattr(self, "editable_mode", False):
+            # an editable install runs the sources as they are edited: an extension built
+            # from them would shadow every later edit (README, "Compiled or pure")
+            _note("editable install: pure")
+            return
+        extensions = _extensions()
+        if not extensions:
+            return
+        self.distribution.ext_modules = extensions
+        self.finalize_options()  # setuptools prepares each extension (names, stubs) here
+        try:
+            super().run()
+        except Exception as exc:  # a compiler that fails: pure, as without one
+            _note(f"compiling failed ({type(exc).__name__}: {exc}); building pure")
+            self.extensions = []
+
+
+def _extensions() -> list:
+    if NATIVE["pure_requested"]():
+        _note(f"{NATIVE['PURE_ENV']} is set: building pure")
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        _note("mypy (mypyc) is not installed: building pure")
+        return []
+    if not _have_compiler():
+        _note("no C compiler or Python headers: building pure")
+        return []
+    paths = [name.replace(".", "/") + ".py" for name in NATIVE["COMPILED"]]
+    return mypycify(paths, opt_level="3", debug_level="0", group_name="latency_proxy")
+
+
+def _have_compiler() -> bool:
+    """A C compiler on PATH and Python.h where the compiler will look for it."""
+    from shutil import which
+
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    include = sysconfig.get_paths()["include"]
+    return which(compiler) is not None and os.path.isfile(os.path.join(include, "Python.h"))
+
+
+setup(distclass=HotPathDistribution, cmdclass={"build_ext": BuildHotPath})
