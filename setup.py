@@ -31,21 +31,25 @@ class HotPathDistribution(Distribution):
         return True
 
 
+# the commands that build the package; an editable install (editable_wheel) is not one of
+# them: it runs the sources as they are edited, and an extension built from them would
+# shadow every later edit. Metadata steps (egg_info, dist_info) finalize build_ext too, and
+# running mypy for each of them would triple an install's time.
+BUILDS = {"build", "build_ext", "bdist_wheel", "install", "bdist_egg"}
+
+
 class BuildHotPath(build_ext):
-    """Decides what to compile when it runs: metadata steps finalize this command too, and
-    running mypy for each of them would triple the install's time."""
+    def finalize_options(self) -> None:
+        if not self.distribution.ext_modules:
+            if BUILDS.intersection(self.distribution.commands):
+                self.distribution.ext_modules = _extensions()
+            else:
+                _note(f"{' '.join(self.distribution.commands)}: nothing compiled")
+        super().finalize_options()
 
     def run(self) -> None:
-        if getattr(self, "editable_mode", False):
-            # an editable install runs the sources as they are edited: an extension built
-            # from them would shadow every later edit (README, "Compiled or pure")
-            _note("editable install: pure")
+        if not self.extensions:
             return
-        extensions = _extensions()
-        if not extensions:
-            return
-        self.distribution.ext_modules = extensions
-        self.finalize_options()  # setuptools prepares each extension (names, stubs) here
         try:
             super().run()
         except Exception as exc:  # a compiler that fails: pure, as without one
@@ -66,7 +70,7 @@ def _extensions() -> list:
         _note("no C compiler or Python headers: building pure")
         return []
     paths = [name.replace(".", "/") + ".py" for name in NATIVE["COMPILED"]]
-    return mypycify(paths, opt_level="3", debug_level="0", group_name="latency_proxy")
+    return mypycify(paths, opt_level="3", debug_level="0", group_name="latency_proxy.native")
 
 
 def _have_compiler() -> bool:
