@@ -1,13 +1,14 @@
 """Which modules are compiled, and whether this process runs them compiled or pure.
 
-The hot path (the measuring core, the relay, the upstream client, the per-request record
-and its writers) is compiled by mypyc from the same typed source when the build had a C
-compiler and mypy (setup.py); every .py file ships beside its extension and is the
-fallback. An extension module shadows its .py file on import, so `LATENCY_PROXY_PURE=1` at
-run time puts a finder first on sys.meta_path that loads these modules from source: the
-modules are compiled as one group that calls across itself natively, so it runs all
-compiled or all pure, never mixed. Nothing here may import the rest of the package:
-setup.py reads COMPILED from this file before anything is built.
+The hot path (the measuring core, the request's way through forwarding/ and the relay,
+the upstream client, the client-side writers, the per-request record and its writers) is
+compiled by mypyc from the same typed source when the build had a C compiler and mypy
+(setup.py); every .py file ships beside its extension and is the fallback. An extension
+module shadows its .py file on import, so `LATENCY_PROXY_PURE=1` at run time puts a finder
+first on sys.meta_path that loads these modules from source: the modules are compiled as
+one group that calls across itself natively, so it runs all compiled or all pure, never
+mixed. Nothing here may import the rest of the package: setup.py reads COMPILED from this
+file before anything is built.
 """
 
 from __future__ import annotations
@@ -32,10 +33,18 @@ COMPILED = (
     "latency_proxy.record.exchange",
     "latency_proxy.record.model_call",
     "latency_proxy.record.outcome",
+    "latency_proxy.forwarding.call",
+    "latency_proxy.forwarding.forward",
+    "latency_proxy.forwarding.identity",
     "latency_proxy.forwarding.relay",
+    "latency_proxy.forwarding.request",
+    "latency_proxy.forwarding.responses",
     "latency_proxy.forwarding.usage_filter",
+    "latency_proxy.server.write_watch",
+    "latency_proxy.server.writers",
     "latency_proxy.upstream.connection",
     "latency_proxy.upstream.pool",
+    "latency_proxy.upstream.routes",
     "latency_proxy.telemetry.access_log",
     "latency_proxy.telemetry.metrics",
     "latency_proxy.telemetry.recorder",
