@@ -77,7 +77,7 @@ def _have_compiler() -> bool:
     """A C compiler on PATH and Python.h where the compiler will look for it."""
     from shutil import which
 
-    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     include = sysconfig.get_paths()["include"]
     return which(compiler) is not None and os.path.isfile(os.path.join(include, "Python.h"))
 

@@ -122,7 +122,8 @@ def python_frames(stack: str) -> list[str]:
     for frame in stack.split(";"):
         native = _NATIVE.match(frame)
         if native is None:
-            if _FRAME_FILE.search(frame):
+            found = _FRAME_FILE.search(frame)  # C frames with debug info name a .c file
+            if found and found.group(1).endswith(".py"):
                 out.append(frame)
             continue
         symbol = native.group(1)
