@@ -7,10 +7,12 @@ compilation fails, the package is built pure: the .py files always ship and alwa
 
 from __future__ import annotations
 
+import glob
 import os
 import runpy
 import sys
 import sysconfig
+from importlib.machinery import EXTENSION_SUFFIXES
 
 from setuptools import Distribution, setup
 from setuptools.command.build_ext import build_ext
@@ -49,12 +51,27 @@ class BuildHotPath(build_ext):
 
     def run(self) -> None:
         if not self.extensions:
+            self._remove_compiled()
             return
         try:
             super().run()
         except Exception as exc:  # a compiler that fails: pure, as without one
             _note(f"compiling failed ({type(exc).__name__}: {exc}); building pure")
             self.extensions = []
+            self._remove_compiled()
+
+    def _remove_compiled(self) -> None:
+        """A pure build leaves no extension behind: not one an earlier build left in build/
+        (a wheel would ship it), nor, built in place, one beside the sources."""
+        if getattr(self, "editable_mode", False):
+            return
+        root = HERE if self.inplace else self.build_lib
+        suffixes = tuple(EXTENSION_SUFFIXES)
+        for name in (*NATIVE["COMPILED"], "latency_proxy.native__mypyc"):
+            base = os.path.join(root, *name.split("."))
+            for path in glob.glob(glob.escape(base) + ".*"):
+                if path.endswith(suffixes):
+                    os.remove(path)
 
 
 def _extensions() -> list:

@@ -19,7 +19,8 @@ import pytest
 
 from tests.support import ROOT
 
-pytestmark = pytest.mark.slow
+# a wheel is built with the hot path compiled (about a minute of one core) or pure
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 ABSENT = ("numpy", "matplotlib", "aiohttp", "locust", "gevent", "grpc", "tokenizers")
