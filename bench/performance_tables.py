@@ -30,7 +30,7 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "performance.md"
 _BLOCK = re.compile(
-    r"(<!-- generated: ([\w:+]+) (\S+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL
+    r"(<!-- generated: ([\w:+-]+) (\S+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL
 )
 
 
