@@ -38,7 +38,7 @@ def venv_with_wheel(where: Path, **build_env: str) -> Path:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
          "--wheel-dir", str(wheels), str(ROOT)],
-        check=True, timeout=300, env=clean_env(**build_env),
+        check=True, timeout=600, env=clean_env(**build_env),  # compiling: ~70 s of one core
     )  # fmt: skip
     (wheel,) = wheels.glob("*.whl")
     subprocess.run([*pip, "--no-deps", str(wheel)], check=True, env=clean_env())
