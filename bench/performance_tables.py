@@ -30,7 +30,7 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "performance.md"
 _BLOCK = re.compile(
-    r"(<!-- generated: ([\w:+]+) (\S+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL
+    r"(<!-- generated: ([\w:+-]+) (\S+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL
 )
 
 
@@ -71,11 +71,17 @@ def run_line(result: dict) -> str:
         else "not pinned"
     )
     dirty = " (with uncommitted changes)" if result["dirty"] else ""
+    # runs before the hot path was compiled have no such key: their proxy ran pure
+    built = f" The hot path of `proxy` ran {result.get('hot_path', 'pure')}" + (
+        ", of `proxy-pure` pure."
+        if "proxy-pure" in result["settings"]["targets"]
+        else "."
+    )
     return (
         f"`{result['command']}` at commit `{result['commit']}`{dirty}, {result['date']}: "
         f"{repeats} interleaved repeats of every cell, {result['settings']['duration']:g} s "
         f"measured per cell after {result['settings']['warmup']:g} s warm-up, "
-        f"{result['machine']['cpus']} CPUs shared with other work, {pinned}.\n"
+        f"{result['machine']['cpus']} CPUs shared with other work, {pinned}.{built}\n"
     )
 
 
@@ -171,7 +177,8 @@ def profile(result: dict, target: str | None = None, tokens: str | None = None) 
         for layer, n in sorted(p["layers"].items(), key=lambda item: -item[1]):
             share = n / total
             event = f"{share * per_event:.0f}" if per_event else "—"
-            out.append(f"| {layer} | {share:.0%} | {event} | {share * per_request:.0f} |")
+            request = f"{share * per_request:.0f}" if per_request else "—"  # none completed
+            out.append(f"| {layer} | {share:.0%} | {event} | {request} |")
         out.append("")
         out.append("| per-request part (inclusive) | share | µs/request |")
         out.append("|---|---|---|")
@@ -179,7 +186,8 @@ def profile(result: dict, target: str | None = None, tokens: str | None = None) 
         for part, n in p["parts"].items():
             if part != "total":
                 share = n / parts_total
-                out.append(f"| {part} | {share:.0%} | {share * per_request:.0f} |")
+                request = f"{share * per_request:.0f}" if per_request else "—"
+                out.append(f"| {part} | {share:.0%} | {request} |")
         out.append("")
     return "\n".join(out)
 

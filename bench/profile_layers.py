@@ -8,6 +8,13 @@ sample is charged to the layer of its innermost Python frame; a sample whose inn
 is the event loop's `run` is time in uvloop's C code (epoll, socket reads and writes,
 callbacks) with no Python frame above it.
 
+The compiled hot path (mypyc, latency_proxy/native.py) has no Python frames, so py-spy
+records with `--native`: a compiled function's C symbol (`CPyDef_sse___SSEParser___feed`)
+is read back as the Python function it was compiled from (`SSEParser.feed` in
+latency_proxy/measure/sse.py), and every other native frame (libc, the interpreter, uvloop's
+C) is dropped, so C time is charged to the innermost Python or compiled frame above it, as
+it is in a pure process.
+
     python bench/profile_layers.py PROFILE.raw         # a `py-spy record --format raw` file
     python bench/proxy_overhead.py --targets proxy --profile proxy.raw   # records one
 
@@ -26,6 +33,8 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+
+from latency_proxy.native import COMPILED
 
 _FRAME_FILE = re.compile(r"\(([^:()]+):\d+\)$")
 LOOP_C = "event loop: uvloop C (epoll, socket reads/writes, callbacks)"
@@ -89,6 +98,45 @@ PARTS: tuple[tuple[str, str, str], ...] = (
 _FRAME = re.compile(r"^(\S+) \(([^()]+):\d+\)$")
 
 
+_NATIVE = re.compile(r"^CPy(?:Def|Py)_(\w+) \([^():]+\)$")  # a mypyc function's symbol
+
+
+def _prefixes() -> list[tuple[str, str]]:
+    """(symbol prefix, source path) for every compiled module, longest prefix first: mypyc
+    names a module by its last dotted parts (more of them where the last is not unique)."""
+    out = []
+    for name in COMPILED:
+        parts = name.split(".")
+        path = "/".join(parts) + ".py"
+        out += [("___".join(parts[i:]) + "___", path) for i in range(len(parts))]
+    return sorted(out, key=lambda item: -len(item[0]))
+
+
+_COMPILED_PREFIXES = _prefixes()
+
+
+def python_frames(stack: str) -> list[str]:
+    """A raw stack's frames as Python frames: a compiled function's symbol read back as the
+    function and file it was compiled from, every other native frame left out."""
+    out: list[str] = []
+    for frame in stack.split(";"):
+        native = _NATIVE.match(frame)
+        if native is None:
+            found = _FRAME_FILE.search(frame)  # C frames with debug info name a .c file
+            if found and found.group(1).endswith(".py"):
+                out.append(frame)
+            continue
+        symbol = native.group(1)
+        for prefix, path in _COMPILED_PREFIXES:
+            if symbol.startswith(prefix):
+                function = symbol[len(prefix) :].replace("___", ".")
+                python = f"{function} ({path}:0)"
+                if not out or out[-1] != python:  # the CPyPy_ wrapper, then its CPyDef_
+                    out.append(python)
+                break
+    return out
+
+
 def layer_of(frame: str) -> str:
     """The layer of one py-spy frame, `function (path/to/file.py:line)`."""
     found = _FRAME_FILE.search(frame)
@@ -105,7 +153,8 @@ def by_layer(raw_lines: Iterable[str]) -> Counter[str]:
     for line in raw_lines:
         stack, _, count = line.rstrip("\n").rpartition(" ")
         if stack and count.isdigit():
-            samples[layer_of(stack.rsplit(";", 1)[-1])] += int(count)
+            frames = python_frames(stack)
+            samples[layer_of(frames[-1]) if frames else OTHER] += int(count)
     return samples
 
 
@@ -119,7 +168,7 @@ def parts(raw_lines: Iterable[str]) -> dict[str, int]:
             continue
         n = int(count)
         total += n
-        frames = [_FRAME.match(frame) for frame in stack.split(";")]
+        frames = [_FRAME.match(frame) for frame in python_frames(stack)]
         found = [(m.group(1), m.group(2)) for m in frames if m]
         for name, function, file in PARTS:
             if function == "":  # by the innermost frame only
@@ -152,7 +201,7 @@ def record_later(pid: int, delay: float, duration: float, out: Path) -> threadin
     if not Path(py_spy).exists():
         sys.exit("--profile needs py-spy: .venv/bin/pip install py-spy")
     command = [py_spy, "record", "--pid", str(pid), "--duration", str(max(1, round(duration)))]
-    command += ["--rate", "200", "--format", "raw", "--nonblocking", "--output", str(out)]
+    command += ["--rate", "200", "--format", "raw", "--native", "--output", str(out)]
 
     def run() -> None:
         time.sleep(delay)

@@ -12,7 +12,11 @@ at 50 ms, then one every 10 ms) reached six ways:
 - proxy: `python -m latency_proxy` with its default settings (no OTLP endpoint: spans are
   built, not exported);
 - proxy+otlp: the same exporting its spans over OTLP/HTTP as deploy/ configures it (metrics
-  scraped, not pushed) to bench/otlp_sink.py, which discards them — what tracing costs.
+  scraped, not pushed) to bench/otlp_sink.py, which discards them — what tracing costs;
+- proxy-pure, proxy-pure+otlp: the same two with LATENCY_PROXY_PURE=1, the hot path's .py
+  files in place of its compiled extensions (latency_proxy/native.py) — what compiling
+  saves. The proxy targets run whatever this tree has: build it in place first
+  (`python setup.py build_ext --inplace`), or "proxy" is pure too and says so in the JSON.
 
 A cell is one target × concurrency × tokens per answer (`--tokens 1` is one non-streaming
 JSON answer, the classifier/embedding shape; more is an SSE stream of that many content
@@ -54,13 +58,29 @@ import performance_tables as tables
 from overhead_client import Cell, CellResult, process_tree, run_cell
 from profile_layers import by_layer, parts, record_later
 
+from latency_proxy import native
 from latency_proxy.units import parse_duration
 from loadgen.stack.processes import free_port, running
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = HERE / "results"
-TARGETS = ("direct", "nginx", "relay", "relay+meter", "proxy", "proxy+otlp")
+TARGETS = (
+    "direct",
+    "nginx",
+    "relay",
+    "relay+meter",
+    "proxy",
+    "proxy+otlp",
+    "proxy-pure",
+    "proxy-pure+otlp",
+)
+PROXIES = {  # target: (exports over OTLP, hot path pure)
+    "proxy": (False, False),
+    "proxy+otlp": (True, False),
+    "proxy-pure": (False, True),
+    "proxy-pure+otlp": (True, True),
+}
 
 NGINX_CONF = """\
 worker_processes {workers};
@@ -159,10 +179,13 @@ def start_proxy(
     otlp: int | None = None,
     workers: int = 1,
     admin: int | None = None,
+    pure: bool = False,
 ):
     """The proxy; with `otlp` (a sink's port) exporting spans as deploy/ has it; `workers`
-    processes (--workers); its admin port `admin` when the caller reads /metrics."""
+    processes (--workers); its admin port `admin` when the caller reads /metrics; `pure`:
+    the hot path's .py files even where this tree has it compiled."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env[native.PURE_ENV] = "1" if pure else ""
     if otlp is not None:
         env |= {
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp}",
@@ -187,7 +210,7 @@ def start_proxy(
         "--workers",
         str(workers),
     ]
-    log = tmp / f"proxy-{workers}w{'-otlp' if otlp is not None else ''}.log"
+    log = tmp / f"proxy-{workers}w{'-otlp' if otlp is not None else ''}{'-pure' * pure}.log"
     return port, running(args, f"http://127.0.0.1:{admin}/healthz", log, cwd=REPO, env=env)
 
 
@@ -246,14 +269,17 @@ class Targets:
             if target in args.targets:
                 port, relay = start_relay(up_port, tmp, meter, pin)
                 self._add(target, port, stack.enter_context(relay).pid)
-        if "proxy" in args.targets:
-            port, proxy = start_proxy(up_port, tmp, pin)
-            self._add("proxy", port, stack.enter_context(proxy).pid)
-        if "proxy+otlp" in args.targets:
-            sink_port, sink = start_otlp_sink(tmp, pin)
-            stack.enter_context(sink)
-            port, proxy = start_proxy(up_port, tmp, pin, otlp=sink_port)
-            self._add("proxy+otlp", port, stack.enter_context(proxy).pid)
+        sink_port = None
+        for target, (otlp, pure) in PROXIES.items():
+            if target not in args.targets:
+                continue
+            if otlp and sink_port is None:
+                sink_port, sink = start_otlp_sink(tmp, pin)
+                stack.enter_context(sink)
+            port, proxy = start_proxy(
+                up_port, tmp, pin, otlp=sink_port if otlp else None, pure=pure
+            )
+            self._add(target, port, stack.enter_context(proxy).pid)
 
     def _add(self, target: str, port: int, pid: int) -> None:
         self.ports[target], self.pids[target] = port, process_tree(pid)
@@ -356,11 +382,18 @@ def assemble(
         **source,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "pinning": pin.describe()},
+        "hot_path": native.running(),  # what "proxy" ran; "proxy-pure" is pure whatever this says
         "settings": settings,
         "runs": runs,
         "fits": fits,
         "summary": summary,
-        "goals": [figures.judge(g, summary) for s in args.streams for g in figures.goals(s)],
+        "goals": [
+            figures.judge(g, summary)
+            for s in args.streams
+            for build in ("proxy", "proxy-pure")
+            if build in args.targets
+            for g in figures.goals(s, build)
+        ],
         "profiles": profiles,
     }
 

@@ -14,6 +14,7 @@ back through forwarding/'s relay into server/'s writers; telemetry/ records it a
 - `setting_types.py` each setting's declared type and range (loadgen's flags share them)
 - `units.py` durations and sizes as people write them
 - `types.py` the ASGI interface the proxy is written against
+- `native.py` which modules are compiled (mypyc), and whether this process runs them so
 - `server/` the client side on uvicorn
 - `forwarding/` one request, in order
 - `upstream/` the proxy's own HTTP/1.1 client
@@ -22,5 +23,9 @@ back through forwarding/'s relay into server/'s writers; telemetry/ records it a
 - `measure/` the pure measuring core, shared with loadgen
 - `workers/` several processes on one port, under a supervisor (--workers)
 """
+
+from latency_proxy import native
+
+native.choose()  # before any compiled module is imported: LATENCY_PROXY_PURE=1 loads the .py
 
 __version__ = "0.1.0"

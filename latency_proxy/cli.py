@@ -9,7 +9,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from latency_proxy import __version__
+from latency_proxy import __version__, native
 from latency_proxy.app import ProxyApp
 from latency_proxy.config import (
     CONTENT_CAPTURE_MODES,
@@ -163,7 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(None: nothing)",
     )
     add("--content-max-chars", help="longest text part recorded when --content-capture is not off")
-    add("--version", action="version", version=f"%(prog)s {__version__}")
+    add(
+        "--version",
+        action="version",
+        version=f"%(prog)s {__version__} ({native.running()})",  # compiled or pure
+        help="the version, and whether the hot path runs compiled or pure",
+    )
     for action in p._actions:
         kind = SETTING_TYPES.get(action.dest)
         if kind is not None and action.metavar is None and kind.metavar:

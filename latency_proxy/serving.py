@@ -16,7 +16,7 @@ from typing import Literal
 import uvicorn
 import uvloop
 
-from latency_proxy import __version__
+from latency_proxy import __version__, native
 from latency_proxy.app import ProxyApp
 from latency_proxy.config import Settings
 from latency_proxy.server.http_protocol import (
@@ -163,6 +163,7 @@ def log_listening(
                 "open_files_limit_raised_from": open_files[1],  # the same when nothing to raise
                 "workers": settings.workers,
                 "version": __version__,
+                "hot_path": native.running(),  # compiled (mypyc) or pure
             }
         },
     )

@@ -79,7 +79,9 @@ def test_figures_are_compared_within_their_repeat_and_judged_on_the_median() -> 
     figures.compare(runs)
     summary = figures.summarise(runs, figures.fit(runs))
     verdicts = [figures.judge(goal, summary) for goal in figures.goals(64)]
-    intercept, exporting, single, per_event, per_event_256, added50, added99, events = verdicts
+    intercept, exporting, single, per_event, per_event_256, added50, added99, events, rss = (
+        verdicts
+    )
     assert intercept["median"] == pytest.approx(252.5)
     assert intercept["ci95"] == pytest.approx([250.0, 255.0])  # 6 repeats: [min, max]
     assert intercept["verdict"] == "met"
@@ -90,6 +92,23 @@ def test_figures_are_compared_within_their_repeat_and_judged_on_the_median() -> 
     )  # CPU per event over nginx's, both with their per-request share
     assert exporting["verdict"] is None and single["verdict"] is None  # no such cells ran
     assert per_event_256["verdict"] == "not met"  # ×1.88: 18 µs over 10, and the intercepts
+    assert rss["median"] == pytest.approx(50.0) and rss["verdict"] == "not met"  # over 46 MiB
+
+
+def test_the_pure_builds_goals_are_judged_on_its_own_cells() -> None:
+    runs = [
+        {**r, "target": "proxy-pure", "cpu_us_per_request": r["cpu_us_per_request"] * 2}
+        for r in rows()
+        if r["target"] == "proxy"
+    ]
+    runs += rows()
+    figures.compare(runs)
+    summary = figures.summarise(runs, figures.fit(runs))
+    compiled = figures.judge(figures.goals(64)[0], summary)
+    pure = figures.judge(figures.goals(64, "proxy-pure")[0], summary)
+    assert pure["goal"] == "proxy-pure: " + compiled["goal"]
+    assert compiled["verdict"] == "met" and pure["verdict"] == "not met"
+    assert pure["median"] == pytest.approx(2 * compiled["median"], rel=0.05)
 
 
 def test_five_repeats_cannot_bound_a_median_and_the_verdict_says_so() -> None:

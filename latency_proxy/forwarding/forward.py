@@ -12,6 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from opentelemetry.context import Context
 from opentelemetry.propagate import extract
 
 from latency_proxy.config import Route
@@ -86,9 +87,9 @@ class Forwarder:
             value = first.get(key)
             if value is not None:
                 carrier[name] = value.decode("latin-1")
-        server_span = self.recording.spans.start_server(
-            scope, request_id, measured, extract(carrier), wall0
-        )
+        # no trace headers: every propagator returns the empty context it was given
+        parent = extract(carrier) if carrier else Context()
+        server_span = self.recording.spans.start_server(scope, request_id, measured, parent, wall0)
         bind_request(request_id, server_span.context)
         exchange = Exchange(request_id, method, path, t0, wall0, server_span)
         exchange.loop_mark = self.loop_lag.mark()

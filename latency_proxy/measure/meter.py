@@ -244,7 +244,7 @@ class StreamMeter:
         r.coalesced_fraction = coalesced_fraction(r.itl_s, r.tpot_s)
         cumulative = self._cumulative_tokens(r)
         if r.token_source is TokenSource.USAGE_PER_CHUNK:
-            previous = 0
+            previous = 0.0
             for total in cumulative:
                 r.tokens_per_chunk.append(int(total - previous))
                 previous = total

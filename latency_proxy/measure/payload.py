@@ -96,7 +96,7 @@ def read(payload: Any) -> Reading:
         model if isinstance(model, str) else None,
         error_type,
         reasons,
-        kind is EventKind.CONTENT and _reasoning_only(choices),
+        kind is EventKind.CONTENT and isinstance(choices, list) and _reasoning_only(choices),
     )
 
 

@@ -98,13 +98,13 @@ class SSEParser:
         ends, line = _ends_any(buf, self._line, scan) if cr else _ends_lf(buf, self._line, scan)
         events: list[Event] = []
         if ends:
-            buf = bytes(buf) if type(buf) is bytearray else buf
+            whole = bytes(buf) if isinstance(buf, bytearray) else buf
             start = ends[-1]
-            self._buf = buf[start:]
+            self._buf = whole[start:]
             self._cr = cr and 13 in self._buf
             begin = 0
             for end in ends:
-                raw = buf[begin:end]
+                raw = whole[begin:end]
                 if not cr and raw[:6] == b"data: " and raw.find(10, 6) == end - begin - 2:
                     events.append(_new(Event, (raw, raw[6:-2], None)))  # the usual event
                 else:
@@ -168,7 +168,7 @@ def _ends_lf(buf: bytes | bytearray, pos: int, scan: int) -> tuple[list[int], in
     pos is a line start; an event ends with the first empty line: an LF at pos, or the
     second of the first two LFs in a row after it. Nothing before scan needs searching.
     """
-    ends = []
+    ends: list[int] = []
     while True:
         if buf[pos : pos + 1] == b"\n":
             pos += 1

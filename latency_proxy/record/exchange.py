@@ -21,6 +21,8 @@ from latency_proxy.record.session import Placement
 
 if TYPE_CHECKING:  # the record holds the spans; telemetry/ makes and ends them
     from latency_proxy.telemetry.tracing import RequestSpan
+# compiled (mypyc), a dataclass looks its field types up by name when the module loads
+globals().setdefault("RequestSpan", object)
 
 CLIENT_CLOSED = 499  # nginx's status for a client that left before the answer ended
 

@@ -54,7 +54,7 @@ def lax_bool(value: Any) -> bool | None:
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float):
-        return {1: True, 0: False}.get(value)  # type: ignore[call-overload]
+        return True if value == 1 else False if value == 0 else None
     if isinstance(value, str):
         lowered = value.lower()
         return True if lowered in _LAX_TRUE else False if lowered in _LAX_FALSE else None

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
@@ -133,9 +134,10 @@ class SpanQueue(SpanProcessor):
         with self._export_lock:
             while self._queue and time.monotonic() < deadline:
                 batch = [self._queue.popleft() for _ in range(min(self._batch, len(self._queue)))]
-                self._drops.deliver(
-                    len(batch), lambda b=batch: self._exporter.export(b) is SpanExportResult.SUCCESS
-                )
+                self._drops.deliver(len(batch), partial(self._export, batch))
+
+    def _export(self, batch: list[ReadableSpan]) -> bool:
+        return self._exporter.export(batch) is SpanExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         self._export_queued(time.monotonic() + timeout_millis / 1000)

@@ -338,7 +338,7 @@ class Instrument:
             self._prom = prometheus_client.Gauge(
                 spec.prometheus_name, spec.description, labels, registry=registry
             )
-        self._otel = None
+        self._otel: Any = None  # an OTel histogram, counter or up-down counter
         if meter is not None:
             if spec.kind == "histogram":
                 self._otel = meter.create_histogram(

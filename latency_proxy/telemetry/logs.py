@@ -140,6 +140,7 @@ def write_fields(logger: logging.Logger, level: int, msg: str, fields: dict[str,
     line = _line(time.time(), logging.getLevelName(level).lower(), logger.name, msg)
     line.update(fields)
     text = orjson.dumps(line, default=str).decode() + handler.terminator
+    assert handler.lock is not None  # made by Handler.__init__
     with handler.lock:
         handler.stream.write(text)
         handler.flush()
@@ -178,9 +179,9 @@ def configure(level: str, fmt: str, worker: int | None = None) -> None:
     (--workers) names itself on each line."""
     global _direct, _worker
     _worker = worker
-    handler = _JSONLines(sys.stdout) if fmt == "json" else logging.StreamHandler(sys.stdout)
+    _direct = _JSONLines(sys.stdout) if fmt == "json" else None
+    handler = _direct or logging.StreamHandler(sys.stdout)
     handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
-    _direct = handler if fmt == "json" else None
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -51,7 +51,9 @@ class MetricsWriter:
         request, not only model calls (a POST that loads an adapter counts too)."""
         self._telemetry.instrument(ins.NOT_RETRIED).record(1, (route, method))
 
-    def record(self, exchange: Exchange, timing: RequestTiming | None, trace_id: str) -> None:
+    def record(
+        self, exchange: Exchange, timing: RequestTiming | None, trace_id: str | None
+    ) -> None:
         tel = self._telemetry
         labels = self.labels(exchange)
         outcome = exchange.outcome.value

@@ -12,19 +12,19 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-
-from latency_proxy.record.exchange import Exchange
+from typing import Generic, TypeVar
 
 MAX_PENDING = 256  # covers a large batch of streams ending together
+Record = TypeVar("Record")  # the proxy's: record.exchange.Exchange
 
 
-class Recorder:
-    def __init__(self, write: Callable[[Exchange, float], None]) -> None:
+class Recorder(Generic[Record]):
+    def __init__(self, write: Callable[[Record, float], None]) -> None:
         self._write = write  # recording.Recording.finish in the proxy
-        self._pending: deque[tuple[Exchange, float]] = deque()
+        self._pending: deque[tuple[Record, float]] = deque()
         self._next: asyncio.Handle | None = None  # the next loop turn's write
 
-    def submit(self, exchange: Exchange, t_end: float) -> None:
+    def submit(self, exchange: Record, t_end: float) -> None:
         """Queue a finished exchange; t_end (its last byte) is already fixed.
 
         The queue is bounded: when requests end faster than one per loop turn for long, the

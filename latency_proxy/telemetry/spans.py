@@ -11,6 +11,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event
 from opentelemetry.trace import Link, SpanKind
 
+from latency_proxy.config import Route
 from latency_proxy.measure.meter import RequestTiming
 from latency_proxy.record.exchange import Exchange, Finished
 from latency_proxy.record.outcome import Outcome
@@ -28,6 +29,8 @@ class SpanWriter:
         self._provider_name = telemetry.provider_name
         self._model_label = telemetry.model_label
         self._latest_gen_ai = telemetry.latest_gen_ai
+        # a CLIENT span's attributes that only its route decides, built once per route
+        self._route_attributes: dict[tuple[str, bool], dict[str, Any]] = {}
 
     def start_server(
         self, scope: Scope, request_id: str, measured: bool, parent: Context, wall0_ns: int
@@ -59,15 +62,12 @@ class SpanWriter:
         """The upstream call's span, a child of the SERVER span, kept on the exchange."""
         call, route = exchange.call, exchange.route
         assert route is not None
-        attributes: dict[str, Any] = {
-            sc.SERVER_ADDRESS: route.host,
-            sc.SERVER_PORT: route.port,
-            sc.HTTP_REQUEST_METHOD: exchange.method,
-            sc.REQUEST_ID: exchange.request_id,
-        }
+        model_call = bool(call and call.operation)
+        attributes = dict(self._for_route(route, model_call))
+        attributes[sc.HTTP_REQUEST_METHOD] = exchange.method
+        attributes[sc.REQUEST_ID] = exchange.request_id
         if call and call.operation:
             attributes[sc.GEN_AI_OPERATION_NAME] = call.operation
-            attributes[sc.GEN_AI_PROVIDER_NAME] = self._provider_name
             attributes[sc.GEN_AI_REQUEST_STREAM] = call.stream
             if call.max_tokens is not None:
                 attributes[sc.GEN_AI_REQUEST_MAX_TOKENS] = call.max_tokens
@@ -82,6 +82,18 @@ class SpanWriter:
         )
         exchange.client_span = span
         return span
+
+    def _for_route(self, route: Route, model_call: bool) -> dict[str, Any]:
+        """The attributes every CLIENT span of this route starts with, in the order a span
+        lists them (server address and port; the provider, for a model call)."""
+        key = (route.name, model_call)
+        found = self._route_attributes.get(key)
+        if found is None:
+            found = {sc.SERVER_ADDRESS: route.host, sc.SERVER_PORT: route.port}
+            if model_call:
+                found[sc.GEN_AI_PROVIDER_NAME] = self._provider_name
+            self._route_attributes[key] = found
+        return found
 
     def _client_name(self, exchange: Exchange) -> str:
         operation = exchange.operation

@@ -92,9 +92,8 @@ class Tracing:
     ) -> RequestSpan:
         """A span as the SDK's tracer would start it: the parent's trace or a new one, the
         sampler's decision, its attributes and trace state."""
-        parent_context = trace.get_current_span(parent).get_span_context()
-        if not parent_context.is_valid:
-            parent_context = None
+        current = trace.get_current_span(parent).get_span_context()
+        parent_context = current if current.is_valid else None
         if not self._enabled:
             context = parent_context or INVALID_SPAN_CONTEXT
             return RequestSpan(name, kind, context, parent_context, start_ns, {}, False)

@@ -18,6 +18,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import orjson
 from prometheus_client.samples import Exemplar
@@ -66,7 +67,7 @@ class Store:
         _HEAD.pack_into(self._map, 0, end)  # the record is complete: count it
         return values_at
 
-    def doubles(self, offset: int, count: int) -> memoryview:
+    def doubles(self, offset: int, count: int) -> memoryview[float]:
         return memoryview(self._map)[offset : offset + 8 * count].cast("d")
 
     def write_exemplar(self, offset: int, value: float, at: float, trace_id: str) -> None:
@@ -99,7 +100,7 @@ class SharedSeries(Series):
                 self._store.write_exemplar(
                     self._exemplars_at + _EXEMPLAR.size * bucket,
                     top,
-                    exemplar.timestamp,
+                    cast(float, exemplar.timestamp),  # Series.observe stamps time.time()
                     trace_id,
                 )
 

@@ -20,6 +20,7 @@ import asyncio
 import select
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httptools
 
@@ -372,7 +373,7 @@ def _framing(headers: list[tuple[bytes, bytes]]) -> bool:
     return True
 
 
-def _retrieve(future: asyncio.Future[object]) -> None:
+def _retrieve(future: asyncio.Future[Any]) -> None:
     """A failure nobody awaits (the client left first) is not an unretrieved error."""
     if not future.cancelled():
         future.exception()

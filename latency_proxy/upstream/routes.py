@@ -74,7 +74,7 @@ def upstream_target(scope: Scope) -> bytes:
     encoded, so the upstream resolves what the client wrote (the route's base path goes
     before it: pool.Origin; a path that would climb out of it was refused:
     `climbs_above_root`)."""
-    target = scope.get("raw_path") or scope["path"].encode()
+    target: bytes = scope.get("raw_path") or scope["path"].encode()
     if scope.get("query_string"):
         target += b"?" + scope["query_string"]
     return target

@@ -54,8 +54,8 @@ def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
 def _cgroup_quota(root: Path) -> float | None:
     """The CPU quota in CPUs, None when unlimited or unknown."""
     try:
-        limit, _, period = (root / "cpu.max").read_text().partition(" ")
-        return None if limit == "max" else int(limit) / int(period)
+        limit, _, every = (root / "cpu.max").read_text().partition(" ")
+        return None if limit == "max" else int(limit) / int(every)
     except (OSError, ValueError):
         pass
     try:

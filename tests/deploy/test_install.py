@@ -1,6 +1,7 @@
 """`pip install latency-proxy` is the proxy alone: a fresh venv with the core's requirements
 and nothing else starts the proxy and the simulator, with no numpy, matplotlib, aiohttp,
-gRPC or Locust."""
+gRPC or Locust. The wheel has the hot path compiled where a C compiler is, and is pure
+Python where none is (or LATENCY_PROXY_PURE=1), and either way the proxy starts."""
 
 from __future__ import annotations
 
@@ -18,16 +19,16 @@ import pytest
 
 from tests.support import ROOT
 
-pytestmark = pytest.mark.slow
+# a wheel is built with the hot path compiled (about a minute of one core) or pure
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 ABSENT = ("numpy", "matplotlib", "aiohttp", "locust", "gevent", "grpc", "tokenizers")
 
 
-@pytest.fixture(scope="module")
-def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The venv's python: the core's requirements, then the project's wheel without deps."""
-    where = tmp_path_factory.mktemp("core")
+def venv_with_wheel(where: Path, **build_env: str) -> Path:
+    """A venv's python: the core's requirements, then the project's wheel, built with
+    `build_env`, without deps."""
     venv = where / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -37,11 +38,45 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
          "--wheel-dir", str(wheels), str(ROOT)],
-        check=True, timeout=300, env=clean_env(),
+        check=True, timeout=600, env=clean_env(**build_env),  # compiling: ~70 s of one core
     )  # fmt: skip
     (wheel,) = wheels.glob("*.whl")
     subprocess.run([*pip, "--no-deps", str(wheel)], check=True, env=clean_env())
     return python
+
+
+@pytest.fixture(scope="module")
+def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return venv_with_wheel(tmp_path_factory.mktemp("core"))
+
+
+def hot_path(python: Path) -> str:
+    done = subprocess.run(
+        [str(python.parent / "latency-proxy"), "--version"],
+        capture_output=True, text=True, env=clean_env(), cwd="/", check=True,
+    )  # fmt: skip
+    return done.stdout.strip().rpartition(" ")[2]
+
+
+def test_the_wheel_is_compiled_where_a_compiler_is(core: Path) -> None:
+    assert hot_path(core) == "(compiled)"
+    pure = subprocess.run(
+        [str(core.parent / "latency-proxy"), "--version"],
+        capture_output=True, text=True, env=clean_env(LATENCY_PROXY_PURE="1"), cwd="/",
+    )  # fmt: skip
+    assert pure.stdout.strip().endswith("(pure)"), pure.stdout
+
+
+@pytest.mark.parametrize(
+    "build_env", [{"CC": "/nonexistent/cc"}, {"LATENCY_PROXY_PURE": "1"}], ids=["no-cc", "pure"]
+)
+def test_without_a_compiler_the_wheel_is_pure(
+    build_env: dict[str, str], tmp_path: Path
+) -> None:
+    python = venv_with_wheel(tmp_path, **build_env)
+    assert hot_path(python) == "(pure)"  # --version imports the whole proxy
+    (packages,) = (python.parent.parent / "lib").glob("python3*/site-packages")
+    assert not list((packages / "latency_proxy").rglob("*.so"))
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -11,9 +11,9 @@ def test_records_off_the_request_path_in_order_and_once() -> None:
     log: list[tuple[int, float]] = []
 
     async def go() -> None:
-        recorder = Recorder(lambda n, t_end: log.append((n, t_end)))  # type: ignore[arg-type, misc]
+        recorder: Recorder[int] = Recorder(lambda n, t_end: log.append((n, t_end)))
         for n in range(10):
-            recorder.submit(n, float(n))  # type: ignore[arg-type]
+            recorder.submit(n, float(n))
         assert log == []  # nothing written inline
         await asyncio.sleep(0)
         assert len(log) == 1  # one record per loop turn
@@ -31,9 +31,9 @@ def test_queue_is_bounded_under_a_flood() -> None:
     log: list[tuple[int, float]] = []
 
     async def go() -> int:
-        recorder = Recorder(lambda n, t_end: log.append((n, t_end)))  # type: ignore[arg-type, misc]
+        recorder: Recorder[int] = Recorder(lambda n, t_end: log.append((n, t_end)))
         for n in range(MAX_PENDING * 3):
-            recorder.submit(n, 0.0)  # type: ignore[arg-type]
+            recorder.submit(n, 0.0)
         written_inline = len(log)
         recorder.flush()  # what shutdown does
         return written_inline

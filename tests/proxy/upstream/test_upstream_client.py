@@ -635,7 +635,8 @@ def test_a_post_found_dead_before_any_of_it_went_out_is_sent_on_a_fresh_connecti
             # closing, its end not yet seen by the pool's check: the write finds it closing
             (idle,) = pool._idle
             idle.transport.close()
-            monkeypatch.setattr(upstream_connection.Connection, "readable", lambda self: False)
+            # the pool's one poll (Connection.readable) sees nothing yet
+            monkeypatch.setattr(upstream_connection.select, "select", lambda *_: ([], [], []))
             attempt = Attempt()
             _, body = await exchange(pool, b"POST", b"/p", b"x", attempt=attempt)
             assert body == b"ok" and attempt.reused and not attempt.not_retried
