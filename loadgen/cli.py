@@ -78,8 +78,7 @@ def build_parser(search: bool = False, plan: bool = False) -> argparse.ArgumentP
     )
     if plan:
         flags.add(p.add_argument_group("candidates"), flags.PLAN)
-        p.set_defaults(target=[], targets_file=None, virtual_args="", virtual_replicas=1,
-                       model=None, embedded=False)  # fmt: skip
+        p.set_defaults(**flags.defaults(flags.TARGETS))  # the candidates stand for them
     else:
         flags.add(p.add_argument_group("targets"), flags.TARGETS)
     w = p.add_argument_group("workload")
@@ -305,4 +304,4 @@ def _plan(argv: Sequence[str]) -> int:
     config = _configured(parser, args, argv)
     if config is None:
         return 2
-    return plan.main(config, plan.settings(args, argv[1:], traffic))
+    return plan.main(config, plan.settings(args, argv[1:], traffic, capacity_request))

@@ -26,7 +26,7 @@ from loadgen import replay
 from loadgen.capacity import command as capacity
 from loadgen.config import RunConfig
 from loadgen.plan import advice, basis, bounds, space
-from loadgen.plan.sizing import Job, size
+from loadgen.plan.sizing import CapacityRequest, Job, size
 from loadgen.reports import plan as plan_report
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
@@ -41,13 +41,16 @@ class PlanSettings:
     jobs: int
     rate: float | None  # the traffic's requests/s without a replay
     argv: tuple[str, ...]  # the flags after `plan`
+    request: CapacityRequest  # how the command line reads a capacity search's argv
 
 
 def _list(text: str | None) -> tuple[str, ...]:
     return tuple(p.strip() for p in (text or "").split(",") if p.strip())
 
 
-def settings(args: argparse.Namespace, argv: Sequence[str], rate: float | None) -> PlanSettings:
+def settings(
+    args: argparse.Namespace, argv: Sequence[str], rate: float | None, request: CapacityRequest
+) -> PlanSettings:
     return PlanSettings(
         candidates=args.candidates,
         asked=space.Asked(
@@ -63,6 +66,7 @@ def settings(args: argparse.Namespace, argv: Sequence[str], rate: float | None) 
         jobs=args.jobs or os.cpu_count() or 1,
         rate=rate,
         argv=tuple(argv),
+        request=request,
     )
 
 
@@ -235,6 +239,7 @@ def _job(config: RunConfig, plan: PlanSettings, entry: dict[str, Any], bound: in
         rate=plan.rate,
         headroom=plan.headroom,
         max_replicas=bound,
+        request=plan.request,
     )
 
 

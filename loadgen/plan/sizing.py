@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen import cli
 from loadgen.capacity import command as capacity
 from loadgen.capacity.search import PRECISION
+from loadgen.config import RunConfig
 from loadgen.engine import flags
 from loadgen.reports import capacity as capacity_report
 
+CapacityRequest = Callable[[Sequence[str]], "tuple[RunConfig, capacity.CapacityConfig] | int"]
 PLAN_ONLY = (*flags.PLAN, "--rate", "--out")  # the plan's flags, not a capacity search's
 MAX_SEARCHES = 6  # per candidate: one replica, then a few counts around the estimate
 
@@ -41,6 +43,9 @@ class Job:
     rate: float | None  # the traffic's requests/s (None: a replay, searched by speed)
     headroom: float
     max_replicas: int
+    # `python -m loadgen capacity`'s argv read as the command reads it (the command line's
+    # own reader, handed down so that a search is the command a person would type)
+    request: CapacityRequest
 
 
 def capacity_argv(job: Job, replicas: int, start: float) -> list[str]:
@@ -76,7 +81,7 @@ def search(job: Job, replicas: int, want: float) -> dict[str, Any]:
     """One capacity search, written as the command writes it; its entry in plan.json."""
     level = job.rate or 1.0
     argv = capacity_argv(job, replicas, float(f"{want * level:.3g}"))
-    found = cli.capacity_request(argv)
+    found = job.request(argv)
     if isinstance(found, int):
         raise ValueError(f"the capacity command refused {' '.join(argv)}")
     config, settings = found

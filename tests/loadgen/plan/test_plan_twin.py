@@ -8,7 +8,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from loadgen.cli import build_parser, config_from
+from loadgen.cli import build_parser, capacity_request, config_from
 from loadgen.plan import basis, bounds, command, space
 from loadgen.sim.model import presets
 
@@ -28,7 +28,8 @@ def test_the_twin_on_its_gpu_and_carried_to_another(tmp_path: Path) -> None:
     argv += ["--out", str(tmp_path / "plan")]
     args = build_parser(plan=True).parse_args(argv)
     config = config_from(args, ["plan", *argv])
-    entries, _traffic, _bound, written = command.prepare(config, command.settings(args, argv, None))
+    plan = command.settings(args, argv, None, capacity_request)
+    entries, _traffic, _bound, written = command.prepare(config, plan)
     by_gpu = {e["gpu"]: e for e in entries}
     own, other = by_gpu["a100-sxm-80gb"], by_gpu["h100-sxm"]
     assert own["spec"] == f"virtual:{twin}"
