@@ -349,9 +349,10 @@ def _judge_steady(
     open_loop: bool,
     replay: bool,
 ) -> None:
-    """Each target's steady_state at this level (steady.py)."""
+    """Each target's steady_state at this level (steady.py); a saturated open-loop level's
+    throughput is what completed in its window, not what arrived in it."""
     for name, t in targets.items():
-        t["steady_state"] = steady.judge(
+        state = t["steady_state"] = steady.judge(
             [r for r in records if r.target == name],
             [p for p in phases if p.target == name],
             t["throughput"]["active_s"],
@@ -359,6 +360,9 @@ def _judge_steady(
             server=t["server"]["gauges"] if t["server"] else None,
             replay=replay,
         )
+        if open_loop and not state["steady"] and state["completion_per_s"] is not None:
+            t["throughput"]["requests_per_s"] = state["completion_per_s"]
+            t["throughput"]["output_tokens_per_s"] = state["completion_output_tokens_per_s"]
 
 
 def _judge_queueing(points: list[dict[str, Any]]) -> None:
