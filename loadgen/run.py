@@ -179,7 +179,7 @@ def predicted(
             )
         if planned is None:
             planned = plan(window)
-        records, phase, counts = virtual.run_block(
+        records, phase, gauges, counts = virtual.run_block(
             model,
             name,
             planned,
@@ -197,6 +197,7 @@ def predicted(
             phase = virtual_settle.marked(phase, settling)
         data.records += records
         data.phases.append(phase)
+        data.server.append(gauges)
         served.append(counts)
         start = (phase.done_at or phase.end_at) + 1.0  # levels one after another, as run
     data.meta |= _meta(config, {name: {"url": spec, "model": model.served_model_name}}, None)
