@@ -334,3 +334,22 @@ def queueing(points: Sequence[tuple[float, float | None, float | None]]) -> dict
                 f"while TTFT P50 rose from {t1:.2f} s to {t2:.2f} s (the extra streams queue)"
             )
     return found
+
+
+def knee(points: Sequence[tuple[float, bool]]) -> dict[str, float | None] | None:
+    """Where an open-loop sweep crosses from keeping up to falling behind: `steady_up_to`,
+    the highest steady level below `saturated_at`, the lowest saturated one. points: (level,
+    steady) in any order; None when no level saturated."""
+    ordered = sorted(points)
+    for i, (level, steady) in enumerate(ordered):
+        if not steady:
+            below = [lv for lv, ok in ordered[:i] if ok]
+            return {"steady_up_to": below[-1] if below else None, "saturated_at": level}
+    return None
+
+
+def knee_sentence(name: str, found: Mapping[str, float | None], unit: str, predicted: bool) -> str:
+    """The knee in words: "virtual:x saturates between 2.5 and 3 req/s (predicted)"."""
+    low, high = found["steady_up_to"], found["saturated_at"]
+    said = f"between {low:g} and {high:g} {unit}" if low is not None else f"at {high:g} {unit}"
+    return f"{name} saturates {said}" + (" (predicted)" if predicted else "")

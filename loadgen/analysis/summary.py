@@ -429,9 +429,17 @@ def summarize_run(data: RunData) -> dict[str, Any]:
         points.append({"level": level, "targets": targets})
     if not open_loop:
         _judge_queueing(points)
+    knees = {}
+    for name in dict.fromkeys(n for p in points for n in p["targets"]):
+        found = steady.knee(
+            [(p["level"], p["targets"][name]["steady_state"]["steady"]) for p in points
+             if name in p["targets"]]
+        )  # fmt: skip
+        if found is not None:
+            knees[name] = found
     return {
         "version": 1,
         "interrupted": interrupted,
         "targets": points[-1]["targets"],
-        "sweep": {"kind": sweep, "points": points},
+        "sweep": {"kind": sweep, "points": points, "knee": knees},
     }

@@ -161,6 +161,7 @@ def markdown(
         lines += target_section(name, t)
     if summary.get("sweep"):
         lines += sweep_section(summary["sweep"])
+        lines += [f"{line}." for line in knees(summary)] + ([""] if knees(summary) else [])
     if comparison:
         lines += [comparison]
     lines += slowest
@@ -178,6 +179,16 @@ def predicted(twin: dict[str, Any]) -> str:
         f"{twin['preset']}{args}), not from a server; no request was sent. How far to trust "
         f"them: {advice.basis(twin)}."
     )
+
+
+def knees(summary: dict[str, Any]) -> list[str]:
+    """Each target's knee, where the sweep crossed one: "x saturates between 2 and 3 req/s"."""
+    sweep = summary.get("sweep") or {}
+    unit = {"rate": "req/s", "concurrency": "streams"}.get(sweep.get("kind"), "")
+    return [
+        steady.knee_sentence(name, found, unit, bool(summary.get("virtual")))
+        for name, found in (sweep.get("knee") or {}).items()
+    ]
 
 
 def sweep_section(sweep: dict[str, Any]) -> list[str]:
@@ -268,6 +279,7 @@ def console_table(summary: dict[str, Any]) -> str:
     text.append("(latencies in ms)")
     if summary.get("virtual"):
         text.append(predicted(summary["virtual"]).replace("**", ""))
+    text += [f"{line}." for line in knees(summary)]
     for name, t in summary["targets"].items():
         saturated = steady.label(t.get("steady_state"))
         if saturated:

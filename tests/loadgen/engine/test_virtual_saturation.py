@@ -49,3 +49,18 @@ def test_closed_loop_past_the_engines_seats_waits_in_its_queue(tmp_path: Path) -
     state = t["steady_state"]
     assert state["steady"] is False
     assert "more streams than it runs at once" in "; ".join(state["reasons"])
+
+
+def test_a_sweep_that_crosses_the_knee_says_where(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "s"
+    flags = ("--rate", "2,30", "--duration", "20s", "--warmup", "0s", "--no-progress")
+    assert main(["--target", "virtual:llama-70b-bf16-tp4-a100", "--out", str(out), *flags]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    steadies = [
+        p["targets"]["virtual:llama-70b-bf16-tp4-a100"]["steady_state"]["steady"]
+        for p in summary["sweep"]["points"]
+    ]
+    assert steadies == [True, False]
+    said = "virtual:llama-70b-bf16-tp4-a100 saturates between 2 and 30 req/s (predicted)."
+    assert said in capsys.readouterr().out
+    assert said in (out / "report.md").read_text()
