@@ -153,6 +153,7 @@ def _summary(
         "not_identified": report.not_identified,
         "frontend": report.frontend,
         "held_out": report.held_out,
+        "held_out_server": report.held_out_server,
         "held_out_error": report.held_out_error(),
         "slices": report.slices,
         "replays": report.replays,
@@ -175,11 +176,14 @@ def _printed(summary: dict[str, Any], out: Path) -> str:
     for name, why in summary["not_identified"].items():
         lines.append(f"  {name:<24} not identified: {why}")
     lines.append("held-out prediction error (the twin against the capture):")
-    for key, row in summary["held_out"].items():
-        lines.append(
-            f"  {key.replace('_', ' ').upper():<10} measured {row['measured'] * 1e3:,.1f} ms, "
-            f"predicted {row['predicted'] * 1e3:,.1f} ms ({row['error']:+.1%})"
-        )
+    width = 17 if summary["held_out_server"] else 10
+    for who, key in (("", "held_out"), ("server ", "held_out_server")):
+        for figure, row in summary[key].items():
+            name = who + figure.replace("_", " ").upper()
+            lines.append(
+                f"  {name:<{width}} measured {row['measured'] * 1e3:,.1f} ms, "
+                f"predicted {row['predicted'] * 1e3:,.1f} ms ({row['error']:+.1%})"
+            )
     return "\n".join(lines)
 
 

@@ -5,7 +5,11 @@ on. Pure, no I/O.
 The capture's last `holdout` share of requests (by arrival) is never fitted to: the fitted
 twin replays the whole capture and its P50 and P90 of TTFT and TPOT over those requests are
 set against the measured ones. That is the error a user should expect of a what-if, and it
-decides the front end: its two terms are kept only when they lower it.
+decides the front end: its two terms are kept only when they lower it. When the capture has
+the server's own timings, the engine is fitted to those (fit._engine_timed) and the front
+end, with the engine's terms held, to the client's TTFT alone: the time between the client
+and the engine (API server, network, proxy) is what it stands for. The server's own TTFT
+and TPOT are then judged on the held-out requests too (`held_out_server`).
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from typing import Any
 
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import deployment, fit
-from loadgen.sim.twin.capture import Capture
-from loadgen.sim.twin.fit import FRONTEND, TERMS, Fitted, Search, Targets
+from loadgen.sim.twin.capture import Capture, Captured
+from loadgen.sim.twin.fit import FRONTEND, TERMS, Fitted, Search, Targets, Term
 
 QUIET = 0.002  # a term whose STEP change moves the fitted figures less (rms, log) is unseen
 FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6}
@@ -32,6 +36,7 @@ class Report:
     intervals: dict[str, tuple[float, float]]
     not_identified: dict[str, str] = field(default_factory=dict)  # term: why, in words
     held_out: dict[str, dict[str, float]] = field(default_factory=dict)
+    held_out_server: dict[str, dict[str, float]] = field(default_factory=dict)
     slices: list[dict[str, Any]] = field(default_factory=list)
     frontend: dict[str, Any] = field(default_factory=dict)
     replays: int = 0
@@ -52,31 +57,38 @@ def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: in
     first = deployment.run(base, search.requests, replicas)
     reasons = physics(base, first.steps)
     free = [t for t in TERMS if t.name not in reasons]
-    fitted = fit.fit(search, start, free)
-    reasons |= unidentified(fitted)
-    hull = dict(fitted.intervals)
-    while any(name in reasons for name in fitted.free):
-        free = [t for t in free if t.name not in reasons]
-        kept = start | {k: v for k, v in fitted.values.items() if k in {t.name for t in free}}
-        fitted = fit.fit(search, kept, free)
-        reasons |= unidentified(fitted)
-        hull = _hull(hull, fitted.intervals)
+    fitted, free, hull = _narrowed(search, start, start, free, reasons)
     report = _report(start, fitted, reasons, search.replays)
     # a term's interval spans every round it was free in: with a partner it trades off with
     # fixed at the base value, its own interval alone would claim a certainty it lacks
     report.intervals = {k: hull[k] for k in report.intervals}
     _judge(report, search, capture, cut)
     without = report.held_out_error()
-    with_frontend = fit.fit(search, fitted.values | FRONTEND_START, [*free, *FRONTEND])
-    trial = _report(start, with_frontend, dict(reasons), search.replays)
+    if any(fit._engine_timed(r) for r in capture.requests[:cut]):  # the engine's are held
+        client = Targets.of(capture, range(cut), only=frozenset({"ttft"}))
+        alone = Search(base, capture, client, replicas)
+        # of a per-request and a per-token cost that trade off, one is fixed (at 0) and the
+        # other carries both, as the engine's tied terms do
+        tied = dict(reasons)
+        first = report.values | _gap_start(capture.requests[:cut])
+        with_frontend, _, _ = _narrowed(
+            alone, report.values, first, list(FRONTEND), tied, resume=False
+        )
+        search.replays += alone.replays
+        trial = _report(report.values, with_frontend, tied, search.replays)
+        trial.base, trial.intervals = dict(start), report.intervals | trial.intervals
+    else:
+        with_frontend = fit.fit(search, fitted.values | FRONTEND_START, [*free, *FRONTEND])
+        trial = _report(start, with_frontend, dict(reasons), search.replays)
     _judge(trial, search, capture, cut)
     gain = without - trial.held_out_error()
-    unclear = {t.name: why for t in FRONTEND if (why := why_not(with_frontend, t.name))}
+    front = [t.name for t in FRONTEND if t.name in with_frontend.free]
+    unclear = {name: why for name in front if (why := why_not(with_frontend, name))}
     frontend_words = {
         "held_out_error_without": without,
         "held_out_error_with": trial.held_out_error(),
     }
-    if gain >= FRONTEND_GAIN and not unclear and not unidentified(with_frontend):
+    if front and gain >= FRONTEND_GAIN and not unclear and not unidentified(with_frontend):
         trial.frontend = frontend_words | {"kept": True}
         trial.replays = search.replays
         return trial
@@ -85,10 +97,56 @@ def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: in
         "without: not kept"
     )
     for term in FRONTEND:
-        report.not_identified[term.name] = unclear.get(term.name, why)
+        report.not_identified[term.name] = unclear.get(term.name) or trial.not_identified.get(
+            term.name, why
+        )
     report.frontend = frontend_words | {"kept": False}
     report.replays = search.replays
     return report
+
+
+def _gap_start(requests: list[Captured]) -> dict[str, float]:
+    """Where the front end's search starts: the median gap between the client's TTFT and
+    the server's, half of it a cost per request and half one per prompt token (from
+    FRONTEND_START's scale a search whose first steps gain little stops before it
+    reaches a gap of tens of milliseconds)."""
+    gaps, prompts = [], []
+    for r in requests:
+        server = server_figures(r)["ttft"]
+        if r.ttft is not None and server is not None:
+            gaps.append(r.ttft - server)
+            prompts.append(r.prompt_tokens)
+    if not gaps:
+        return dict(FRONTEND_START)
+    gap = max(percentile(gaps, 50), FRONTEND_START["frontend_request"])
+    mean_prompt = max(1.0, sum(prompts) / len(prompts))
+    return {"frontend_request": gap / 2, "frontend_token": gap / 2 / mean_prompt}
+
+
+def _narrowed(
+    search: Search,
+    base: dict[str, float],
+    first: dict[str, float],
+    free: list[Term],
+    reasons: dict[str, str],
+    resume: bool = True,
+) -> tuple[Fitted, list[Term], dict[str, tuple[float, float]]]:
+    """The fit of the `free` terms from `first`, refitted with each term the capture cannot
+    identify fixed at its `base` value (and its reason added to `reasons`) until every free
+    one is identified; with the terms left free and the hull of their intervals. Each refit
+    starts where the last stopped, or (`resume` false) from `first` again: a term its tied
+    partner left at its floor would look unseen there."""
+    fitted = fit.fit(search, first, free)
+    reasons |= unidentified(fitted)
+    hull = dict(fitted.intervals)
+    while any(name in reasons for name in fitted.free):
+        free = [t for t in free if t.name not in reasons]
+        last = fitted.values if resume else first
+        kept = base | {k: v for k, v in last.items() if k in {t.name for t in free}}
+        fitted = fit.fit(search, kept, free)
+        reasons |= unidentified(fitted)
+        hull = _hull(hull, fitted.intervals)
+    return fitted, free, hull
 
 
 def _hull(
@@ -210,18 +268,10 @@ def _judge(report: Report, search: Search, capture: Capture, cut: int) -> None:
     timings = search.timings(report.values)
     pairs = list(zip(capture.requests, timings, strict=True))
     held = [(r, t) for r, t in pairs[cut:] if r.measured]
-    report.held_out = {}
-    for kind in ("ttft", "tpot"):
-        for q in (50, 90):
-            measured = [getattr(r, kind) for r, _ in held if getattr(r, kind) is not None]
-            predicted = [getattr(t, kind) for r, t in held if getattr(r, kind) is not None]
-            if measured and all(p is not None for p in predicted):
-                m, p = percentile(measured, q), percentile(predicted, q)
-                report.held_out[f"{kind}_p{q}"] = {
-                    "measured": m,
-                    "predicted": p,
-                    "error": p / m - 1 if m else 0.0,
-                }
+    client = [(client_figures(r), client_figures(t)) for r, t in held]
+    server = [(server_figures(r), server_figures(t)) for r, t in held]
+    report.held_out = _errors(client)
+    report.held_out_server = _errors(server)
     end = capture.requests[-1].arrival or 1.0
     report.slices = []
     for s in range(fit.SLICES):
@@ -246,6 +296,44 @@ def _judge(report: Report, search: Search, capture: Capture, cut: int) -> None:
         report.slices.append(row)
 
 
+def client_figures(r: Captured | deployment.Timing) -> dict[str, float | None]:
+    """TTFT and TPOT as the client saw them (a capture's) or would (the twin's)."""
+    return {"ttft": r.ttft, "tpot": r.tpot}
+
+
+def server_figures(r: Captured | deployment.Timing) -> dict[str, float | None]:
+    """The server's own TTFT (queue and prefill) and TPOT (decode per token after the
+    first), of a captured request (None without its timings) or of the twin's."""
+    if isinstance(r, deployment.Timing):
+        queue, prefill, decode = r.queue, r.prefill, r.decode
+    else:
+        queue, prefill, decode = r.server_queue, r.server_prefill, r.server_decode
+    n = r.output_tokens
+    return {
+        "ttft": None if queue is None or prefill is None else queue + prefill,
+        "tpot": None if decode is None or n < 2 else decode / (n - 1),
+    }
+
+
+def _errors(
+    pairs: list[tuple[dict[str, float | None], dict[str, float | None]]],
+) -> dict[str, dict[str, float]]:
+    """P50 and P90 of TTFT and TPOT, measured against predicted, over the requests that
+    have the measured figure."""
+    out = {}
+    for kind in ("ttft", "tpot"):
+        measured = [m[kind] for m, _ in pairs]
+        predicted = [p[kind] for m, p in pairs if m[kind] is not None]
+        values = [v for v in measured if v is not None]
+        guessed = [v for v in predicted if v is not None]
+        if not values or len(guessed) < len(predicted):
+            continue
+        for q in (50, 90):
+            m, p = percentile(values, q), percentile(guessed, q)
+            out[f"{kind}_p{q}"] = {"measured": m, "predicted": p, "error": p / m - 1 if m else 0.0}
+    return out
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile, linear between order statistics."""
     ordered = sorted(values)
@@ -253,4 +341,3 @@ def percentile(values: list[float], q: float) -> float:
     low = math.floor(at)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
-
