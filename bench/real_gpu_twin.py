@@ -5,8 +5,10 @@
 The data is DistServe's published vLLM baseline (docs/sim/opt-13b-a100/NOTICE.txt): OPT-13B
 in fp16 on one A100-80GB, ShareGPT requests at Poisson rates of 1 to 4 req/s, each request's
 TTFT and TPOT as its client measured them, converted to the proxy's request log lines. The
-twin is fitted to the 1 req/s log (`python -m loadgen.sim fit`, from the preset file beside
-the data), then each rate's log is replayed through it (`python -m loadgen --target
+twin is fitted to the 1 req/s log (`python -m loadgen.sim fit`) from each of two preset
+files beside the data, one with a current vLLM's overheads and one with an older one's (one
+rate cannot tell the host overhead from the cost per sequence, so the start decides which
+carries the time), then each rate's log is replayed through it (`python -m loadgen --target
 virtual:fitted.toml --replay rate-R.log`, with a drain long enough that every request
 finishes, as every measured one did) and through the unfitted base preset. Measured and
 predicted TTFT/TPOT P50/P90 are over all of a rate's requests.
@@ -16,7 +18,7 @@ predictions, what each virtual run's summary says (the twin's queue, read as vLL
 gauges); for the measurements, the same judge on the records alone (DistServe scraped no
 server metrics), which calls a replay saturated when completions fall behind while TTFT
 climbs. docs/sim/real-gpus.md shows the tables; tests/sim/twin/test_real_gpus.py (slow)
-reruns this and checks the page's figures still hold. About 10 CPU seconds in all.
+reruns this and checks the page's figures still hold. About 20 CPU seconds in all.
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ from loadgen.sim.twin import capture
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "docs" / "sim" / "opt-13b-a100"
-BASE = DATA / "opt-13b-fp16-a100.toml"
+# where the fit starts: a current vLLM's overheads, and an older one's (the files say why)
+STARTS = {
+    "current": DATA / "opt-13b-fp16-a100.toml",
+    "older": DATA / "opt-13b-fp16-a100-v0.toml",
+}
 RATES = [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
 FIGURES = ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90")
 DRAIN = "3600s"  # every replayed request finishes, as every measured one did
@@ -53,9 +59,9 @@ def shown(command: list[str]) -> str:
     )
 
 
-def fit_command(out: Path) -> list[str]:
+def fit_command(base: Path, out: Path) -> list[str]:
     return [
-        "python", "-m", "loadgen.sim", "fit", str(log(RATES[0])), "--preset-file", str(BASE),
+        "python", "-m", "loadgen.sim", "fit", str(log(RATES[0])), "--preset-file", str(base),
         "--out", str(out),
     ]  # fmt: skip
 
@@ -129,18 +135,23 @@ def knee(by_rate: dict[float, dict[str, object]]) -> tuple[float | None, float |
     return below, None
 
 
-def measure() -> dict[str, object]:
+def measure() -> dict[str, dict[str, object]]:
+    """Each starting preset's fit and predictions."""
+    return {start: measure_from(base) for start, base in STARTS.items()}
+
+
+def measure_from(base: Path) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         fitted = directory / "fitted.toml"
-        _run(fit_command(fitted))
+        _run(fit_command(base, fitted))
         fit = json.loads((directory / "fit.json").read_text())
         rows = {}
         for rate in RATES:
             rows[rate] = {
                 "measured": measured(rate),
                 "twin": predicted(fitted, rate, directory / f"twin-{rate:g}"),
-                "base": predicted(BASE, rate, directory / f"base-{rate:g}"),
+                "base": predicted(base, rate, directory / f"base-{rate:g}"),
             }
     return {
         "fit": {
@@ -203,7 +214,14 @@ def within(found: dict[str, object]) -> tuple[int, int]:
     return hits, total
 
 
-def table(found: dict[str, object]) -> str:
+def tables(found: dict[str, dict[str, object]]) -> str:
+    """Each starting preset's table, headed by its name."""
+    return "\n\n".join(
+        f"### From the {start} preset\n\n{table(start, found[start])}" for start in found
+    )
+
+
+def table(start: str, found: dict[str, object]) -> str:
     lines = [
         "| rate <!-- key --> | TTFT P50 | TTFT P90 | TPOT P50 | TPOT P90 "
         "| steady (measured / twin / base) |",
@@ -215,7 +233,7 @@ def table(found: dict[str, object]) -> str:
             "yes" if row[who]["steady"] else "SATURATED" for who in ("measured", "twin", "base")
         )
         label = f"{rate:g} req/s" + (" (fitted)" if rate == RATES[0] else "")
-        key = f"rate-{rate:g}".replace(".", "_")
+        key = f"{start}-rate-{rate:g}".replace(".", "_")
         lines.append(f"| {label} <!-- {key} --> | {' | '.join(cells)} | {verdicts} |")
     knees = found["knee"]  # type: ignore[index]
     hits, total = within(found)
@@ -223,7 +241,7 @@ def table(found: dict[str, object]) -> str:
         "",
         "| | knee |",
         "|---|---|",
-        *(f"| {who} <!-- knee-{who} --> | {_between(knees[who])} |" for who in knees),
+        *(f"| {who} <!-- {start}-knee-{who} --> | {_between(knees[who])} |" for who in knees),
         "",
         f"Within 25% below the measured knee (but the fitted rate): {hits} of {total} figures.",
     ]
@@ -235,11 +253,14 @@ def main() -> None:
     parser.add_argument("--json", help="also write every figure to this file")
     args = parser.parse_args()
     found = measure()
-    print("# fit\n" + shown(fit_command(Path("fitted.toml"))))
+    for start, base in STARTS.items():
+        print(f"# fit, from the {start} preset\n" + shown(fit_command(base, Path("fitted.toml"))))
     each = replay_command(Path("fitted.toml"), 2.0, Path("twin-2"))
     print("# each rate R, fitted and base\n" + shown(each))
-    print(f"\nfitted: {found['fit']}\n")
-    print(table(found))
+    for start in STARTS:
+        print(f"\n{start}: {found[start]['fit']}")
+    print()
+    print(tables(found))
     if args.json:
         Path(args.json).write_text(json.dumps(found, indent=1, default=str))
 
