@@ -228,7 +228,9 @@ def _fell_behind(
     sqrt(2 L). The shortfall counts only beyond three of those, with the E2E of the window's
     first third; a queue that grows adds (arrival − completion rate) × window on top.
     A replay's arrivals need not be stationary, so its L is what arrived within that E2E
-    of each close, and its shortfall what was in flight at the close beyond it.
+    of each close, and its shortfall what was in flight at the close beyond it, at two
+    thirds of the window as well as at its close: a burst at the window's end leaves a
+    backlog at the close only, a server falling behind leaves one throughout.
     """
     shortfall = len(measured) - completed
     if shortfall < BACKLOG or completed >= (1 - SHORTFALL) * len(measured):
@@ -240,15 +242,27 @@ def _fell_behind(
             young.append(r.e2e_s)
     e2e = float(np.median(young)) if young else 0.0
     if replay:
-        left = recent = 0
-        for block, (_, end) in windows.items():
-            mine = [r for r in measured if r.block == block]
-            left += _waiting_at(mine, end)
-            recent += sum(end - e2e < r.intended_at <= end for r in mine)
-        return left - recent > BACKLOG + 3 * math.sqrt(2 * recent)
+        return all(_backlogged(measured, windows, e2e, share) for share in (2 / 3, 1.0))
     span = sum(end - start for start, end in windows.values())
     in_flight = len(measured) / span * e2e if span > 0 else 0.0
     return shortfall > BACKLOG + 3 * math.sqrt(2 * in_flight)
+
+
+def _backlogged(
+    measured: Sequence[Record],
+    windows: Mapping[int, tuple[float, float]],
+    e2e: float,
+    share: float,
+) -> bool:
+    """At `share` of each window, more requests in flight than arrived within an E2E of
+    then, beyond the scatter of that count (Little's law, as _fell_behind)."""
+    left = recent = 0
+    for block, (start, end) in windows.items():
+        at = start + share * (end - start)
+        mine = [r for r in measured if r.block == block]
+        left += _waiting_at(mine, at)
+        recent += sum(at - e2e < r.intended_at <= at for r in mine)
+    return left - recent > BACKLOG + 3 * math.sqrt(2 * recent)
 
 
 def _drowned(measured: int, unfinished: int) -> bool:
