@@ -6,6 +6,8 @@ A page asks for a table with a marker, replaced by the table when the site is bu
     <!-- generated: flags loadgen.cli:build_parser search=True -->   keyword arguments
     <!-- generated: metrics latency_proxy.telemetry.instruments:ALL -->   every instrument
     <!-- generated: presets loadgen.sim.model.presets:load -->   every bundled preset's figures
+    <!-- generated: gpus loadgen.sim.model.catalogue:gpus -->   the GPU catalogue, ceilings too
+    <!-- generated: keys loadgen.sim.model.presets:TYPES -->   a data file's keys and ranges
     <!-- fields: loadgen.analysis.records.Record -->   the page must name every field (checked)
     <!-- fields: latency_proxy.telemetry.access_log.TIMING_FIELDS -->   every key of a table
 
@@ -64,12 +66,16 @@ def _generate(kind: str, source: Any, kwargs: dict[str, Any]) -> str:
         return metric_table(source)
     if kind == "presets":
         return preset_table(source)
+    if kind == "gpus":
+        return gpu_table(source())
+    if kind == "keys":
+        return key_table(source)
     raise ValueError(f"docs/hooks.py: unknown table kind {kind!r}")
 
 
 def _check_fields(markdown: str, source: Any, page: str) -> None:
     """A dataclass's fields, or the first items of a table of (key, …) rows."""
-    if dataclasses.is_dataclass(source):
+    if isinstance(source, type) and dataclasses.is_dataclass(source):
         names, what = [f.name for f in dataclasses.fields(source)], source.__name__
     else:
         names, what = [row[0] for row in source], "the table"
@@ -137,7 +143,8 @@ def _flag(action: argparse.Action) -> str:
         names = [n.replace("--", "--[no-]", 1) for n in names]
     metavar = ""
     if action.nargs != 0 and not isinstance(action, argparse.BooleanOptionalAction):
-        metavar = " " + (action.metavar or action.dest.upper())
+        shown = action.metavar or action.dest.upper()
+        metavar = " " + (shown if isinstance(shown, str) else " ".join(shown))  # as argparse
         if action.choices and action.metavar is None:
             metavar = ""
     return ", ".join(f"`{n}{metavar}`" for n in names).replace("|", "\\|")
@@ -222,3 +229,60 @@ def preset_table(load: Any) -> str:
             f"{prefill * 1e3:,.0f} ms |"
         )
     return "\n".join(out) + "\n"
+
+
+def gpu_table(gpus: list[Any]) -> str:
+    """The GPU catalogue: each GPU's datasheet figures and the ceilings a preset or a fit
+    may claim of it, with where each comes from."""
+    out = [
+        "| `--gpu` (aliases) | GPU | memory | bandwidth | dense TFLOP/s | interconnect | "
+        "MBU ceiling | MFU ceiling | datasheet; ceiling from |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for gpu in gpus:
+        aliases = f" ({', '.join(f'`{a}`' for a in gpu.aliases)})" if gpu.aliases else ""
+        rates = ", ".join(f"{name} {rate / 1e12:,.0f}" for name, rate in gpu.flops.items())
+        out.append(
+            f"| `{gpu.id}`{aliases} | {gpu.name} | {gpu.memory / 2**30:,.0f} GiB | "
+            f"{gpu.memory_bandwidth / 1e12:.2f} TB/s | {rates} | {gpu.interconnect} | "
+            f"{gpu.mbu_ceiling:.3g} | {gpu.mfu_ceiling:.3g} | {gpu.source}; "
+            f"{gpu.ceiling_source} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def key_table(types: dict[str, dict[str, Any]]) -> str:
+    """A preset file's keys by table, each with its type and range, and whether it may be
+    left out (presets.optional: the model's own default then holds)."""
+    from loadgen.sim.model.presets import optional
+
+    out = ["| table | key | takes | may be left out |", "|---|---|---|---|"]
+    for table, keys in types.items():
+        left_out = optional(table)
+        for key, kind in keys.items():
+            where = f"`[{table}]`" if table else "(top level)"
+            out.append(
+                f"| {where} | `{key}` | {_takes(kind)} | {'yes' if key in left_out else ''} |"
+            )
+    return "\n".join(out) + "\n"
+
+
+def _takes(kind: Any) -> str:
+    """A setting type's values in words (latency_proxy/setting_types.py, sim/model/keys.py)."""
+    name = type(kind).__name__
+    if name == "Number":
+        low = "above 0" if not kind.zero_ok and kind.low == 0 else _figure(kind.low)
+        whole = "whole, " if kind.whole else ""
+        return f"{kind.hint} ({whole}{low} to {_figure(kind.high)})"
+    if name == "Text":
+        return "one of " + ", ".join(f"`{c}`" for c in kind.choices) if kind.choices else "text"
+    if name == "OneOf":
+        return f"one of {kind.limits}"
+    if name == "Flag":
+        return "true or false"
+    return f"{name.lower()} ({kind.limits})"
+
+
+def _figure(x: float) -> str:
+    """1,000,000 as written, larger figures as 2.15e9."""
+    return f"{x:,g}" if abs(x) <= 1e6 else f"{x:.3g}".replace("e+0", "e").replace("e+", "e")

@@ -43,8 +43,9 @@ def create_admin_app(state: ProxyState) -> Starlette:
     async def readyz(request: Request) -> Response:
         if state.draining:
             return JSONResponse({"status": "draining"}, status_code=503)
-        if not state.workers_ready():
-            return JSONResponse({"status": "starting"}, status_code=503)
+        unready = state.workers_unready()
+        if unready:
+            return JSONResponse({"status": "unready", "workers": unready}, status_code=503)
 
         async def reachable(route: UpstreamRoute) -> tuple[str, bool]:
             try:

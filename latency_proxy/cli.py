@@ -4,6 +4,7 @@ then one process serves (serving.py), or a supervisor and its workers (workers/)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Sequence
@@ -173,7 +174,13 @@ def shown_default(name: str) -> str | None:
     if spec is None:
         return None
     value = spec.default
-    if value is None or value is False or value == () or value == "":
+    if (
+        value is dataclasses.MISSING
+        or value is None
+        or value is False
+        or value == ()
+        or value == ""
+    ):
         return None
     if isinstance(value, tuple):
         return ",".join(str(item) for item in value)

@@ -249,6 +249,11 @@ def _from_file(path: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 (TOML 1.0, "Spec")
+        bad = exc.object[exc.start]
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text: byte {exc.start} is 0x{bad:02x}"
+        ) from None
     values: dict[str, Any] = {}
     for key, value in data.items():
         name = key.replace("-", "_")

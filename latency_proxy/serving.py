@@ -11,6 +11,7 @@ import signal
 import socket
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Literal
 
 import uvicorn
 import uvloop
@@ -24,8 +25,10 @@ from latency_proxy.server.http_protocol import (
     protocol_class,
 )
 from latency_proxy.state import ProxyState
+from latency_proxy.types import ASGIApp
 
 log = logging.getLogger("latency_proxy")
+HEARTBEAT_TICKS = 5  # of uvicorn's 0.1 s ticks: a worker's heartbeat every 0.5 s
 
 
 def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
@@ -42,6 +45,20 @@ def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
     return sock
 
 
+def bind_shared(host: str, port: int, count: int) -> list[socket.socket]:
+    """`count` listening sockets on one port (--workers), among which the kernel spreads
+    new connections. SO_REUSEPORT lets any process of the same user join a port's group, so
+    a port already served is refused first, as one process's bind is: a socket bound
+    without SO_REUSEPORT fails with EADDRINUSE where any socket listens. Each socket
+    listens at once, so a proxy started later is refused the same way."""
+    with bind(host, port) as probe:
+        port = probe.getsockname()[1]  # port 0: the one the kernel picked, for all of them
+    sockets = [bind(host, port, reuse_port=True) for _ in range(count)]
+    for sock in sockets:
+        sock.listen()  # the server listens again, with its own backlog
+    return sockets
+
+
 class DrainingServer(uvicorn.Server):
     """The main port: marks the proxy as draining (/readyz says 503) before uvicorn's
     graceful stop (stop accepting, wait for in-flight streams up to --drain-timeout)."""
@@ -50,16 +67,19 @@ class DrainingServer(uvicorn.Server):
         self,
         config: uvicorn.Config,
         state: ProxyState,
-        on_ready: Callable[[], None] | None = None,
+        heartbeat: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config)
         self._state = state
-        self._on_ready = on_ready  # a worker tells its supervisor it serves
+        # a worker tells its supervisor it serves, then that its loop still runs
+        self._heartbeat = heartbeat
 
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self._on_ready is not None and not self.should_exit:
-            self._on_ready()
+    async def on_tick(self, counter: int) -> bool:
+        """uvicorn's main loop, every 0.1 s once the server serves; a loop that is stopped
+        or stuck sends no heartbeat."""
+        if self._heartbeat is not None and counter % HEARTBEAT_TICKS == 0:
+            self._heartbeat()
+        return await super().on_tick(counter)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self._state.draining:
@@ -77,7 +97,7 @@ class AdminServer(uvicorn.Server):
 
 
 def _uvicorn_config(
-    app: object, lifespan: str, drain_timeout: float, settings: Settings
+    app: ASGIApp, lifespan: Literal["on", "off"], drain_timeout: float, settings: Settings
 ) -> uvicorn.Config:
     limits = ConnectionLimits(
         max_head_bytes=settings.max_header_bytes + REQUEST_LINE_ALLOWANCE,
@@ -94,8 +114,10 @@ def _uvicorn_config(
         server_header=False,
         date_header=False,
         proxy_headers=False,
-        timeout_graceful_shutdown=drain_timeout,
-        timeout_keep_alive=settings.idle_timeout,
+        # uvicorn annotates both as int, but only hands them to wait_for and call_later,
+        # which take float seconds: a sub-second setting is kept, not truncated
+        timeout_graceful_shutdown=drain_timeout,  # type: ignore[arg-type]  # float seconds
+        timeout_keep_alive=settings.idle_timeout,  # type: ignore[arg-type]  # float seconds
     )
 
 
@@ -111,14 +133,14 @@ async def _serve(
 
 
 def main_server(
-    settings: Settings, app: ProxyApp, on_ready: Callable[[], None] | None = None
+    settings: Settings, app: ProxyApp, heartbeat: Callable[[], None] | None = None
 ) -> DrainingServer:
     """The main port's server (a worker's only one)."""
     config = _uvicorn_config(app, "on", settings.drain_timeout, settings)
-    return DrainingServer(config, app.state, on_ready)
+    return DrainingServer(config, app.state, heartbeat)
 
 
-def admin_server(settings: Settings, app: object) -> AdminServer:
+def admin_server(settings: Settings, app: ASGIApp) -> AdminServer:
     return AdminServer(_uvicorn_config(app, "off", 1.0, settings))
 
 

@@ -21,8 +21,9 @@ class ProxyState:
     policy: ContentPolicy = field(default_factory=ContentPolicy)
     admin_token: str | None = None
     draining: bool = False
-    # every worker serves (--workers: the supervisor's view); one process: always
-    workers_ready: Callable[[], bool] = lambda: True
+    # the workers that do not serve now, and why (--workers: the supervisor's view);
+    # one process: none
+    workers_unready: Callable[[], dict[str, str]] = dict
     loop_lag: LoopLag = field(init=False)  # started with the loop, in the app's lifespan
 
     def __post_init__(self) -> None:

@@ -14,6 +14,7 @@ and engine/, over analysis/. sim/ stands apart: a server, not a client.
 - `rundir.py` a run directory on disk
 - `extras.py` what a command needs beyond the core install
 - `jsonl.py` JSON-lines input read alike everywhere (a leaf every layer may import)
+- `drivers/` how a run's load is driven: live servers, or the simulator's twin
 - `capacity/` the capacity search
 - `locust/` the Locust engine
 - `shards/` one run over many processes or machines

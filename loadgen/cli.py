@@ -132,6 +132,7 @@ def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         overrides={},
         virtual_args=args.virtual_args,
         virtual_replicas=args.virtual_replicas,
+        virtual_budget_s=args.virtual_budget,
         endpoint=args.endpoint,
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,

@@ -38,6 +38,7 @@ class RunConfig:
     overrides: Mapping[str, str]  # built-in target name -> URL (the embedded stack's)
     virtual_args: str = ""  # vLLM's flags for a virtual: target's preset
     virtual_replicas: int = 1  # a virtual: target's replicas, requests sent least-loaded
+    virtual_budget_s: float = 300.0  # a virtual run estimated to take longer is refused
 
     # what each request asks for
     endpoint: str  # chat | completions

@@ -58,10 +58,11 @@ def start_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
         env: dict[str, str] | None = None,
         ready: bool = True,
         open_files: tuple[int, int] | None = None,
+        address_space: tuple[int, int] | None = None,
     ) -> ProxyProcess:
         log_path = tmp_path_factory.mktemp("proxy") / "proxy.log"
         env = env if env is not None else proxy_env(None)
-        proxy = ProxyProcess(list(args), env, log_path, open_files)
+        proxy = ProxyProcess(list(args), env, log_path, open_files, address_space)
         started.append(proxy)
         return proxy.wait_ready() if ready else proxy
 

@@ -26,7 +26,8 @@ def rows(minutes: float, rate: float, seed: int) -> list[tuple[float, int, int]]
     """(seconds from the start, prompt tokens, output tokens), in time order."""
     rng = np.random.default_rng(seed)
     shape = 0.5  # gamma gaps: coefficient of variation 1.4, burstier than Poisson
-    horizon, t, out = minutes * 60, 0.0, []
+    horizon, t = minutes * 60, 0.0
+    out: list[tuple[float, int, int]] = []
     while True:
         # the rate swells to 1.6x and back over 20 minutes, as a busy hour's load does
         now = rate * (1 + 0.6 * math.sin(2 * math.pi * t / 1200) ** 2)

@@ -31,7 +31,7 @@ from latency_proxy.record.exchange import Exchange
 from latency_proxy.record.model_call import MEASURED_PATHS, ModelCall, inspect, model_of
 from latency_proxy.record.outcome import Outcome
 from latency_proxy.server.extensions import BODY_AT_HAND, HEADERS_TOO_LARGE, ApiError
-from latency_proxy.telemetry.logs import bind_request, cut_recorded
+from latency_proxy.telemetry.logs import bind_request, cut_recorded, escape
 from latency_proxy.telemetry.recorder import Recorder
 from latency_proxy.telemetry.recording import Recording
 from latency_proxy.types import Receive, Scope, Send
@@ -162,8 +162,9 @@ class Forwarder:
         route = self._route_for(model, measured)
         if route is None:
             known = ", ".join(sorted(self.routes))
-            shown = model if len(model or "") <= 128 else (model or "")[:128] + "…"
-            message = f"The model `{shown}` does not exist. Known models: {known}"
+            message = (
+                f"The model `{escape(model or '', 128)}` does not exist. Known models: {known}"
+            )
             await self._reject(exchange, send, ApiError(404, message, "NotFoundError", "model"))
             return
         exchange.route = route

@@ -64,7 +64,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._open: list[RequestResponseCycle] = []  # responses not complete, in order
         self._on_gone: dict[RequestResponseCycle, Callable[[], None]] = {}  # relay.ON_GONE
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn: a stream socket gets a Transport
         super().connection_made(transport)
         self._arm_header_timer()
 
@@ -104,11 +104,12 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope:
             if self.scope["http_version"] == "1.0":
                 cycle.__class__ = Http10Cycle
-            extensions = self.scope.setdefault("extensions", {})
-            extensions[ABORT] = lambda flush: self._abort(cycle, flush)  # type: ignore[typeddict-unknown-key]
-            extensions[WRITER] = lambda: self._writer_for(cycle)  # type: ignore[typeddict-unknown-key]
-            extensions[ON_GONE] = lambda on_gone: self._watch(cycle, on_gone)  # type: ignore[typeddict-unknown-key]
-            extensions[BODY_AT_HAND] = lambda: _body_at_hand(cycle)  # type: ignore[typeddict-unknown-key]
+            # uvicorn's types hold only dicts there; ours are calls the app makes
+            extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
+            extensions[ABORT] = lambda flush: self._abort(cycle, flush)
+            extensions[WRITER] = lambda: self._writer_for(cycle)
+            extensions[ON_GONE] = lambda on_gone: self._watch(cycle, on_gone)
+            extensions[BODY_AT_HAND] = lambda: _body_at_hand(cycle)
             self._open = [c for c in self._open if not c.response_complete]
             self._open.append(cycle)
 
@@ -134,7 +135,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             return self.loop.call_soon(on_gone).cancel
         cycle.flow.resume_reading()  # as receive() does: a paused read never sees the close
         self._on_gone[cycle] = on_gone
-        return lambda: self._on_gone.pop(cycle, None)
+
+        def unwatch() -> None:
+            self._on_gone.pop(cycle, None)
+
+        return unwatch
 
     def resume_writing(self) -> None:
         super().resume_writing()

@@ -103,7 +103,7 @@ BodyWriter = ClientWriter | AsgiWriter
 def client_writer(scope: Scope, send: Send) -> BodyWriter:
     """The writer for this request's response body, once its head is sent."""
     make = scope.get("extensions", {}).get(WRITER)
-    return make() if make is not None else AsgiWriter(send)  # type: ignore[operator]
+    return make() if make is not None else AsgiWriter(send)
 
 
 def abort_connection(scope: Scope, flush: bool = True) -> None:

@@ -28,7 +28,8 @@ logger = logging.getLogger("latency_proxy")
 # the most of a client-supplied value (a path, a header's) a log line or span records
 MAX_RECORDED_CHARS = 2048
 CUT = "…"  # ends a value cut at that bound
-_CONTROL = {c: f"\\x{c:02x}" for c in range(32)}
+# the control characters (Unicode's Cc: C0, DEL, C1): a terminal acts on them (ESC, CSI)
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
 
 
 def bind_request(request_id: str, context: SpanContext) -> None:
@@ -58,7 +59,8 @@ def clip(text: str, limit: int = MAX_RECORDED_CHARS) -> str:
 
 
 def escape(text: str, limit: int = 256) -> str:
-    """Make a client-supplied value safe for a single log line: no CR/LF or control chars."""
+    """Make a client-supplied value safe for a single log line or an error answer: no
+    CR/LF or other control character, each shown as its escape."""
     return clip(text, limit).translate(_CONTROL)
 
 

@@ -153,15 +153,18 @@ class Read:
     exemplars: list[Exemplar | None]
 
 
-def view(path: Path) -> mmap.mmap:
-    """A store opened for reading: it stays readable after its file name is removed."""
-    with open(path, "rb") as file:
-        return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+def records(fd: int) -> list[Read]:
+    """Every complete record of the store open on `fd`, read through a mapping of only the
+    part in use, held only while reading: a reader of many stores (many workers, or one
+    restarted many times) keeps no store's size of address space between reads."""
+    (used,) = _HEAD.unpack(os.pread(fd, _HEAD.size, 0))
+    with mmap.mmap(fd, used, access=mmap.ACCESS_READ) as data:
+        return list(read(data))
 
 
 def read(data: mmap.mmap) -> Iterator[Read]:
-    """Every complete record of a store (its worker alive or dead)."""
-    (used,) = _HEAD.unpack_from(data, 0)
+    """Every complete record of a store, or of the part of it `data` maps."""
+    used = min(_HEAD.unpack_from(data, 0)[0], len(data))  # what its writer added since: not mapped
     at = _HEAD.size
     while at < used:
         length, key_length, created, values, exemplars = _RECORD.unpack_from(data, at)
@@ -184,4 +187,3 @@ def read(data: mmap.mmap) -> Iterator[Read]:
             ],
         )
         at += length
-

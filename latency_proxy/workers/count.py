@@ -19,19 +19,23 @@ from latency_proxy.setting_types import Number
 # the pipe it says it is ready on, its metric store
 FDS_PER_WORKER = 4
 FDS_RESERVED = 64  # the supervisor's own: admin port, probes, logs, imports
+# a worker is a whole interpreter (some 100 MB with its store); past one per CPU more add
+# memory and context switches, not throughput. The most a host in use has stays below it,
+# and a typo (10000) does not fork the host to death.
+MAX_WORKERS = 1024
 
 
 class WorkerCount:
-    """The --workers setting's type: a whole number from 1, or auto; at most what the
-    file-descriptor limit lets the supervisor hold."""
+    """The --workers setting's type: a whole number from 1 to MAX_WORKERS, or auto; at
+    most what the file-descriptor limit lets the supervisor hold."""
 
-    limits = "1 or more, or auto"
+    limits = f"1 to {MAX_WORKERS}, or auto"
     metavar = "N|auto"
 
     def read(self, value: object) -> int:
         if isinstance(value, str) and value.strip().lower() == "auto":
-            return usable_cpus()
-        count = int(Number(1, 2**31 - 1, "a worker count or auto", whole=True).read(value))
+            return min(usable_cpus(), MAX_WORKERS)
+        count = int(Number(1, MAX_WORKERS, "a worker count or auto", whole=True).read(value))
         problem = check_workers(count)
         if problem is not None:
             raise ValueError(problem)
@@ -55,11 +59,11 @@ def _cgroup_quota(root: Path) -> float | None:
     except (OSError, ValueError):
         pass
     try:
-        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
     except (OSError, ValueError):
         return None
-    return None if quota <= 0 or period <= 0 else quota / period
+    return None if quota_us <= 0 or period_us <= 0 else quota_us / period_us
 
 
 def check_workers(count: int) -> str | None:

@@ -5,9 +5,15 @@ Each worker listens on a socket of its own, all bound to the main port with SO_R
 `reuseport`). The supervisor keeps those sockets: a worker that dies is started again on
 its socket, and the connections the kernel queued there meanwhile wait for it instead of
 being reset. The supervisor's /metrics sums the workers' shared-memory stores (merged.py);
-/readyz says ready only once every worker serves; SIGTERM drains every worker, then the
-supervisor ends. A worker that ends before it ever served ends the supervisor too (a fault
-at start would not mend by starting it again and again).
+/readyz says ready only once every worker serves, and names those that do not; SIGTERM
+drains every worker, then the supervisor ends. A worker whose heartbeat stops (SIGSTOP, a
+loop stuck) is named unready, killed and started again, as gunicorn's worker timeout does.
+
+A worker that dies is started again at once if it had served; one that dies again before
+it serves is started later and later (exponential backoff, capped, reset once it serves),
+as Kubernetes' CrashLoopBackOff and systemd's RestartSteps= do, while the others serve on.
+Only a worker that ends before any worker of the proxy ever served ends the supervisor (a
+fault at start, such as a bad setting, would not mend by starting it again and again).
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ import os
 import signal
 import tempfile
 from dataclasses import dataclass
-from mmap import mmap
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -30,17 +35,29 @@ import uvloop
 
 from latency_proxy.admin import create_admin_app
 from latency_proxy.config import Settings
-from latency_proxy.serving import admin_server, bind, log_listening
+from latency_proxy.serving import admin_server, bind, bind_shared, log_listening
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.providers import Telemetry, exposition
-from latency_proxy.telemetry.worker_store import view
+from latency_proxy.telemetry.worker_store import records
 from latency_proxy.upstream.routes import Upstreams
 from latency_proxy.workers import merged
-from latency_proxy.workers.worker import READY, run_worker
+from latency_proxy.workers.worker import run_worker
 
 log = logging.getLogger("latency_proxy.workers")
 STOP_GRACE = 5.0  # past --drain-timeout, how long a worker may take to end before SIGKILL
+HEARTBEAT_TIMEOUT_S = 2.0  # a serving worker silent this long is stuck (it beats every 0.5 s)
+WATCH_INTERVAL_S = 0.5  # how often the supervisor looks: stuck ones go within 2.5 s
+RESTART_BACKOFF_S = 0.1  # after the first death before serving (systemd's RestartSec=)
+RESTART_BACKOFF_CAP_S = 5.0  # connections the kernel queues for it wait this long at most
+
+
+def restart_delay(early_deaths: int) -> float:
+    """How long before a worker that died `early_deaths` times in a row before it served
+    is started again: at once after one that had served, then 0.1 s doubling to the cap."""
+    if early_deaths == 0:
+        return 0.0
+    return min(RESTART_BACKOFF_CAP_S, RESTART_BACKOFF_S * 2 ** min(early_deaths - 1, 32))
 
 
 @dataclass(slots=True)
@@ -49,8 +66,9 @@ class Worker:
     process: BaseProcess
     messages: Connection
     store: Path  # named until the supervisor has it open, then removed: nothing to leak
-    view: mmap | None = None  # the store, open for reading, once the worker is ready
+    store_fd: int | None = None  # the store, open for reading, once the worker is ready
     ready: bool = False
+    heard_at: float = 0.0  # the loop's time of its latest heartbeat
 
 
 class SummedTelemetry(Telemetry):
@@ -68,9 +86,8 @@ class SummedTelemetry(Telemetry):
 
     def exposition(self, accept: str) -> tuple[bytes, str]:
         s = self._supervisor
-        live = [w.view for w in s.workers.values() if w.view is not None]
-        summed = merged.registry(live, s.dead_views, self.latest_gen_ai, s.restarts)
-        return exposition(summed, accept)
+        live = [records(w.store_fd) for w in s.workers.values() if w.store_fd is not None]
+        return exposition(s.merged.registry(live, s.restarts), accept)
 
 
 class Supervisor:
@@ -85,33 +102,42 @@ class Supervisor:
         self.settings = settings
         self._open_files = open_files
         self._flags = flags
-        first = bind(settings.host, settings.port, reuse_port=True)
-        port = first.getsockname()[1]  # port 0: the one the kernel picked, for all of them
-        self.sockets = [first] + [
-            bind(settings.host, port, reuse_port=True) for _ in range(settings.workers - 1)
-        ]
+        self.sockets = bind_shared(settings.host, settings.port, settings.workers)
         self.admin_socket = bind(settings.admin_host, settings.admin_port)
         shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
         self._stores = Path(shm) / f"latency-proxy-{os.getpid()}"  # a prefix per supervisor
         self.workers: dict[int, Worker] = {}
-        self.dead_views: list[mmap] = []  # the stores of workers that died: their counts stay
         self.restarts = 0
+        self._served = False  # a worker of this proxy has served: a fault is no start fault
+        self._early_deaths: dict[int, int] = {}  # worker number: deaths in a row before serving
+        self._restart_at: dict[int, float] = {}  # worker number: when its backoff ends
         self._started = 0  # workers started, restarts included: names their stores
         self._context = multiprocessing.get_context("spawn")
         self._failed = False
         self._ended = asyncio.Event()
+        telemetry = SummedTelemetry(settings, self)
+        self.merged = merged.Merged(telemetry.latest_gen_ai)
         self.state = ProxyState(
             settings,
-            SummedTelemetry(settings, self),
+            telemetry,
             Upstreams(settings, credentials),
             admin_token=token,
-            workers_ready=self.all_ready,
+            workers_unready=self.unready,
         )
 
-    def all_ready(self) -> bool:
-        return len(self.workers) == self.settings.workers and all(
-            w.ready for w in self.workers.values()
-        )
+    def unready(self) -> dict[str, str]:
+        """Each worker that does not serve now, and why (/readyz)."""
+        now = asyncio.get_running_loop().time()
+        why = {}
+        for number in range(self.settings.workers):
+            worker = self.workers.get(number)
+            if number in self._restart_at:
+                why[str(number)] = f"restarting in {self._restart_at[number] - now:.1f}s"
+            elif worker is None or not worker.ready:
+                why[str(number)] = "starting"
+            elif now - worker.heard_at > HEARTBEAT_TIMEOUT_S:
+                why[str(number)] = f"not answering for {now - worker.heard_at:.1f}s"
+        return why
 
     def serve(self) -> int:
         """Run the workers until SIGTERM or SIGINT; the exit code."""
@@ -124,6 +150,7 @@ class Supervisor:
             loop.add_signal_handler(sig, self.drain, sig)
         for number in range(self.settings.workers):
             self._start(number)
+        loop.call_later(WATCH_INTERVAL_S, self._watch)
         admin = admin_server(self.settings, create_admin_app(self.state))
         admin_task = asyncio.create_task(admin.serve(sockets=[self.admin_socket]))
         log_listening(self.settings, self.sockets[0], self.admin_socket, self._open_files)
@@ -154,14 +181,17 @@ class Supervisor:
 
     def _heard(self, worker: Worker) -> None:
         try:
-            message = worker.messages.recv_bytes()
+            worker.messages.recv_bytes()
         except (EOFError, OSError):
             asyncio.get_running_loop().remove_reader(worker.messages.fileno())
             return
-        if message == READY:  # its store exists: open it, then let go of its name
-            worker.view = view(worker.store)
+        worker.heard_at = asyncio.get_running_loop().time()
+        if not worker.ready:  # it serves, so its store exists: open it, let go of its name
+            worker.store_fd = os.open(worker.store, os.O_RDONLY)
             worker.store.unlink(missing_ok=True)
             worker.ready = True
+            self._served = True
+            self._early_deaths.pop(worker.number, None)
             log.info("worker ready", extra={"fields": {"worker": worker.number}})
 
     def _ended_worker(self, worker: Worker) -> None:
@@ -172,23 +202,50 @@ class Supervisor:
         worker.messages.close()
         worker.process.join()
         del self.workers[worker.number]
-        if worker.view is not None:
-            self.dead_views.append(worker.view)
+        if worker.store_fd is not None:  # what it counted stays; its store goes
+            self.merged.fold_dead(records(worker.store_fd))
+            os.close(worker.store_fd)
         worker.store.unlink(missing_ok=True)
         code = worker.process.exitcode
-        fields = {"worker": worker.number, "exit_code": code}
+        fields: dict[str, object] = {"worker": worker.number, "exit_code": code}
         if self.state.draining:
             if not self.workers:
                 self._ended.set()
             return
-        if not worker.ready:
+        if not self._served:
             log.error("worker ended before it served; stopping", extra={"fields": fields})
             self._failed = True
             self.drain(signal.SIGTERM)
             return
         self.restarts += 1
+        deaths = 0 if worker.ready else self._early_deaths.get(worker.number, 0) + 1
+        self._early_deaths[worker.number] = deaths
+        delay = restart_delay(deaths)
+        fields["restart_in_s"] = delay
         log.warning("worker ended; starting it again", extra={"fields": fields})
-        self._start(worker.number)
+        if delay == 0:
+            self._start(worker.number)
+            return
+        self._restart_at[worker.number] = loop.time() + delay
+        loop.call_later(delay, self._restart, worker.number)
+
+    def _watch(self) -> None:
+        """Kill each serving worker whose heartbeat stopped; its end starts a new one."""
+        loop = asyncio.get_running_loop()
+        if self.state.draining:
+            return
+        loop.call_later(WATCH_INTERVAL_S, self._watch)
+        for worker in self.workers.values():
+            silent = loop.time() - worker.heard_at
+            if worker.ready and silent > HEARTBEAT_TIMEOUT_S and worker.process.is_alive():
+                fields = {"worker": worker.number, "silent_s": round(silent, 1)}
+                log.error("worker stopped answering; killing it", extra={"fields": fields})
+                worker.process.kill()
+
+    def _restart(self, number: int) -> None:
+        del self._restart_at[number]
+        if not self.state.draining:
+            self._start(number)
 
     def drain(self, sig: int) -> None:
         """Every worker drains (--drain-timeout), then the supervisor ends."""

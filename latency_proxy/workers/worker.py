@@ -1,13 +1,15 @@
 """One worker process of several (--workers): the main port's server on a listening
 socket its supervisor made, metric values in a shared-memory store its supervisor reads,
-log lines naming it, and a word to the supervisor once it serves."""
+log lines naming it, and a word to the supervisor once it serves and every 0.5 s after."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import socket
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from latency_proxy.serving import main_server, quiet_signals
 from latency_proxy.telemetry.logs import configure
 from latency_proxy.telemetry.worker_store import Store
 
-READY = b"ready"
+ALIVE = b"alive"  # the first says it serves, each after that its loop still runs
 RESOURCE_VARIABLE = "OTEL_RESOURCE_ATTRIBUTES"
 _PR_SET_PDEATHSIG = 1
 
@@ -46,9 +48,21 @@ def run_worker(
         admin_token(settings),
         Store(Path(store)),
     )
-    server = main_server(settings, app, on_ready=lambda: ready.send_bytes(READY))
+    server = main_server(settings, app, heartbeat=_heartbeat(ready))
     quiet_signals()
     uvloop.run(server.serve(sockets=[sock]))
+
+
+def _heartbeat(pipe: Connection) -> Callable[[], None]:
+    """One message to the supervisor; never waits: a full pipe (a supervisor that does not
+    read) drops it, a broken one (a supervisor gone) is the kernel's SIGTERM to handle."""
+    os.set_blocking(pipe.fileno(), False)
+
+    def beat() -> None:
+        with contextlib.suppress(BlockingIOError, BrokenPipeError):
+            pipe.send_bytes(ALIVE)  # one write below PIPE_BUF: all of it or nothing
+
+    return beat
 
 
 def _name_in_resource(number: int) -> None:

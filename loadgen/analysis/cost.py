@@ -1,9 +1,12 @@
 """What a run's throughput costs in money and energy. Pure, no I/O.
 
-Money: the GPUs' hourly price over the tokens they served. The hour is split between input
-and output tokens by time: input tokens carry the share of request time spent before the
-first token (sum of TTFT over sum of E2E: prefill, and any queueing before it), output tokens
-the rest. Their two prices add up to the whole cost of the run's tokens.
+Money: the GPUs' hourly price over the tokens they served. The figure people quote, $ per
+million output tokens, is the whole hour over the output tokens. Apart from it, under names
+of their own, the hour split between input and output tokens by time: input tokens carry
+the share of request time spent before the first token (sum of TTFT over sum of E2E:
+prefill, and any queueing before it), output tokens the rest; those two prices add up to the
+whole cost. The split is no price to quote: a server that delivers its answer in one burst
+spends nearly all the time before its first token, and the split makes its output free.
 
 Energy: the GPUs' mean power over the target's busy time. With dcgm-exporter's energy
 counter (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, which the simulator serves too) it is exact:
@@ -39,8 +42,9 @@ def cost(
     )
     return {
         "usd_per_hour": usd_per_gpu_hour * gpus,
-        "usd_per_mtok_output": usd_per_s * (1 - input_time_share) / output_tokens_per_s * 1e6,
-        "usd_per_mtok_input": per_input,
+        "usd_per_mtok_output": usd_per_s / output_tokens_per_s * 1e6,
+        "usd_per_mtok_output_split": usd_per_s * (1 - input_time_share) / output_tokens_per_s * 1e6,
+        "usd_per_mtok_input_split": per_input,
         "input_time_share": input_time_share,
         "split": SPLIT_RULE,
     }

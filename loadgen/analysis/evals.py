@@ -9,7 +9,9 @@ and line and never quotes an item's text (it is content).
 Matches, all on the output with surrounding whitespace removed:
 - exact: the output equals the answer (runs of whitespace count as one space);
 - contains: the answer appears in the output, ignoring case;
-- regex: the answer is a regular expression found somewhere in the output;
+- regex: the answer is a regular expression found somewhere in the output; the search is
+  cut off after REGEX_TIMEOUT_S (a pattern that backtracks, like (a|aa)+$, could otherwise run
+  for hours and hold the process past SIGTERM), and the answer is then not judged (None);
 - number: the last number in the output equals the answer (GSM8K's "#### 42": commas in
   numbers are ignored, 42 equals 42.0);
 - choice: the letter the output picks (MMLU's A-J: "The answer is (B)", "B)", a bare "B")
@@ -30,10 +32,13 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+import regex
+
 from loadgen import jsonl
 
 MATCHES = ("exact", "contains", "regex", "number", "choice")
 BUILTINS = ("arithmetic", "copy")
+REGEX_TIMEOUT_S = 0.1  # far past any sane pattern on an answer; short enough not to stall the load
 BUILTIN_ITEMS = 200  # per canary: enough for a ±7-point interval at worst, cheap to send
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _CHOICE = (
@@ -54,8 +59,9 @@ class EvalItem:
     messages: list[dict[str, Any]] | None = None
     max_tokens: int | None = None
 
-    def correct(self, output: str) -> bool:
-        """Whether `output` answers this item, by its match rule (module docstring)."""
+    def correct(self, output: str) -> bool | None:
+        """Whether `output` answers this item, by its match rule (module docstring); None
+        when it could not be told in time (a regex cut off)."""
         return score(self.match, self.answer, output)
 
 
@@ -98,9 +104,9 @@ def _item(data: dict[str, Any], where: str) -> EvalItem:
     answer = str(answer)
     if match == "regex":
         try:
-            re.compile(answer)
-        except re.error as exc:
-            raise ValueError(f"{where}: the answer's regex does not compile ({exc.msg})") from None
+            regex.compile(answer)
+        except regex.error as exc:
+            raise ValueError(f"{where}: the answer's regex does not compile ({exc})") from None
     if match == "number" and _decimal(answer) is None:
         raise ValueError(f"{where}: match number needs a number as the answer")
     max_tokens = data.get("max_tokens")
@@ -110,14 +116,17 @@ def _item(data: dict[str, Any], where: str) -> EvalItem:
     return EvalItem(str(item_id), answer, match, prompt, messages, max_tokens)
 
 
-def score(match: str, answer: str, output: str) -> bool:
+def score(match: str, answer: str, output: str) -> bool | None:
     output = output.strip()
     if match == "exact":
         return _SPACE.sub(" ", output) == _SPACE.sub(" ", answer.strip())
     if match == "contains":
         return answer.strip().casefold() in output.casefold()
     if match == "regex":
-        return re.search(answer, output) is not None
+        try:
+            return regex.search(answer, output, timeout=REGEX_TIMEOUT_S) is not None
+        except TimeoutError:
+            return None
     if match == "number":
         numbers = _NUMBER.findall(output)
         return bool(numbers) and _decimal(numbers[-1]) == _decimal(answer)

@@ -43,22 +43,26 @@ def wilson(correct: float, n: int) -> tuple[float, float]:
     return low, high
 
 
-def summarize(outcomes: Iterable[tuple[str, bool]]) -> dict[str, Any] | None:
-    """targets.<name>.quality from (item id, correct) per scored answer; None without any."""
+def summarize(
+    outcomes: Iterable[tuple[str, bool]], timed_out: int = 0
+) -> dict[str, Any] | None:
+    """targets.<name>.quality from (item id, correct) per scored answer, and the count of
+    answers left unjudged because their item's regex was cut off; None without a judged one."""
     answers: dict[str, list[bool]] = defaultdict(list)
     for item_id, correct in outcomes:
         answers[item_id].append(correct)
     if not answers:
         return None
     items = len(answers)
-    correct = sum(1 for marks in answers.values() if sum(marks) * 2 > len(marks))
-    lo, hi = wilson(correct, items)
+    right = sum(1 for marks in answers.values() if sum(marks) * 2 > len(marks))
+    lo, hi = wilson(right, items)
     return {
         "items": items,
-        "correct": correct,
-        "accuracy": correct / items,
+        "correct": right,
+        "accuracy": right / items,
         "interval": [lo, hi],
         "answers": sum(len(marks) for marks in answers.values()),
+        "timed_out": timed_out,
     }
 
 

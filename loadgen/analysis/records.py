@@ -15,7 +15,9 @@ import orjson
 from loadgen.analysis.server_metrics import ServerWindow
 from loadgen.analysis.slo import DEFAULT_SLO, Slos
 
-UNFINISHED = "unfinished"  # a Record's error: still running when its window's drain ended
+# a Record's error: still running when its window's drain ended (measured) or its block
+# ended (cooldown), ended there
+UNFINISHED = "unfinished"
 FIRST_N = 3  # a record's ttfnt_s holds the time to this many tokens (summary's ttf3t_s)
 # the meter's own figures a Record keeps as they are
 FIGURES = (
@@ -99,6 +101,7 @@ class Record:
     # a checked answer (--eval, --consistency): verdicts only; the text stays in memory
     eval_id: str | None = None  # the eval item's id
     correct: bool | None = None  # whether the answer matched the item's
+    eval_timed_out: bool | None = None  # True: the item's regex was cut off, not judged
     consistency_id: str | None = None  # the fixed prompt's index, sent again under load
     output_hash: str | None = None  # keyed hash of the output (equal outputs, equal hashes)
     first_difference: int | None = None  # first differing word against the reference

@@ -75,7 +75,7 @@ def judge(values: Mapping[str, np.ndarray], slos: Slos) -> dict[str, dict[str, A
 
 def slices(
     records: Sequence[Record], phases: Sequence[Phase], slice_s: float, slos: Slos
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """One target's measured records, sliced and judged against the SLOs; [] when it has none."""
     measured = [r for r in records if not r.excluded]
     if not phases or not measured:
@@ -128,7 +128,7 @@ def slices(
     return out
 
 
-def worst(found: Sequence[dict]) -> dict | None:
+def worst(found: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """The slice with the highest TTFT P90 among those with enough requests to judge it."""
     judged = [s for s in found if s["ttft_s"]["count"] >= min_requests("p90")]
     return max(judged, key=lambda s: s["ttft_s"]["p90"]) if judged else None

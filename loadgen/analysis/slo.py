@@ -114,6 +114,8 @@ def parse_slos(items: Sequence[str]) -> Slos:
             raise ValueError(f"not an SLO: {item!r} (use ttft=800ms, tpot=50ms@p90 or e2e=10s@p99)")
         duration, at, pct = value.partition("@")
         limits[name] = parse_duration(duration)
+        if not limits[name] > 0:  # a limit of 0 no request can meet, and ratios divide by it
+            raise ValueError(f"not an SLO: {item!r}: an SLO's limit must be above 0")
         if at:
             percentiles[name] = _percentile(pct, item)
     return Slos(limits, percentiles)

@@ -101,7 +101,7 @@ def _binomial_cdf(n: int, p: float) -> np.ndarray:
     log_pmf = np.concatenate([[0.0], np.cumsum(steps)]) + n * math.log1p(-p)
     pmf = np.exp(log_pmf - log_pmf.max())
     cdf = np.cumsum(pmf)
-    return cdf / cdf[-1]
+    return cdf / float(cdf[-1])
 
 
 def describe(values: Sequence[float | None], ci: bool = True) -> dict[str, object]:
@@ -143,6 +143,20 @@ def relative_difference(
     ok = ra > 0
     low, high = interval(rb[ok] / ra[ok] - 1.0)
     return RelativeDifference(qb / qa - 1.0, low, high)
+
+
+def difference(
+    a: Sequence[float], b: Sequence[float], p: float, rng: np.random.Generator
+) -> tuple[float, float, float] | None:
+    """b's p-quantile less a's, with its bootstrap CI (the values' unit); independent
+    samples; None when either cannot support the quantile."""
+    sa = np.sort(np.asarray(a, dtype=np.float64))
+    sb = np.sort(np.asarray(b, dtype=np.float64))
+    qa, qb = percentile(sa, p), percentile(sb, p)
+    if qa is None or qb is None:
+        return None
+    low, high = interval(bootstrap_quantile(sb, p, rng) - bootstrap_quantile(sa, p, rng))
+    return qb - qa, low, high
 
 
 def meets_slo(figures: dict[str, float | None], slo: dict[str, float]) -> bool:

@@ -66,7 +66,7 @@ def t95(dof: int) -> float:
         (5 * z**5 + 16 * z**3 + 3 * z) / 96,
         (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
     )
-    return z + sum(term / dof**k for k, term in enumerate(terms, start=1))
+    return z + sum(term / float(dof) ** k for k, term in enumerate(terms, start=1))
 
 
 def _windows(phases: Sequence[Phase]) -> dict[int, tuple[float, float]]:
@@ -89,8 +89,10 @@ def _trend(records: Sequence[Record], windows: Mapping[int, tuple[float, float]]
     for r in records:
         if r.ok and not r.excluded and r.ttft_s is not None and r.block in windows:
             start, end = windows[r.block]
-            x = r.intended_at - start
-            by_block.setdefault(r.block, []).append((x, x / max(end - start, 1e-9), r.ttft_s))
+            since = r.intended_at - start
+            by_block.setdefault(r.block, []).append(
+                (since, since / max(end - start, 1e-9), r.ttft_s)
+            )
     dx, dy, first, last = [], [], [], []
     for points in by_block.values():
         xs, where, ys = (np.asarray(v, dtype=np.float64) for v in zip(*points, strict=True))
@@ -99,14 +101,14 @@ def _trend(records: Sequence[Record], windows: Mapping[int, tuple[float, float]]
         first.append(ys[where < 1 / 3])
         last.append(ys[where >= 2 / 3])
     n = sum(len(d) for d in dx)
-    firsts, lasts = np.concatenate(first or [[]]), np.concatenate(last or [[]])
+    firsts, lasts = np.concatenate(first or [np.empty(0)]), np.concatenate(last or [np.empty(0)])
     out: dict[str, Any] = {
         "ttft_slope": None,
         "ttft_slope_ci95": None,
         "ttft_first_third_s": float(np.median(firsts)) if len(firsts) else None,
         "ttft_last_third_s": float(np.median(lasts)) if len(lasts) else None,
     }
-    x, y = np.concatenate(dx or [[]]), np.concatenate(dy or [[]])
+    x, y = np.concatenate(dx or [np.empty(0)]), np.concatenate(dy or [np.empty(0)])
     sxx = float(x @ x) if n else 0.0
     if n < MIN_TREND or sxx <= 0:
         return out
@@ -338,7 +340,7 @@ def queueing(points: Sequence[tuple[float, float | None, float | None]]) -> dict
     """
     found = {}
     for (c1, x1, t1), (c2, x2, t2) in itertools.pairwise(points):
-        if None in (x1, x2, t1, t2) or not x1 or not t1 or c2 <= c1:
+        if not x1 or not t1 or x2 is None or t2 is None or c2 <= c1:
             continue
         gain = x2 / x1 - 1
         if gain < FLAT * (c2 / c1 - 1) and t2 >= QUEUED * t1:

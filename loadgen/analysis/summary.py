@@ -47,7 +47,7 @@ LATENCY_METRICS = (
 def active_seconds(intervals: Iterable[tuple[float, float]]) -> float:
     """Length of the union of [start, end] intervals."""
     total = 0.0
-    current_start = current_end = None
+    current_start, current_end = 0.0, None
     for start, end in sorted(intervals):
         if current_end is None or start > current_end:
             if current_end is not None:
@@ -99,7 +99,10 @@ def _compat(ok: Sequence[Record]) -> dict[str, Any]:
     decode = [
         (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
         for r in ok
-        if r.ttft_s is not None and r.e2e_s is not None and (r.output_tokens or 0) >= 2
+        if r.ttft_s is not None
+        and r.e2e_s is not None
+        and r.output_tokens is not None
+        and r.output_tokens >= 2
     ]
     itl = [gap for r in ok for gap in r.itl_s]
     # both tools define these three alike: described once, shown under each tool's names
@@ -123,7 +126,9 @@ def _compat(ok: Sequence[Record]) -> dict[str, Any]:
     }
 
 
-def _gpu(samples: Sequence[GpuSample], intervals: Sequence[tuple[float, float]]) -> dict | None:
+def _gpu(
+    samples: Sequence[GpuSample], intervals: Sequence[tuple[float, float]]
+) -> dict[str, Any] | None:
     per_gpu: dict[str, dict[str, list[float]]] = {}
     for s in samples:
         if not _within(s.at, intervals):
@@ -254,7 +259,14 @@ def _checked(
     depend on the window); consistency only answers from the measured window, under load."""
     answered = [r for r in records if r.target == name and r.ok and r.eval_id is not None]
     blocks = {
-        "quality": quality.summarize((r.eval_id, bool(r.correct)) for r in answered),
+        "quality": quality.summarize(
+            [
+                (r.eval_id, r.correct)
+                for r in answered
+                if r.eval_id is not None and r.correct is not None
+            ],
+            timed_out=sum(1 for r in answered if r.eval_timed_out),
+        ),
         "consistency": consistency.summarize(
             (r.consistency_id, r.first_difference) for r in ok if r.consistency_id is not None
         ),
@@ -406,8 +418,16 @@ def summarize_run(data: RunData) -> dict[str, Any]:
     """The whole summary.json of everything a run directory holds.
 
     A sweep (several load levels) gets one point per level under `sweep.points`, and the
-    top-level `targets` describe its highest level.
+    top-level `targets` describe its highest level. A run on the simulator's twin also says
+    what its prediction rests on (`virtual`: the preset, its fit or none).
     """
+    summary = _levels(data)
+    if "virtual_run" in data.meta:
+        summary["virtual"] = data.meta["virtual_run"]
+    return summary
+
+
+def _levels(data: RunData) -> dict[str, Any]:
     phases, sweep = data.phases, data.meta.get("sweep")
     levels = sorted({p.level for p in phases if p.level is not None})
     interrupted = any(p.interrupted for p in phases)

@@ -94,7 +94,7 @@ def splits(target: Mapping[str, Any]) -> list[Split]:
 def markdown(name: str, target: Mapping[str, Any]) -> list[str]:
     """report.md's "Where the time went" table for one target, and its sentences."""
     found = splits(target)
-    server = _server(target)
+    server = _server(target) or {}
     if not found:
         if server:
             return [

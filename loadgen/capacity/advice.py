@@ -113,15 +113,16 @@ def basis(twin: Mapping[str, Any], slo: Mapping[str, Any] | None = None) -> str:
         kind = "an uncalibrated" if twin.get("uncalibrated") else "a"
         return f"from {kind} bundled preset; not fitted to your server"
     fit = twin.get("fit")
+    if not fit and twin.get("uncalibrated"):  # derived from the GPU catalogue, say
+        return "from an uncalibrated preset; not fitted to your server"
     if not fit:
         return "from a preset file that records no held-out error"
-    key = f"{slo['metric']}_{slo['percentile']}" if slo else None
-    if key in fit:
+    if slo and (key := f"{slo['metric']}_{slo['percentile']}") in fit:
         said = f"held-out error {_share(fit[key])} on {named(slo['metric'], slo['percentile'])}"
     else:
         said = f"held-out error {_share(fit['error'])}"
-    if twin.get("args"):
-        said += f", fitted without {twin['args']}"
+    if twin.get("what_if"):
+        said += f", fitted without {twin['what_if']}"
     return said
 
 

@@ -6,7 +6,8 @@ capacity.json, with its own arrival seed; the embedded stack, when asked for, is
 once for all of them. A probe warms up until the level's steady state (settle.py) and then
 measures a window of at least WINDOW_E2ES request durations and as many requests as the
 SLOs' percentiles need. An undecided probe (verdict.py) is run again at once with twice the
-window and warm-up cap (a replay: twice the trace window), up to MAX_EXTENSIONS times.
+window and warm-up cap (a replay: twice the trace window), up to MAX_EXTENSIONS times; by
+speed, every later probe then replays that wider window, so all levels see the same requests.
 Targets take turns level by level
 (A, B, A, B …), so drift in shared hardware hits all alike. The search (search.py) stops
 when every bracket is narrow enough, when the next probe would not fit in the budget, or at
@@ -34,6 +35,7 @@ from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import PRECISION, Search, probe_requests
 from loadgen.capacity.verdict import FAILS, UNDECIDED, verdict
 from loadgen.config import RunConfig
+from loadgen.drivers.virtual import drive as drive_virtual
 from loadgen.engine import virtual
 from loadgen.engine.targets import VIRTUAL, load_file, resolve
 from loadgen.reports import capacity as capacity_report
@@ -101,11 +103,15 @@ class _Prober:
     probes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     wall: dict[str, float] = field(default_factory=dict)  # spec -> its last probe's seconds
     predicted: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> its twin
+    # --by speed: the widest trace window a probe needed so far; every later probe, of any
+    # target, replays that window, so all levels are judged on the same requests
+    widest: int = 0
 
     def judge(self, spec: str, level: float, search: Search) -> None:
         """Probe the level, extended while undecided (up to the cap); record its outcome
         before saying it, so that a Ctrl-C after the line keeps the verdict."""
-        extension, extends = 0, None
+        extension = self.widest if self.axis.name == "speed" else 0
+        extends = None
         while True:
             probe = self.probe(spec, level, extension, extends=extends, budgeted=True)
             last = extension == MAX_EXTENSIONS or not self._grows(extension + 1)
@@ -116,6 +122,8 @@ class _Prober:
             probe["extended"] = True
             _report(probe)
             extension, extends = extension + 1, probe["number"]
+            if self.axis.name == "speed":
+                self.widest = max(self.widest, extension)
 
     def probe(
         self,
@@ -271,7 +279,7 @@ def _virtual(config: RunConfig) -> bool:
     if config.embedded:
         raise ValueError("--embedded starts servers; a virtual: target needs none")
     for spec in config.targets:  # a virtual run of no level: what it refuses, said now
-        run.predicted(replace(config, targets=(spec,), levels=(), replay=None), None)
+        drive_virtual(replace(config, targets=(spec,), levels=(), replay=None), None)
     return True
 
 
@@ -291,8 +299,11 @@ def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[
     stopped = "bracket"
     try:
         while stopped == "bracket":
-            due = [(s, searches[s].next_level()) for s in config.targets]
-            due = [(spec, level) for spec, level in due if level is not None]
+            due = [
+                (s, level)
+                for s in config.targets
+                if (level := searches[s].next_level()) is not None
+            ]
             if not due:
                 break
             for spec, level in due:  # one level per target per round: interleaved

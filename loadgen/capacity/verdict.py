@@ -125,8 +125,8 @@ def _unsteady(state: Mapping[str, Any]) -> list[str]:
         return out  # a trace's TTFT follows its own prompts: its trend says nothing (steady.py)
     ci = state.get("ttft_slope_ci95")
     first, last = state.get("ttft_first_third_s"), state.get("ttft_last_third_s")
-    rising = ci and ci[0] > 0 and first is not None and last is not None
-    if rising and last - first >= steady.GROWTH_FLOOR_S:
+    rising = ci and ci[0] > 0
+    if rising and first is not None and last is not None and last - first >= steady.GROWTH_FLOOR_S:
         out.append(
             f"TTFT still rose through the window (median {first:.2f} s in its first "
             f"third, {last:.2f} s in its last)"

@@ -13,8 +13,9 @@ from loadgen.engine.window import COOLDOWN, WARMUP, Window, drain_s
 
 class Budget(Window):
     """A block's window, and when the block is over: after its duration, or once its count
-    of measured requests was taken, and none of them is in flight (cooldown requests are
-    then cancelled) — or its drain ended, and those still in flight were cut."""
+    of measured requests was taken, and none of them is in flight (cooldown requests then
+    in flight are cut and recorded as unfinished) — or its drain ended, and those still in
+    flight were cut."""
 
     def __init__(
         self, block: Block, start: float, ramp: float, drain: float | None = None

@@ -44,12 +44,18 @@ def load_dataset(path: str | Path) -> list[Prompt]:
     return prompts
 
 
+def _past_space(text: str, pos: int) -> int:
+    match = _SPACE.match(text, pos)
+    assert match is not None, "white space, or none, is there at any position"
+    return match.end()
+
+
 def _list_items(text: str) -> Iterator[tuple[int, Any]]:
     """The items of a JSON list, each with the line it starts on."""
-    pos = _SPACE.match(text).end() + 1  # past the "["
+    pos = _past_space(text, 0) + 1  # past the "["
     line, counted = 1, 0
     while True:
-        pos = _SPACE.match(text, pos).end()
+        pos = _past_space(text, pos)
         line, counted = line + text.count("\n", counted, pos), pos
         if text.startswith("]", pos):
             return
@@ -58,7 +64,7 @@ def _list_items(text: str) -> Iterator[tuple[int, Any]]:
         except json.JSONDecodeError as exc:
             raise BadRecord(f"{exc.lineno}: not JSON ({exc.msg})") from None
         yield line, item
-        pos = _SPACE.match(text, pos).end()
+        pos = _past_space(text, pos)
         if text.startswith(",", pos):
             pos += 1
         elif not text.startswith("]", pos):

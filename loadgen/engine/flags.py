@@ -107,7 +107,8 @@ FLAGS = {
              "a gap between tokens longer than this counts as a stall, as the proxy's",
              bounds.duration(), STALL_THRESHOLD_S, format_duration, {"metavar": "DURATION"}),
         Flag("--slo",
-             "ttft, tpot or e2e, judged at a percentile where a level is judged; given any, "
+             "ttft, tpot or e2e, a limit above 0 judged at a percentile where a level is judged; "
+             "given any, "
              f"exactly those are judged (none given: {default_slos()}); goodput counts "
              "requests within the limits",
              options={"action": "append", "default": [], "metavar": "METRIC=DURATION[@pNN]"}),
@@ -154,12 +155,18 @@ FLAGS = {
         Flag("--targets-file", "named targets (see examples/)", options={"metavar": "FILE.toml"}),
         Flag("--virtual-args",
              "with --target virtual:PRESET (the simulator's virtual clock: predicted figures, "
-             'no load sent): vLLM engine flags applied to the preset, e.g. "--max-num-seqs 128"',
+             'no load sent): vLLM engine flags applied to the preset, e.g. "--max-num-seqs 128"; '
+             'with a bare --target virtual: the GPU and model too, e.g. "--gpu h100-sxm '
+             '--model-config config.json -tp 2"',
              options={"default": "", "metavar": "FLAGS"}),
         Flag("--virtual-replicas",
              "with --target virtual:PRESET: replicas of it, each request sent to the "
              "least-loaded",
              bounds.count(1, 1000, "a replica count"), 1, options={"metavar": "N"}),
+        Flag("--virtual-budget",
+             "with --target virtual:PRESET: refuse a run estimated to take longer to simulate "
+             "(its requests counted before it starts, ~2 ms each)",
+             bounds.duration(), 300.0, format_duration, {"metavar": "DURATION"}),
         Flag("--model", "model to ask for (default: the target's, else /v1/models)"),
         Flag("--embedded",
              "start the simulator and the proxy on free loopback ports; proxy and "
@@ -234,8 +241,8 @@ WORKLOAD = ("--endpoint", "--input-tokens", "--output-tokens", "--ignore-eos", "
 REQUESTS = ("--timeout", "--drain", "--stall-threshold", "--seed")
 RESULTS = ("--out", "--slo", "--trace-url", "--max-send-lag", "--max-loop-lag")
 CHECKED = ("--eval", "--eval-fraction", "--consistency", "--content-capture", "--gpu-hour-price")
-TARGETS = ("--target", "--targets-file", "--virtual-args", "--virtual-replicas", "--model",
-           "--embedded")  # fmt: skip
+TARGETS = ("--target", "--targets-file", "--virtual-args", "--virtual-replicas",
+           "--virtual-budget", "--model", "--embedded")  # fmt: skip
 CONVERSATION = ("--turns", "--think-time")
 SPREAD = ("--blocks", "--workers", "--shard", "--sync-dir", "--sync-timeout")
 READ_BESIDE = ("--slice", "--gpu-metrics", "--gpu-interval", "--server-metrics", "--weight-bytes",

@@ -68,6 +68,7 @@ class Probes:
     _taken: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))
     _items_sent: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))
     _pending: dict[str, list[int]] = field(default_factory=dict)  # prompts still to resend
+    _timed_out: set[str] = field(default_factory=set)  # items whose regex was cut off once
 
     def take(self, target: str, model: str, measured: bool) -> Probe | None:
         """The target's next request when it is a checked one; None for ordinary load."""
@@ -121,7 +122,12 @@ class Probes:
             return
         if probe.item is not None:
             record.eval_id = probe.item.id
-            record.correct = probe.item.correct(output)
+            # a pattern cut off once is not tried again: each try stalls the load for its time
+            if probe.item.id not in self._timed_out:
+                record.correct = probe.item.correct(output)
+            if record.correct is None:
+                record.eval_timed_out = True
+                self._timed_out.add(probe.item.id)
             if self.content_capture:
                 record.content = {"output": output, "answer": probe.item.answer}
             return

@@ -16,6 +16,7 @@ monitor samples event-loop lag, so a run where the client was the bottleneck can
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 import uuid
@@ -46,6 +47,7 @@ LOOP_LAG_INTERVAL_S = 0.02
 SETTLE_SAMPLE_S = 0.25  # a settling warm-up counts the client's requests in flight this often
 SERVER_SAMPLE_S = 1.0  # ... and the server's (running + waiting) this often
 DRAIN_CHECK_S = 0.25  # a block whose drain is not yet known looks again this often
+WIND_DOWN_S = 5.0  # cut requests still not back by then are cancelled (a stuck connection)
 RAMP_SAMPLE = 1000  # recent records a later block's ramp-up is sized from
 
 
@@ -89,6 +91,8 @@ class Runner:
     stopped: bool = False
     _budget: Budget | None = None
     _running: set[client.Cutoff] = field(default_factory=set)  # measured requests in flight
+    _flying: set[client.Cutoff] = field(default_factory=set)  # every request in flight
+    _landed: asyncio.Event = field(default_factory=asyncio.Event)  # none in flight any more
     _sending: int = 0  # requests sent and not finished, of every kind
     _sent: int = 0  # requests sent so far
 
@@ -233,6 +237,7 @@ class Runner:
     ) -> Record:
         target = self.targets[block.target]
         path, probe = self.workload.path, None
+        answer: list[str] | None
         if talk is not None:
             body, answer = self.workload.turn(self.models[block.target], talk.history), []
         elif self.probes is not None and replayed is None and (
@@ -243,7 +248,9 @@ class Runner:
             body, answer = self._body(block.target, replayed), None
         self._sending += 1
         self._sent += 1
+        self._landed.clear()
         cutoff = client.Cutoff()
+        self._flying.add(cutoff)
         if excluded is None:
             self._running.add(cutoff)
             if self._budget is not None and self._budget.cut:
@@ -264,6 +271,9 @@ class Runner:
         finally:
             self._sending -= 1
             self._running.discard(cutoff)
+            self._flying.discard(cutoff)
+            if not self._sending:
+                self._landed.set()
         record.excluded = excluded
         record.block = block.index
         record.shard = self.shard
@@ -271,6 +281,7 @@ class Runner:
         if replayed is not None:
             record.replay_index = replayed.record.line
         if talk is not None:
+            assert answer is not None
             record.session, record.turn = talk.session, len(talk.history) // 2 + 1
             talk.history += [body["messages"][-1], {"role": "assistant", "content": answer[0]}]
         if probe is not None:
@@ -356,7 +367,7 @@ class Runner:
 
         if concurrency > 0:
             workers = [worker(i) for i in range(concurrency)]
-            await run_until(budget.over, workers, self._servers.closing(budget))
+            await run_until(budget.over, workers, self._wind_down(budget))
 
     async def _open(
         self,
@@ -406,9 +417,23 @@ class Runner:
             task.add_done_callback(tasks.discard)
 
         try:
-            await run_until(budget.over, [dispatch()], self._servers.closing(budget))
+            await run_until(budget.over, [dispatch()], self._wind_down(budget))
         finally:
             await cancel(tasks)
+
+    async def _wind_down(self, budget: Budget) -> None:
+        """The block is over: scrape the servers as its window closes, then cut the cooldown
+        requests still in flight and wait for their records, so every request sent is one
+        (cancelled, they would have reached the server and left no trace). An interrupted
+        block cancels them instead: Ctrl-C ends the run now."""
+        await self._servers.closing(budget)
+        if budget.interrupted:
+            return
+        for cutoff in self._flying:
+            cutoff.now()
+        if self._sending:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._landed.wait(), WIND_DOWN_S)
 
     async def _watch_loop(self) -> None:
         samples = self.result.loop_lag

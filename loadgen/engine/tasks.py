@@ -26,7 +26,7 @@ async def run_until(
         await cancel({waiter, *tasks})
 
 
-async def cancel(tasks: set[asyncio.Task[None]]) -> None:
+async def cancel(tasks: set[asyncio.Task[Any]]) -> None:
     pending = list(tasks)
     for task in pending:
         task.cancel()

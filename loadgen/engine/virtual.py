@@ -1,11 +1,12 @@
-"""A run on the simulator's virtual clock (`--target virtual:PRESET`): the workload becomes
+"""The virtual driver's parts (drivers/virtual.py, `--target virtual:PRESET`): the workload becomes
 the twin's requests (loadgen/sim/twin/deployment.py, virtual_requests.py), and their
 predicted timings and streams (virtual_stream.py) become records, so a virtual run writes
 the run directory a real one does. No sockets, no sleeping.
 
 Open loop draws its arrivals as the runner would (schedule.arrivals), each a request or a
 conversation's start; closed loop is N streams of back-to-back conversations; a replay
-keeps the trace window's arrivals at its speed.
+keeps the trace window's arrivals at its speed, and a record longer than the context is
+refused 400 at once, as vLLM refuses it.
 Like a real run's window, a request due before the warm-up's end is kept as "warmup"; one
 due after the window closed is not sent; one still running a drain after it is UNFINISHED.
 What a live run scrapes from vLLM's /metrics as its window opens and closes (the waiting
@@ -15,6 +16,7 @@ and running gauges, the preemptions between) is read off the twin's timings
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -31,9 +33,15 @@ from loadgen.engine.window import drain_s
 from loadgen.sim import twin
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
+from loadgen.sim.twin import budget
 from loadgen.sim.wire import vllm_args
 
 MAX_REQUESTS = 2_000_000  # a window asking for more is refused, not simulated for hours
+# what one request costs from plan to report, measured on a 70B preset at rate 3 (9,000
+# requests, streams, summary and report): time on one busy core, memory held to the end
+SECONDS_PER_REQUEST = 4e-3
+BYTES_PER_REQUEST = 8_000
+SAY_AFTER_S = 10.0  # a run estimated longer says its estimate before it starts
 
 
 def is_virtual(spec: str) -> bool:
@@ -41,29 +49,111 @@ def is_virtual(spec: str) -> bool:
 
 
 def bundled(spec: str) -> bool:
-    """`virtual:NAME` names a bundled preset; `virtual:FILE.toml` a file (a fitted one, say)."""
+    """`virtual:NAME` names a bundled preset; `virtual:FILE.toml` a file (a fitted one, say);
+    a bare `virtual:` the catalogue's GPU and model its --virtual-args give."""
     name = spec.removeprefix(VIRTUAL)
-    return not (name.endswith(".toml") or "/" in name)
+    return bool(name) and not (name.endswith(".toml") or "/" in name)
 
 
 def preset(spec: str, virtual_args: str = "") -> Preset:
-    """The preset a `virtual:NAME` or `virtual:FILE.toml` names, with --virtual-args (vLLM's
-    flags, as `python -m loadgen.sim` takes them) applied. ValueError naming what is wrong."""
+    """The preset a `virtual:NAME` or `virtual:FILE.toml` names, or a bare `virtual:` with
+    --gpu and --model-config in --virtual-args derives (vllm_args.from_catalogue), with the
+    rest of --virtual-args (vLLM's flags, as `python -m loadgen.sim` takes them) applied.
+    ValueError naming what is wrong."""
+    flags = vllm_args.parse_text(virtual_args)
+    applied, _warnings = vllm_args.apply(base(spec, flags), flags)
+    return applied
+
+
+def what_if(spec: str, virtual_args: str) -> str:
+    """The flags of --virtual-args that change the target's preset (vllm_args.what_if): the
+    ones a fitted preset's held-out error does not cover."""
+    return vllm_args.what_if(base(spec, vllm_args.parse_text(virtual_args)), virtual_args)
+
+
+def base(spec: str, flags: argparse.Namespace) -> Preset:
+    """The preset before --virtual-args' engine flags: named by the target, or derived from
+    the catalogue by --gpu and --model-config (then the target names none)."""
     name = spec.removeprefix(VIRTUAL)
+    try:
+        derived = vllm_args.from_catalogue(flags)
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"--virtual-args: {exc}") from None
+    if derived is not None:
+        if name:
+            raise ValueError(
+                f"--target {spec} with --virtual-args --gpu: a preset or the catalogue, not "
+                "both (--target virtual: --virtual-args '--gpu ID --model-config FILE')"
+            )
+        return derived
+    if not name:
+        raise ValueError(
+            f"--target {spec}: name a preset (virtual:NAME, virtual:FILE.toml) or give "
+            "--virtual-args '--gpu ID --model-config FILE'"
+        )
     if not bundled(spec):
         if not Path(name).is_file():
             raise ValueError(f"--target {spec}: no such preset file")
         try:
-            base = presets.load_file(name)
+            return presets.load_file(name)
         except (ValueError, TypeError, KeyError) as exc:
             raise ValueError(f"--target {spec}: {exc}") from None
-    else:
-        try:
-            base = presets.load(name)
-        except ValueError as exc:
-            raise ValueError(f"--target {spec}: {exc}") from None
-    applied, _warnings = vllm_args.apply(base, vllm_args.parse_text(virtual_args))
-    return applied
+    try:
+        return presets.load(name)
+    except ValueError as exc:
+        raise ValueError(f"--target {spec}: {exc}") from None
+
+
+def expected_requests(
+    sweep: str,
+    levels: Sequence[float],
+    window: Window,
+    turns: int = 1,
+) -> int | None:
+    """The requests the run's windows send, counted before any is planned; None when only
+    the twin could tell (a closed loop over a duration, a replay)."""
+    if sweep == "rate":
+        per_level = [
+            level * (window.warmup_s + window.duration_s) * turns
+            if window.duration_s is not None
+            else (window.requests or 0) + level * window.warmup_s * turns
+            for level in levels
+        ]
+        return math.ceil(sum(per_level))
+    if sweep == "concurrency" and window.requests is not None:
+        return window.requests * len(levels)
+    return None
+
+
+def cost_fault(requests: int, budget_s: float, available: int | None) -> str | None:
+    """Why a virtual run of `requests` should not start (past --virtual-budget, or past the
+    memory the process can have), None when it may."""
+    seconds, memory = requests * SECONDS_PER_REQUEST, requests * BYTES_PER_REQUEST
+    said = f"a virtual run of ~{requests:,} requests"
+    if seconds > budget_s:
+        return (
+            f"{said} takes ~{_minutes(seconds)} to simulate (~{SECONDS_PER_REQUEST * 1e3:g} ms "
+            f"each), past --virtual-budget {_minutes(budget_s)}: shorten --duration or lower "
+            "--rate, or raise --virtual-budget"
+        )
+    if available is not None and memory > available * budget.BUDGET_SHARE:
+        return (
+            f"{said} holds ~{memory / 1e9:.1f} GB of records; {available / 1e9:.1f} GB is "
+            "available: shorten --duration or lower --rate"
+        )
+    return None
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def check_replicas(model: Preset, replicas: int) -> None:
+    """ValueError when --virtual-replicas of `model` would not fit in memory (twin/budget.py),
+    before any work."""
+    available = budget.available_bytes()
+    if fault := budget.replicas_fault("--virtual-replicas", model, replicas, available):
+        raise ValueError(fault)
 
 
 def stream_interval(virtual_args: str) -> int:
@@ -281,13 +371,42 @@ def run_block(
 ) -> tuple[list[Record], Phase, ServerWindow, list[int]]:
     """One level of a sweep, or a replay's window (its trace `lines`), on the virtual
     clock: its records, its phase, the engines' gauges around its window and how many
-    requests each replica served."""
+    requests each replica served. A request whose prompt and max_tokens pass the context is
+    refused as vLLM refuses it, a 400 at once, and the rest are served."""
+    limit = model.max_model_len
+    fits = [i for i, r in enumerate(planned.requests) if r.prompt_tokens + r.output_tokens <= limit]
+    served = planned.only(fits) if len(fits) < len(planned.requests) else planned
     stream = Stream()
-    result = twin.run(model, planned.requests, replicas, seed, stream, stream_interval)
-    out, phase = records(
-        target, result.timings, window, level, start, drain, planned.labels, stream, stall_s
+    result = twin.run(model, served.requests, replicas, seed, stream, stream_interval)
+    kept, phase = records(
+        target, result.timings, window, level, start, drain, served.labels, stream, stall_s
     )
+    answered = dict(zip(fits, kept, strict=True))
+    out = [
+        answered.get(i) or _refused(target, r.arrival, window, level, start)
+        for i, r in enumerate(planned.requests)
+    ]
+    for i, record in enumerate(out):
+        record.request_id = f"virtual-{i}"  # by the plan's order, refused ones counted
     for record, line in zip(out, lines, strict=False):
         record.replay_index = line
     gauges = server_window(target, result.timings, phase, start)
     return out, phase, gauges, result.per_replica
+
+
+def _refused(target: str, arrival: float, window: Window, level: float, start: float) -> Record:
+    """vLLM's answer to a request longer than its context: HTTP 400 at once (its body, never
+    recorded, says the maximum context length), no tokens."""
+    return Record(
+        request_id="",  # numbered by the caller
+        target=target,
+        intended_at=start + arrival,
+        sent_at=start + arrival,
+        end_at=start + arrival,
+        send_lag_s=0.0,
+        ok=False,
+        status=400,
+        error="http_400",
+        excluded="warmup" if arrival < window.warmup_s else None,
+        level=level,
+    )

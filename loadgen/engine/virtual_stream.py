@@ -34,7 +34,7 @@ class Stream:
         for seq, _gap in sampled:
             if seq.released != seq.generated:
                 continue  # sampled, but not the end of a chunk
-            i = seq.index  # type: ignore[attr-defined]  # twin's sequences know their request
+            i = seq.index
             self.events.setdefault(i, array("d")).append(now)
             if i not in self.nth and seq.generated >= FIRST_N:
                 self.nth[i] = now

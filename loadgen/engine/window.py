@@ -7,7 +7,8 @@ every measured request has finished, so the last measured ones see the same load
 others rather than a draining server — but for at most a drain (`drain_s`): a server that
 fell behind would otherwise keep a run going for as long as its queue, however long the
 window. Measured requests still running when the drain ends are ended there and recorded
-as unfinished (records.UNFINISHED).
+as unfinished (records.UNFINISHED), as are the cooldown requests still running when the
+block ends: every request sent is a record.
 """
 
 from __future__ import annotations

@@ -192,7 +192,7 @@ class Workload:
         if self.ignore_eos:
             body["ignore_eos"] = True
         if self.endpoint == "chat":
-            body["messages"] = prompt.messages or user_messages(prompt.text)
+            body["messages"] = prompt.messages or user_messages(prompt.text or "")
         else:
             body["prompt"] = prompt.as_text()
         return body

@@ -45,7 +45,7 @@ import locust
 from locust import events
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from loadgen.engine.targets import resolve
 from loadgen.locust.client import StreamingClient
@@ -135,6 +135,7 @@ class Engine:
             runner.send_message(READY, {"error": str(exc)})
             return
         if self.node.trace is not None:
+            assert isinstance(runner, LocalRunner | WorkerRunner)  # it measures: not the master
             sha256 = self.node.trace.meta["sha256"]
             runner.send_message(READY, {"index": runner.worker_index, "sha256": sha256})
 
@@ -202,7 +203,9 @@ class Engine:
 
     def on_close(self, environment: Environment, msg: Any) -> None:
         if self.node is None:
-            self.environment.runner.send_message(RECORDS, Outbox().batch(Final(phase=None)))
+            runner = self.environment.runner
+            assert runner is not None
+            runner.send_message(RECORDS, Outbox().batch(Final(phase=None)))
         else:
             self.node.finish()
 

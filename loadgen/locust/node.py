@@ -18,7 +18,7 @@ import gevent.event
 import numpy as np
 from locust.env import Environment
 from locust.exception import StopUser
-from locust.runners import WorkerRunner
+from locust.runners import LocalRunner, WorkerRunner
 
 from loadgen import replay
 from loadgen.analysis.records import Record
@@ -79,16 +79,17 @@ class Node:
         if not environment.host:
             raise ValueError("loadgen.locust: no target: give --host URL (the server, no /v1)")
         runner = environment.runner
-        assert runner is not None
+        assert isinstance(runner, LocalRunner | WorkerRunner), "only the master does not measure"
         self.environment = environment
         self.options = options
         self.target: Target = resolve(environment.host)
         self.index = runner.worker_index
         self.worker = runner.client_id
         setup = StreamingClient(self.target, options.timeout_s)
-        self.model = options.model or self.target.model or setup.first_model()
-        if self.model is None:
+        model = options.model or self.target.model or setup.first_model()
+        if model is None:
             raise ValueError(f"loadgen.locust: {self.target.url}: no --model, none at /v1/models")
+        self.model = model
         sizing = Sizing() if options.dataset else _prompt_sizing(options, setup, self.model)
         self.sizing = None if options.dataset else sizing.meta()
         self.trace = (
@@ -120,7 +121,7 @@ class Node:
         self.done = gevent.event.Event()  # the last batch is sent
         self.idle: list[StreamingClient] = []  # a replay's connections, one per stream
         self.measuring: set[Any] = set()  # greenlets with a measured request in flight
-        self.helpers = [gevent.spawn(self._watch_lag)]
+        self.helpers: list[gevent.Greenlet[..., None]] = [gevent.spawn(self._watch_lag)]
         if isinstance(runner, WorkerRunner):
             self.helpers.append(gevent.spawn(self._ship))
 

@@ -104,6 +104,5 @@ def write(out: str | Path, data: RunData) -> dict[str, Any]:
     from loadgen.reports import run as report
 
     summary = summarize_run(data)
-    rundir.write(out, data, summary)
-    report.write(out, data, summary, comparison.of_run(data, summary))
+    report.write(rundir.write(out, data, summary), data, summary, comparison.of_run(data, summary))
     return summary

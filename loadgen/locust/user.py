@@ -34,7 +34,7 @@ class LoadgenUser(User):
             self._intended = time.perf_counter() + delay
             return delay
 
-        self.wait_time = wait_time  # type: ignore[method-assign]
+        self.wait_time = wait_time  # type: ignore[method-assign]  # Locust calls self.wait_time()
         self._http: StreamingClient | None = None
 
     def on_start(self) -> None:

@@ -150,7 +150,7 @@ def _count(value: object, line: int, name: str) -> int:
         try:
             value = int(value.strip())
         except ValueError:
-            raise BadRow(line, f"{name} is not a whole number: {value[:40]!r}") from None
+            raise BadRow(line, f"{name} is not a whole number: {str(value)[:40]!r}") from None
     if type(value) is not int or not 1 <= value <= MAX_TOKENS:
         raise BadRow(
             line, f"{name} must be a whole number from 1 to {MAX_TOKENS}, not {str(value)[:40]!r}"

@@ -50,7 +50,7 @@ def binding_slo(probe: Mapping[str, Any] | None, slo: Mapping[str, Any]) -> dict
     """The SLO that binds at the lowest failing level, with its value there; None when
     saturation or errors, not an SLO, end the range (or nothing failed)."""
     metric = _binding(probe)
-    if probe is None or metric not in slo:
+    if probe is None or metric is None or metric not in slo:
         return None
     pct = slo[metric]["percentile"]
     return {
@@ -172,7 +172,7 @@ def _level(value: float | None) -> str:
 
 
 def _rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (
             "target",
             f"capacity ({_unit(result['by'])})",

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.analysis import quality
+from loadgen.analysis import evals, quality
 
 # compared relative figures: (block, key, name, format of one value)
 PRICED = (
     ("cost", "usd_per_mtok_output", "$/Mtok out", "${:.3g}"),
-    ("cost", "usd_per_mtok_input", "$/Mtok in", "${:.3g}"),
     ("energy", "joules_per_output_token", "J/output token", "{:.3g} J"),
 )
 
@@ -23,6 +22,14 @@ def accuracy(q: dict[str, Any]) -> str:
     )
 
 
+def unjudged(q: dict[str, Any]) -> str:
+    """The clause for answers whose item's regex was cut off; empty when none was."""
+    if not q.get("timed_out"):  # absent from runs written before regexes were cut off
+        return ""
+    limit = evals.REGEX_TIMEOUT_S
+    return f"; {q['timed_out']} answers not judged: the item's regex ran past {limit:g} s"
+
+
 def identical(c: dict[str, Any]) -> str:
     text = f"{c['share'] * 100:.1f}% identical ({c['identical']} of {c['prompts']} prompts)"
     first = c["first_difference"]
@@ -33,9 +40,14 @@ def identical(c: dict[str, Any]) -> str:
 
 
 def price(c: dict[str, Any]) -> str:
-    text = f"${c['usd_per_mtok_output']:.2f} / Mtok out"
-    if c["usd_per_mtok_input"] is not None:
-        text += f", ${c['usd_per_mtok_input']:.2f} / Mtok in"
+    return f"${c['usd_per_mtok_output']:.2f} / Mtok out"
+
+
+def split(c: dict[str, Any]) -> str:
+    """The hour split by time before the first token: named apart, never the quoted price."""
+    text = f"${c['usd_per_mtok_output_split']:.2f} / Mtok out"
+    if c["usd_per_mtok_input_split"] is not None:
+        text += f", ${c['usd_per_mtok_input_split']:.2f} / Mtok in"
     return text
 
 
@@ -53,15 +65,16 @@ def lines(t: dict[str, Any]) -> list[str]:
     """One bullet per block the target has."""
     out = []
     if "quality" in t:
-        out.append(f"- answers: {accuracy(t['quality'])}, over {t['quality']['answers']} answers")
+        q = t["quality"]
+        out.append(f"- answers: {accuracy(q)}, over {q['answers']} answers{unjudged(q)}")
     if "consistency" in t:
         out.append(f"- greedy under load against alone: {identical(t['consistency'])}")
     if "cost" in t:
         c = t["cost"]
         out.append(
-            f"- cost at ${c['usd_per_hour']:.2f}/h: {price(c)} "
-            f"(input tokens carry {c['input_time_share'] * 100:.1f}% of the time: "
-            "the share before the first token)"
+            f"- cost at ${c['usd_per_hour']:.2f}/h: {price(c)} (the whole hour over the "
+            f"output tokens); split by time, input tokens carrying the "
+            f"{c['input_time_share'] * 100:.1f}% before the first token: {split(c)}"
         )
     if "energy" in t:
         e = t["energy"]
@@ -75,7 +88,7 @@ def lines(t: dict[str, Any]) -> list[str]:
 
 
 def _accuracy_said(q: dict[str, Any]) -> str:
-    return f"accuracy {accuracy(q)}"
+    return f"accuracy {accuracy(q)}{unjudged(q)}"
 
 
 def _identical_said(c: dict[str, Any]) -> str:

@@ -24,7 +24,7 @@ from loadgen.analysis.records import Record, RunData
 from loadgen.analysis.slo import LABELS, Slos, check, percentile_label
 from loadgen.analysis.summary import figures
 from loadgen.reports import checked
-from loadgen.reports.formatting import ms
+from loadgen.reports.formatting import fell_behind, ms, sustained
 
 COMPARED_METRICS = (
     ("ttft_s", "TTFT"),
@@ -106,6 +106,40 @@ def of_run(data: RunData, summary: dict[str, Any]) -> str | None:
     return render(series, data.settings.slos, judged_percentile(series), rng, level=2)
 
 
+def proxy_cost(
+    data: RunData, summary: dict[str, Any], margin: Margin = Margin()
+) -> dict[str, Any] | None:
+    """summary.json's `proxy_cost`: what the proxy adds to TTFT P50 against direct, with its
+    95% CI and whether it is beyond the margin; None unless the run measured both. It is
+    the question such a run asks, so the console and the report answer it first."""
+    by_label = {s.label: s for s in series_of(data, summary)}
+    if "proxy" not in by_label or "direct" not in by_label:
+        return None
+    direct, proxy = by_label["direct"], by_label["proxy"]
+    rng = np.random.default_rng(data.settings.seed)
+    p = stats.PERCENTILES["p50"]
+    found = stats.difference(direct.values("ttft_s"), proxy.values("ttft_s"), p, rng)
+    base = direct.summary["metrics"]["ttft_s"]["p50"]
+    if found is None or not base:
+        return None
+    added, low, high = found
+    relative = stats.RelativeDifference(added / base, low / base, high / base)
+    beyond = margin.beyond(base, relative)
+    said = "beyond the margin" if beyond else "the same within the margin"
+    return {
+        "metric": "ttft_s",
+        "percentile": "p50",
+        "added_s": added,
+        "interval_s": [low, high],
+        "beyond_margin": beyond,
+        "sentence": (
+            f"the proxy adds {added * 1e3:.2f} ms to TTFT P50 (95% CI {low * 1e3:.2f} to "
+            f"{high * 1e3:.2f} ms), {said} (±{margin.relative * 100:g}% or "
+            f"±{margin.absolute_s * 1e3:g} ms)"
+        ),
+    }
+
+
 def judged_percentile(series: Sequence[Series]) -> str:
     """The percentile SLOs are judged at: P99, or the highest every series can support."""
     supported = [
@@ -119,7 +153,7 @@ def judged_percentile(series: Sequence[Series]) -> str:
 def sentence(
     base: str, other: str, label: str, pct: str, diff: stats.RelativeDifference
 ) -> str | None:
-    if diff.estimate is None:
+    if diff.estimate is None or diff.low is None or diff.high is None:
         return None
     name = f"{label} {pct.upper().replace('P999', 'P99.9')}"
     ci = f"CI {diff.low * 100:+.2f}% to {diff.high * 100:+.2f}%"
@@ -200,14 +234,16 @@ def render(
         valid = (
             "valid" if s.summary["valid"] else "INVALID: " + "; ".join(s.summary["invalid_reasons"])
         )
-        saturated = steady.label(s.summary.get("steady_state"))
+        state = steady.label(s.summary.get("steady_state"))
         lines.append(
-            f"- {s.label}: {t['requests_per_s'] or 0:.2f} req/s, "
+            f"- {s.label}: {sustained(s.summary) or 0:.2f} req/s, "
             f"{t['output_tokens_per_s'] or 0:.1f} output tok/s; "
-            + (f"{saturated}; " if saturated else "")
+            + (f"{state}; " if state else "")
             + valid
         )
     base = series[0]
+    if saturated := [s for s in series if fell_behind(s.summary)]:
+        lines[2:2] = [*_saturation_lead(series, saturated), ""]
     lines += ["", f"{sub} Differences against {base.label}", ""]
     for other in series[1:]:
         lines += differences(base, other, compared, rng, margin)
@@ -216,6 +252,31 @@ def render(
         lines += ["", f"{sub} Server signals", ""] + [f"- {v}" for v in signals]
     lines += ["", f"{sub} SLOs", ""] + [f"- {v}" for v in slo_verdicts(series, slos, slo_pct)]
     return "\n".join(lines) + "\n"
+
+
+def _saturation_lead(series: Sequence[Series], saturated: Sequence[Series]) -> list[str]:
+    """What leads a comparison where a run fell behind its load: each one's saturation and
+    the rate it completed (its capacity at most), and, when all did, those rates compared."""
+    lines = []
+    for s in saturated:
+        state = s.summary["steady_state"]
+        lines.append(
+            f"- {s.label} saturated: it completed {state['completion_per_s']:.1f} req/s against "
+            f"{state['arrival_per_s']:.1f} arriving, so its capacity is at most that"
+        )
+    if len(saturated) == len(series) > 1:
+        base, rate = series[0], series[0].summary["steady_state"]["completion_per_s"]
+        for other in series[1:]:
+            theirs = other.summary["steady_state"]["completion_per_s"]
+            if rate:
+                change = theirs / rate - 1
+                word = "higher" if change > 0 else "lower"
+                size = f"is {abs(change) * 100:.0f}% {word} than" if round(change, 2) else "equals"
+                lines.append(
+                    f"- {other.label}'s completed rate {size} {base.label}'s ({theirs:.1f} "
+                    f"against {rate:.1f} req/s)"
+                )
+    return lines
 
 
 def differences(
@@ -228,7 +289,8 @@ def differences(
     """The bullets of one series against the baseline: each difference beyond the margin,
     then one line for all those within it."""
     said, same = [], 0
-    for metric, label in compared:
+    behind = [s.label for s in (base, other) if fell_behind(s.summary)]
+    for metric, label in [] if behind else compared:
         a, b = base.values(metric), other.values(metric)
         for pct in COMPARED_PERCENTILES:
             diff = stats.relative_difference(a, b, stats.PERCENTILES[pct], rng)
@@ -245,6 +307,13 @@ def differences(
     said += more
     same += within
     lines = [f"- {text}" for text in said]
+    if behind:
+        lines.insert(
+            0,
+            f"- latency percentiles are not compared: {' and '.join(behind)} fell behind "
+            f"{'their' if len(behind) > 1 else 'its'} load, and a saturated run's percentiles "
+            "grow with its length",
+        )
     if same:
         counted = f"{same} figures are" if same > 1 else "1 figure is"
         if said:
@@ -264,8 +333,9 @@ SIGNAL_FIGURES = (
 def signal_verdicts(series: Sequence[Series]) -> list[str]:
     """Reasoning share, cache-hit fraction and stalls against the first series, in words
     (only figures both sides carry)."""
-    base, lines = series[0], []
-    figures_of = [s.summary.get("signals") for s in series]
+    base = series[0]
+    lines: list[str] = []
+    figures_of: list[dict[str, Any]] = [s.summary.get("signals") or {} for s in series]
     if not all(figures_of):
         return lines
     for other, theirs in zip(series[1:], figures_of[1:], strict=True):

@@ -7,6 +7,7 @@ prints as "n/a (needs ≥N)" rather than a number.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from loadgen.reports import checked
 from loadgen.reports.charts import png
 from loadgen.reports.charts import run as charts
 from loadgen.reports.charts.model import Figure
-from loadgen.reports.formatting import ms, trace_link
+from loadgen.reports.formatting import fell_behind, ms, sustained, trace_link
 from loadgen.reports.formatting import pct as _pct
 from loadgen.reports.formatting import rate as _rate
 from loadgen.reports.html import run as html_run
@@ -67,8 +68,9 @@ def target_section(name: str, t: dict[str, Any]) -> list[str]:
         f"- requests: {req['ok']} ok, {req['failed']} failed, "
         f"{req.get('unfinished', 0)} unfinished; excluded: "
         + (", ".join(f"{n} {k}" for k, n in req["excluded"].items()) or "none"),
-        f"- throughput: {_rate(thr['requests_per_s'])} req/s, "
-        f"{_rate(thr['output_tokens_per_s'])} output tok/s over {thr['active_s']:.1f} s active",
+        f"- throughput: {_rate(sustained(t))} req/s"
+        + (" completed inside the window (saturated)" if fell_behind(t) else "")
+        + f", {_rate(thr['output_tokens_per_s'])} output tok/s over {thr['active_s']:.1f} s active",
         f"- goodput ({slo}): {_rate(good['requests_per_s'])} req/s, "
         f"fraction {_rate(good['fraction'])}",
     ]
@@ -154,6 +156,8 @@ def markdown(
         lines += [predicted(summary["virtual"]), ""]
     if meta.get("replay"):
         lines += _replay_lines(meta["replay"])
+    if summary.get("proxy_cost"):  # the run's question, answered before the targets' details
+        lines += [f"**{_capital(summary['proxy_cost']['sentence'])}.**", ""]
     if summary.get("interrupted"):
         by = meta.get("interrupted_by", "a signal")
         lines += [f"**Interrupted** by {by}: partial results, the last block cut short.", ""]
@@ -170,15 +174,24 @@ def markdown(
 
 
 def predicted(twin: dict[str, Any]) -> str:
-    """The sentence a virtual run opens with: its figures were never measured."""
+    """The sentence a virtual run opens with: its figures were never measured (each
+    target's twin named, when it compared several)."""
+    twins = list(twin.get("by_target", {"": twin}).values())
+    presets = "; ".join(_twin_named(t) for t in twins)
+    trust = "; ".join(
+        f"{t['preset']}: {advice.basis(t)}" if len(twins) > 1 else advice.basis(t) for t in twins
+    )
+    return (
+        f"**Predicted**: these figures come from the simulator's virtual clock ({presets}), "
+        f"not from a server; no request was sent. How far to trust them: {trust}."
+    )
+
+
+def _twin_named(twin: dict[str, Any]) -> str:
     args = f" with {twin['args']}" if twin.get("args") else ""
     replicas = twin["replicas"]
     on = f"{replicas} replicas of " if replicas > 1 else ""
-    return (
-        f"**Predicted**: these figures come from the simulator's virtual clock ({on}preset "
-        f"{twin['preset']}{args}), not from a server; no request was sent. How far to trust "
-        f"them: {advice.basis(twin)}."
-    )
+    return f"{on}preset {twin['preset']}{args}"
 
 
 def knees(summary: dict[str, Any]) -> list[str]:
@@ -239,6 +252,10 @@ def _steady_cell(t: dict[str, Any]) -> str:
     return "—" if state is None else ("yes" if state["steady"] else "SATURATED")
 
 
+def _capital(sentence: str) -> str:
+    return sentence[:1].upper() + sentence[1:]
+
+
 def console_table(summary: dict[str, Any]) -> str:
     header = (
         "target",
@@ -255,6 +272,7 @@ def console_table(summary: dict[str, Any]) -> str:
         "steady",
     )
     rows = [header]
+    answer = [summary["proxy_cost"]["sentence"]] if summary.get("proxy_cost") else []
     for name, t in summary["targets"].items():
         m = t["metrics"]
         rows.append(
@@ -262,7 +280,7 @@ def console_table(summary: dict[str, Any]) -> str:
                 name,
                 str(t["requests"]["ok"]),
                 str(t["requests"]["failed"]),
-                _rate(t["throughput"]["requests_per_s"]),
+                _rate(sustained(t)),
                 ms(m["ttft_s"]["p50"]),
                 ms(m["ttft_s"]["p99"]),
                 ms(m["tpot_s"]["p50"]),
@@ -276,6 +294,7 @@ def console_table(summary: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     text = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     text.insert(1, "  ".join("-" * w for w in widths))
+    text = answer + text  # the question the run asked, answered before its table
     text.append("(latencies in ms)")
     if summary.get("virtual"):
         text.append(predicted(summary["virtual"]).replace("**", ""))
@@ -307,7 +326,7 @@ def slowest(data: RunData) -> list[tuple[str, str, list[Record]]]:
         for label, key in (("TTFT", "ttft_s"), ("E2E", "e2e_s")):
             ranked = sorted(
                 (r for r in ok if getattr(r, key) is not None),
-                key=lambda r, key=key: getattr(r, key),
+                key=attrgetter(key),
                 reverse=True,
             )[:SLOWEST]
             if ranked:
@@ -319,19 +338,21 @@ def slowest_requests(data: RunData) -> list[str]:
     """The slowest measured requests of each target by TTFT and by E2E, with the ids that
     find them in the proxy's log lines and traces (links when --trace-url gave a template)."""
     lines = ["## Slowest requests", ""]
+    reasoned = _reasoned(data)
+    columns = slowest_columns(reasoned)
     for name, label, ranked in slowest(data):
         lines += [
             f"{name}, by {label}:",
             "",
-            "| " + " | ".join(SLOWEST_COLUMNS) + " |",
-            "|---" * len(SLOWEST_COLUMNS) + "|",
+            "| " + " | ".join(columns) + " |",
+            "|---" * len(columns) + "|",
         ]
         for r in ranked:
             trace = r.trace_id or "—"
             link = r.trace_id and trace_link(data.meta.get("trace_url"), r.trace_id)
             if link:
                 trace = f"[{r.trace_id}]({link})"
-            cells = [*slowest_cells(r), f"`{r.request_id}`", trace]
+            cells = [*slowest_cells(r, reasoned), f"`{r.request_id}`", trace]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines if len(lines) > 2 else []
@@ -350,10 +371,21 @@ SLOWEST_COLUMNS = (
 )
 
 
-def slowest_cells(r: Record) -> list[str]:
+def slowest_columns(reasoned: bool) -> tuple[str, ...]:
+    """The tables' columns: answer TTFT only where something reasoned (else it is TTFT's
+    twin)."""
+    return tuple(c for c in SLOWEST_COLUMNS if reasoned or c != "answer TTFT")
+
+
+def _reasoned(data: RunData) -> bool:
+    return any(r.reasoning_s is not None for r in data.records)
+
+
+def slowest_cells(r: Record, reasoned: bool) -> list[str]:
     """A slow request's figures (ms), as both reports show them, before its ids."""
     queue, server, rest = ttft_split(r)
-    figures = (r.ttft_s, r.answer_ttft_s, r.e2e_s, queue, server, rest)
+    answer = (r.answer_ttft_s,) if reasoned else ()
+    figures = (r.ttft_s, *answer, r.e2e_s, queue, server, rest)
     return [*(ms(v) for v in figures), "—" if r.stalls is None else str(r.stalls)]
 
 
@@ -373,17 +405,21 @@ def page(
     text = {"figures": "\n".join(sections)}
     if summary.get("virtual"):
         text["figures"] = predicted(summary["virtual"]) + "\n\n" + text["figures"]
+    if summary.get("proxy_cost"):
+        answer = _capital(summary["proxy_cost"]["sentence"])
+        text["figures"] = f"**{answer}.**\n\n" + text["figures"]
     if data.meta.get("replay"):
         text["replay"] = "\n".join(_replay_lines(data.meta["replay"]))
     if summary.get("sweep"):
         text["sweep"] = "\n".join(sweep_section(summary["sweep"]))
     if comparison:
         text["comparison"] = comparison
+    reasoned = _reasoned(data)
     ranked = [
-        (name, label, [(r, slowest_cells(r)) for r in found])
+        (name, label, [(r, slowest_cells(r, reasoned)) for r in found])
         for name, label, found in slowest(data)
     ]
-    return html_run.render(data, summary, figures, text, (SLOWEST_COLUMNS, ranked))
+    return html_run.render(data, summary, figures, text, (slowest_columns(reasoned), ranked))
 
 
 def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | None = None) -> Path:

@@ -13,4 +13,6 @@ Four layers, each importing only those below it; the commands compose them:
 - `twin/` the engine model on a virtual clock: a deployment's twin and its fit to a capture
 - `cli.py` `python -m loadgen.sim`: its own flags, then vLLM's
 - `fit_cli.py` `python -m loadgen.sim fit`
+- `fit_out.py` the fit's outputs, checked before any work
+- `fit_cost.py` what a fit costs: bounded before it starts, shown while it runs
 """

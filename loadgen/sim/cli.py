@@ -12,7 +12,7 @@ from typing import NoReturn
 import uvicorn
 
 from latency_proxy.units import parse_duration
-from loadgen.sim.model import presets
+from loadgen.sim.model import catalogue, presets
 from loadgen.sim.wire import faults, vllm_args
 from loadgen.sim.wire.app import create_app
 from loadgen.sim.wire.connection import HttpProtocol
@@ -24,11 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="A vLLM-like simulated upstream: OpenAI-compatible API, simulated timing. "
         "`python -m loadgen.sim fit --help`: fit a preset to a capture of a deployment.",
     )
-    mode = p.add_mutually_exclusive_group(required=True)
+    mode = p.add_mutually_exclusive_group()
     mode.add_argument("--preset", help="a bundled preset (see --list-presets)")
     mode.add_argument("--preset-file", help="a preset TOML file (copy a bundled one)")
     mode.add_argument("--ttft", type=parse_duration, help="fixed mode: time to first token")
     mode.add_argument("--list-presets", action="store_true", help="print preset names and exit")
+    mode.add_argument("--list-gpus", action="store_true", help="print the GPU catalogue's ids")
     p.add_argument("--itl", type=parse_duration, help="fixed mode: time between tokens")
     p.add_argument("--seed", type=int, default=0, help="seed for output lengths, text, jitter")
     p.add_argument(
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.list_presets:
         print("\n".join(presets.names()))
         return
+    if args.list_gpus:
+        print("\n".join(catalogue.names()))
+        return
     if (args.ttft is None) != (args.itl is None):
         parser.error("--ttft and --itl go together")
     names = args.served_model_name or [None]
@@ -87,9 +91,9 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"--served-model-name {' '.join(names)}: the simulator serves one name")
     preset = None
     try:
-        if args.preset_file or args.preset:
-            loaded = presets.load_file(args.preset_file) if args.preset_file else None
-            preset, warnings = vllm_args.apply(loaded or presets.load(args.preset), args)
+        base = _base(args)
+        if base is not None:
+            preset, warnings = vllm_args.apply(base, args)
             for line in warnings + vllm_args.startup_lines(preset):
                 print(f"loadgen.sim: {line}", file=sys.stderr)
         elif flags := vllm_args.given(args):
@@ -132,6 +136,21 @@ def main(argv: list[str] | None = None) -> None:
         loop="asyncio",
         timeout_graceful_shutdown=1,
     )
+
+
+def _base(args: argparse.Namespace) -> presets.Preset | None:
+    """The preset --preset, --preset-file or --gpu with --model-config names; None: fixed
+    timing. ValueError for none of them (nor --ttft), or a preset with --gpu."""
+    derived = vllm_args.from_catalogue(args)
+    named = args.preset_file or args.preset
+    if derived is not None and (named or args.ttft is not None):
+        other = "--preset-file" if args.preset_file else "--preset" if args.preset else "--ttft"
+        raise ValueError(f"--gpu with {other}: give one of them")
+    if derived is None and not named and args.ttft is None:
+        raise ValueError("give --preset, --preset-file, --gpu with --model-config, or --ttft")
+    if args.preset_file:
+        return presets.load_file(args.preset_file)
+    return presets.load(args.preset) if args.preset else derived
 
 
 def _fail(message: str) -> NoReturn:

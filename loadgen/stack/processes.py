@@ -9,6 +9,7 @@ after the whole timeout; SIGTERM first, so a proxy drains, then SIGKILL).
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -70,7 +71,9 @@ def stop(process: subprocess.Popen, timeout_s: float = 5.0, sig: int = signal.SI
 
 def describe(process: subprocess.Popen) -> str:
     """The child's command, short: `python -m loadgen.sim` reads as `loadgen.sim`."""
-    args = [str(a) for a in process.args] if not isinstance(process.args, str) else [process.args]
+    given = process.args
+    listed = [given] if isinstance(given, (str, bytes, os.PathLike)) else list(given)
+    args = [os.fsdecode(a) for a in listed]
     if len(args) > 2 and args[1] == "-m":
         return args[2]
     return " ".join(args[:3])

@@ -4,6 +4,8 @@ of the canaries right (real uvicorn on loopback), and compare's verdict between 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,36 @@ def test_bad_eval_input_stops_before_any_load(
     assert main(argv) == 2
     assert said in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_regex_that_backtracks_is_cut_off_and_the_run_writes_its_results(
+    tmp_path: Path,
+) -> None:
+    """(a|aa)+$ against sixty a's and a '!' backtracks for hours: the item is marked timed
+    out, the other item is judged, and the run ends and writes (it used to hang past SIGTERM)."""
+    word = "a" * 60 + "!"
+    prompt = [{"role": "user", "content": f"Repeat this string exactly, with nothing else: {word}"}]
+    items = tmp_path / "items.jsonl"
+    items.write_text(
+        json.dumps({"id": "slow", "messages": prompt, "answer": "(a|aa)+$", "match": "regex"})
+        + "\n"
+        + json.dumps({"id": "fine", "messages": prompt, "answer": "a+!$", "match": "regex"})
+        + "\n"
+    )
+    out = tmp_path / "run"
+    with serve(seed=1, share=1.0) as upstream:
+        argv = ["--target", upstream.url, "--eval", str(items), "--requests", "4"]
+        done = subprocess.run(
+            [sys.executable, "-m", "loadgen", *argv, "--out", str(out), *QUICK],
+            capture_output=True, text=True, timeout=90,
+        )
+    assert done.returncode == 0, done.stderr
+    lines = (out / "requests.jsonl").read_text().splitlines()
+    records = [r for line in lines if (r := json.loads(line))["ok"]]  # not a cut cooldown one
+    verdicts = {(r["eval_id"], r["correct"], r["eval_timed_out"]) for r in records}
+    assert verdicts == {("slow", None, True), ("fine", True, None)}
+    (t,) = rundir.read_summary(out)["targets"].values()
+    slow = sum(1 for r in records if r["eval_id"] == "slow")
+    assert t["quality"]["items"] == 1 and t["quality"]["timed_out"] == slow
+    said = f" answers; {slow} answers not judged: the item's regex ran past 0.1 s"
+    assert said in (out / "report.md").read_text()

@@ -298,3 +298,13 @@ def test_the_stall_threshold_decides_which_gaps_are_stalls(tmp_path: Path) -> No
     assert [r.stalls for r in runs[None]] == [0, 0, 0]
     for records in runs.values():
         assert all(on_time(r.max_itl_s, 0.4) for r in records)
+
+
+def test_the_progress_line_counts_requests_as_they_finish(upstream: str, tmp_path: Path) -> None:
+    argv = ["--target", upstream, "--requests", "6", "--concurrency", "2", "--progress"]
+    argv += [a for a in QUICK if a != "--no-progress"] + ["--out", str(tmp_path / "run")]
+    command = [sys.executable, "-m", "loadgen", *argv]
+    done = subprocess.run(command, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    last = done.stderr.decode().split("\r\x1b[2K")[-1].splitlines()[0]
+    assert int(last.split(" ok")[0].split()[-1]) >= 6, last

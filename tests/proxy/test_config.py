@@ -88,6 +88,22 @@ def test_cli_exits_2_with_a_one_line_error() -> None:
     assert "Traceback" not in run.stderr
 
 
+def test_a_config_file_that_is_not_utf8_is_one_line_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "latin1.toml"
+    config.write_bytes('provider-name = "caf\u00e9"\n'.encode("latin-1"))
+    run = subprocess.run(
+        [sys.executable, "-m", "latency_proxy", "--upstream", "http://x", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+    )
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith(f"latency-proxy: error: config file {config} is not UTF-8")
+    assert "byte 20" in run.stderr  # where: the é in Latin-1 (0xe9)
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+
+
 def test_example_config_loads() -> None:
     s = load_settings({"config": str(ROOT / "examples" / "latency-proxy.toml")}, environ={})
     assert [r.name for r in s.routes] == ["llama-70b", "qwen-72b"]

@@ -165,7 +165,7 @@ def _workers(t: WorkerCount) -> list[Bad]:
         Bad("word", "many", "many", "worker count"),
         Bad("bool", True, "true", "true"),
         Bad("list", [1], None, "expected"),
-        Bad("past the fd limit", 100_000_000, "100000000", "file-descriptor limit"),
+        Bad("past the most", 1025, "1025", "1025 is more than 1024"),
     ]
 
 

@@ -2,7 +2,8 @@
 
 The dependency may only go the other way (loadgen starts the simulator for --embedded runs),
 so the simulator can change, ship and start without the load generator. From the proxy it
-may use the pure core (units, sse), nothing that does I/O; from loadgen only its leaves,
+may use the pure core (units, sse, and the settings' declared types the simulator's data
+files are read with), nothing that does I/O; from loadgen only its leaves,
 modules that import nothing of the project (the JSON-lines reader).
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import loadgen.sim
 
 SIM = Path(loadgen.sim.__file__).parent
-PROXY_CORE = ("latency_proxy.units", "latency_proxy.measure.sse")
+PROXY_CORE = ("latency_proxy.units", "latency_proxy.measure.sse", "latency_proxy.setting_types")
 LEAVES = ("loadgen.jsonl",)
 
 

@@ -65,5 +65,5 @@ def test_uncalibrated_must_say_why(tmp_path: Path, value: object) -> None:
     text = (ROOT / "loadgen/sim/presets/qwen-72b-bf16-tp4-a100.toml").read_text()
     path = tmp_path / "p.toml"
     path.write_text(f"uncalibrated = {str(value).lower()}\n{text}")
-    with pytest.raises(ValueError, match="uncalibrated must be a string"):
+    with pytest.raises(ValueError, match="uncalibrated: expected a non-empty string"):
         presets.load_file(path)

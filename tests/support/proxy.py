@@ -29,6 +29,7 @@ class ProxyProcess:
         env: dict[str, str],
         log_path: Path,
         open_files: tuple[int, int] | None = None,  # RLIMIT_NOFILE (soft, hard) to start with
+        address_space: tuple[int, int] | None = None,  # RLIMIT_AS (soft, hard), bytes
     ) -> None:
         self.port = free_port()
         self.admin_port = free_port()
@@ -52,7 +53,9 @@ class ProxyProcess:
             stderr=subprocess.STDOUT,
             env=env,
             cwd=ROOT,
-            preexec_fn=None if open_files is None else _limit_open_files(open_files),
+            preexec_fn=_limits(
+                {resource.RLIMIT_NOFILE: open_files, resource.RLIMIT_AS: address_space}
+            ),
         )
 
     def wait_ready(self, timeout: float = 20.0) -> ProxyProcess:
@@ -98,8 +101,17 @@ class ProxyProcess:
         return code
 
 
-def _limit_open_files(limits: tuple[int, int]) -> Callable[[], None]:
-    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+def _limits(limits: dict[int, tuple[int, int] | None]) -> Callable[[], None] | None:
+    """The resource limits the proxy starts with, those given."""
+    given = {kind: limit for kind, limit in limits.items() if limit is not None}
+    if not given:
+        return None
+
+    def apply() -> None:
+        for kind, limit in given.items():
+            resource.setrlimit(kind, limit)
+
+    return apply
 
 
 def proxy_env(otlp: OTLPReceiver | None, **extra: str) -> dict[str, str]:

@@ -114,7 +114,7 @@ def cdf(values: Sequence[float], limit: int = MAX_CDF_POINTS) -> tuple[Point, ..
     ordered = sorted(values)
     n = len(ordered)
     if n <= limit:
-        ranks = range(n)
+        ranks: list[int] | range = range(n)
     else:
         ranks = sorted({round(i * (n - 1) / (limit - 1)) for i in range(limit)})
     return tuple((ordered[i], (i + 1) / n) for i in ranks)

@@ -78,7 +78,10 @@ def write(figure: Figure, path: Path) -> None:
     fig, axes = plt.subplots(rows, columns, figsize=(max(10, 4.7 * columns), height),
                              squeeze=False)  # fmt: skip
     for ax, chart in zip(axes.flat, figure.charts, strict=False):
-        (_stacked if isinstance(chart, Stacked) else _chart)(ax, chart)
+        if isinstance(chart, Stacked):
+            _stacked(ax, chart)
+        else:
+            _chart(ax, chart)
     for ax in list(axes.flat)[len(figure.charts) :]:
         ax.set_visible(False)
     fig.tight_layout()

@@ -78,11 +78,11 @@ def chart(c: Chart) -> str:
             dash = ' stroke-dasharray="5 3"' if s.dashed else ""
             out.append(f'<polyline points="{pts}" stroke="{stroke}"{dash}/>')
         if s.tips or s.kind == "scatter":
-            r = 2 if s.kind == "scatter" else 3
+            radius = 2 if s.kind == "scatter" else 3
             out.append(f'<g fill="{stroke}" class="pts">')
             tips = s.tips or ("",) * len(s.points)
-            for (a, b), tip in zip(s.points, tips, strict=True):
-                out.append(f'<circle cx="{_n(x(a))}" cy="{_n(y(b))}" r="{r}"{_attrs(tip)}/>')
+            for (px, py), tip in zip(s.points, tips, strict=True):
+                out.append(f'<circle cx="{_n(x(px))}" cy="{_n(y(py))}" r="{radius}"{_attrs(tip)}/>')
             out.append("</g>")
     for r in c.rules:
         out.append(f'<line class="rule" x1="0" x2="{w}" y1="{_n(y(r.y))}" y2="{_n(y(r.y))}"/>')

@@ -95,7 +95,9 @@ def pre(text: str) -> str:
 def markdown(text: str) -> str:
     """The Markdown report.md's own sections use (headings, bullets, tables, paragraphs)
     as HTML, so a section written once for report.md reads the same on the page."""
-    out, rows, fence = [], [], None
+    out: list[str] = []
+    rows: list[list[str]] = []
+    fence: list[str] | None = None
     for line in [*text.splitlines(), ""]:
         if line.startswith("```"):
             if fence is None:

@@ -77,7 +77,7 @@ def _slowest(template: str | None, slowest: Slowest, columns: Sequence[str]) -> 
         for r, cells in ranked:
             trace = escape(r.trace_id) if r.trace_id else "—"
             link = r.trace_id and trace_link(template, r.trace_id)
-            if link:
+            if link and r.trace_id:
                 trace = f'<a href="{escape(link)}">{escape(r.trace_id)}</a>'
             rows.append((*map(escape, cells), f"<code>{escape(r.request_id)}</code>", trace))
         parts.append(f"<h3>{escape(name)}, by {label}</h3>")

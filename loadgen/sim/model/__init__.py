@@ -4,6 +4,10 @@ twin drive the same code.
 
 - `roofline.py` the performance model: how long one step takes, and its power
 - `presets.py` a model on some hardware, as a TOML file in loadgen/sim/presets/
+- `catalogue.py` GPUs' datasheet figures and efficiency ceilings (catalogue.toml)
+- `keys.py` the data files' keys, each a declared type and range
+- `hf_config.py` a model's shape from its Hugging Face config.json
+- `derived.py` a preset from a catalogue GPU and a config.json
 - `scheduler.py` continuous batching as vLLM's V1 scheduler does it
 - `sequence.py` one request inside the engine
 - `plan.py` what a request will generate, decided on arrival

@@ -4,9 +4,11 @@ A preset file has top-level `description`, `served_model_name`, `mean_output_tok
 optional `uncalibrated` (why its figures are an estimate no measurement has checked: the
 simulator warns at start and the docs' preset table marks it) and four tables — [model],
 [hardware], [efficiency], [engine] — whose keys are the fields of model.ModelSpec,
-model.Hardware, model.Efficiency and scheduler.EngineConfig. Durations
-take units ("12us", "1.5ms"), GPU memory takes a size ("80GiB"). Unknown keys are errors,
-so a typo in a copied file does not silently fall back to a default.
+model.Hardware, model.Efficiency and scheduler.EngineConfig. Each key is read as the
+proxy's settings are (TYPES, keys.py): a declared type and range, durations with units
+("12us", "1.5ms"), GPU memory as a size ("80GiB"), a number also as text ("4"). An unknown,
+missing or out-of-range key is one line naming the file, the table and the key, so a typo or
+a zero in a copied file neither falls back to a default nor divides by zero later.
 
 A fitted preset (`python -m loadgen.sim fit`) also has a [fit] table: the signed held-out
 prediction error of each figure it checked (HELD_OUT: "ttft_p90 = 0.07" is 7% over) and
@@ -19,23 +21,16 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from latency_proxy.units import parse_duration, parse_size
+from latency_proxy.setting_types import Duration, Flag, Number, SettingType, Text
+from loadgen.sim.model import catalogue, keys
 from loadgen.sim.model.roofline import Efficiency, Hardware, ModelSpec, PerfModel
-from loadgen.sim.model.scheduler import EngineConfig
+from loadgen.sim.model.scheduler import BLOCK_SIZES, EngineConfig
 
-_DURATIONS = {
-    "allreduce_latency",
-    "host_overhead",
-    "sequence_overhead",
-    "frontend_request",
-    "frontend_token",
-}
-_SIZES = {"gpu_memory"}
 HELD_OUT = ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90")  # a fit's checked figures
 
 
@@ -49,6 +44,7 @@ class Preset:
     engine: EngineConfig
     uncalibrated: str = ""  # why no measurement backs it; empty: calibrated or derived
     fit: dict[str, float] | None = None  # a fitted preset's held-out errors ([fit])
+    weights: str = ""  # a preset derived from the catalogue: its --dtype (catalogue.DTYPES)
 
     @property
     def max_model_len(self) -> int:
@@ -93,8 +89,14 @@ def load(name: str) -> Preset:
 
 
 def load_file(path: str | Path) -> Preset:
+    """A preset file; ValueError, one line naming the file, for one that cannot be read,
+    is not TOML or holds a key outside its type or range."""
     path = Path(path)
-    return parse(path.stem, tomllib.loads(path.read_text()))
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return parse(path.stem, data, str(path))
 
 
 def dump(preset: Preset) -> str:
@@ -110,7 +112,7 @@ def dump(preset: Preset) -> str:
     ]
     if preset.uncalibrated:
         lines.append(f"uncalibrated = {_toml(preset.uncalibrated)}")
-    tables = {
+    tables: dict[str, Any] = {
         "model": preset.perf.model,
         "hardware": preset.perf.hardware,
         "efficiency": preset.perf.efficiency,
@@ -120,12 +122,13 @@ def dump(preset: Preset) -> str:
         lines.append(f"\n[{table}]")
         for f in fields(values):
             value = getattr(values, f.name)
-            if value is None:
+            if value is None or value == "":  # unset: the default reads back
                 continue
-            if f.name in _DURATIONS:
+            kind = TYPES[table].get(f.name)
+            if isinstance(kind, Duration):
                 micro = f"{value * 1e6:.6f}".rstrip("0").rstrip(".")
                 lines.append(f'{f.name} = "{micro}us"')
-            elif f.name in _SIZES:
+            elif isinstance(kind, keys.Bytes):
                 lines.append(f"{f.name} = {int(value)}")
             else:
                 lines.append(f"{f.name} = {_toml(value)}")
@@ -143,66 +146,138 @@ def _toml(value: object) -> str:
     return repr(value)
 
 
-def parse(name: str, data: dict[str, Any]) -> Preset:
-    """A validated preset from a parsed TOML document."""
+def parse(name: str, data: dict[str, Any], where: str = "") -> Preset:
+    """A checked preset from a parsed TOML document: every key read by its type and range
+    (TYPES), then the checks across keys. ValueError, one line naming `where` (the file;
+    default "preset NAME") and the key."""
+    where = where or f"preset {name}"
     data = dict(data)
-    tables = {key: data.pop(key, {}) for key in ("model", "hardware", "efficiency", "engine")}
-    fit = _fit(name, data.pop("fit")) if "fit" in data else None
-    top = _take(
-        Preset, data, ("description", "served_model_name", "mean_output_tokens", "uncalibrated")
+    tables = {key: data.pop(key, {}) for key in TYPES if key}
+    fit = _fit(where, data.pop("fit")) if "fit" in data else None
+    top, model, hardware, efficiency, engine = (
+        _table(where, table, data if not table else tables[table]) for table in TYPES
     )
-    if len(top.keys() - {"uncalibrated"}) != 3:
-        raise ValueError(f"preset {name}: needs description, served_model_name, mean_output_tokens")
-    if not isinstance(top.get("uncalibrated", ""), str):
-        raise ValueError(f"preset {name}: uncalibrated must be a string (why)")
-    perf = PerfModel(
-        _build(ModelSpec, tables["model"]),
-        _build(Hardware, tables["hardware"]),
-        _build(Efficiency, tables["efficiency"]),
-    )
-    engine = _build(EngineConfig, tables["engine"])
-    preset = Preset(name=name, perf=perf, engine=engine, fit=fit, **top)
-    if preset.kv_capacity_tokens < preset.max_model_len:
-        raise ValueError(
-            f"preset {name}: KV cache holds {preset.kv_capacity_tokens} tokens, "
-            f"less than max_model_len {preset.max_model_len}"
-        )
+    try:
+        perf = PerfModel(ModelSpec(**model), Hardware(**hardware), Efficiency(**efficiency))
+        preset = Preset(name=name, perf=perf, engine=EngineConfig(**engine), fit=fit, **top)
+        _check(preset)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     return preset
 
 
-def _fit(name: str, table: Any) -> dict[str, float]:
+# a whole number no model's shape or engine setting reaches: a count, not a runaway
+_COUNT = 2**31
+_QUANTIZATIONS = tuple(sorted({w.quantization for w in catalogue.DTYPES.values()} - {""}))
+_SHARE = Number(0, 1, "a share", zero_ok=False)
+TYPES: dict[str, dict[str, SettingType]] = {
+    "": {
+        "description": Text(),
+        "served_model_name": Text(),
+        "mean_output_tokens": Number(1, 1_000_000, "a token count", whole=True, zero_ok=False),
+        "uncalibrated": Text(),
+    },
+    "model": {
+        "params": Number(1e6, 1e14, "a parameter count", zero_ok=False),
+        "bytes_per_param": Number(0.1, 8, "bytes", zero_ok=False),
+        "layers": Number(1, 10_000, "a layer count", whole=True, zero_ok=False),
+        "hidden_size": Number(1, 1_000_000, "a width", whole=True, zero_ok=False),
+        "heads": Number(1, 100_000, "a head count", whole=True, zero_ok=False),
+        "kv_heads": Number(1, 100_000, "a head count", whole=True, zero_ok=False),
+        "head_dim": Number(1, 100_000, "a width", whole=True, zero_ok=False),
+        "kv_cache_bytes": Number(0.25, 8, "bytes", zero_ok=False),
+        "max_model_len": Number(1, _COUNT, "a token count", whole=True, zero_ok=False),
+        "quantization": Text(_QUANTIZATIONS),
+        "max_position_embeddings": Number(0, _COUNT, "a token count (0: unknown)", whole=True),
+        "experts": Number(0, 100_000, "an expert count (0: dense)", whole=True),
+        "experts_per_token": Number(0, 100_000, "an expert count", whole=True),
+        "expert_params": Number(0, 1e14, "a parameter count"),
+    },
+    "hardware": {
+        "gpu": Text(),
+        "tensor_parallel": Number(1, 1024, "a GPU count", whole=True, zero_ok=False),
+        "hbm_bandwidth": keys.MEMORY_BANDWIDTH,
+        "peak_flops": keys.FLOPS,
+        "gpu_memory": keys.Bytes(),
+        "interconnect_bandwidth": keys.INTERCONNECT_BANDWIDTH,
+        "allreduce_latency": keys.ALLREDUCE_LATENCY,
+        "idle_watts": keys.IDLE_WATTS,
+        "max_watts": keys.MAX_WATTS,
+        "compute_watts": Number(0, 100_000, "watts"),
+        "memory_watts": Number(0, 100_000, "watts"),
+        "mbu_ceiling": _SHARE,
+        "mfu_ceiling": _SHARE,
+    },
+    "efficiency": {
+        "mbu": _SHARE,
+        "mfu": _SHARE,
+        "host_overhead": Duration(positive=False, high=1.0),
+        "sequence_overhead": Duration(positive=False, high=0.1),
+        "frontend_request": Duration(positive=False, high=1.0),
+        "frontend_token": Duration(positive=False, high=0.01),
+    },
+    "engine": {
+        "max_num_seqs": Number(1, 1_000_000, "a sequence count", whole=True, zero_ok=False),
+        "max_num_batched_tokens": Number(1, _COUNT, "a token count", whole=True, zero_ok=False),
+        "gpu_memory_utilization": _SHARE,
+        "block_size": keys.OneOf(BLOCK_SIZES),
+        "enable_chunked_prefill": Flag(),
+        "enable_prefix_caching": Flag(),
+    },
+}
+_CLASSES: dict[str, type] = {
+    "": Preset,
+    "model": ModelSpec,
+    "hardware": Hardware,
+    "efficiency": Efficiency,
+    "engine": EngineConfig,
+}
+
+
+def optional(table: str) -> set[str]:
+    """The keys of a table ("" the top level) that may be left out: its class's defaults."""
+    defaults = {f.name for f in fields(_CLASSES[table]) if f.default is not MISSING}
+    return defaults & set(TYPES[table])
+
+
+def _table(where: str, table: str, data: Any) -> dict[str, Any]:
+    """One table's keys by TYPES."""
+    return keys.read(where, table, data, TYPES[table], optional(table))
+
+
+def _check(preset: Preset) -> None:
+    """What no single key says: the shape is one, the power figures agree, the KV cache
+    holds one request of max_model_len."""
+    model, hardware = preset.perf.model, preset.perf.hardware
+    if model.heads % model.kv_heads:
+        raise ValueError(
+            f"[model] kv_heads: {model.kv_heads} does not divide heads ({model.heads})"
+        )
+    if model.experts_per_token > model.experts or model.expert_params > model.params:
+        raise ValueError("[model] experts_per_token and expert_params: at most experts and params")
+    if hardware.idle_watts > hardware.max_watts:
+        raise ValueError(
+            f"[hardware] idle_watts: {hardware.idle_watts:g} is more than max_watts "
+            f"({hardware.max_watts:g})"
+        )
+    if preset.kv_capacity_tokens < preset.max_model_len:
+        raise ValueError(
+            f"KV cache holds {preset.kv_capacity_tokens} tokens, "
+            f"less than [model] max_model_len {preset.max_model_len}"
+        )
+
+
+def _fit(where: str, table: Any) -> dict[str, float]:
     """A [fit] table: known figures, each a finite number."""
     allowed = ("error", *HELD_OUT)
     if not isinstance(table, dict) or "error" not in table or set(table) - set(allowed):
-        raise ValueError(f"preset {name}: [fit] takes error and {', '.join(HELD_OUT)}")
+        raise ValueError(f"{where}: [fit] takes error and {', '.join(HELD_OUT)}")
     out = {}
     for key, value in table.items():
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number or not math.isfinite(value):
-            raise ValueError(f"preset {name}: [fit] {key} = {value!r} is not a finite number")
+            raise ValueError(f"{where}: [fit] {key} = {value!r} is not a finite number")
         out[key] = float(value)
-    return out
-
-
-def _build(cls: type, table: dict[str, Any]) -> Any:
-    values = _take(cls, dict(table), tuple(f.name for f in fields(cls)))
-    try:
-        return cls(**values)
-    except TypeError as exc:  # a missing key
-        raise ValueError(f"{cls.__name__}: {exc}") from None
-
-
-def _take(cls: type, table: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
-    unknown = set(table) - set(allowed)
-    if unknown:
-        raise ValueError(f"{cls.__name__}: unknown keys {sorted(unknown)}")
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        if key in _DURATIONS:
-            value = parse_duration(value)
-        elif key in _SIZES:
-            value = float(parse_size(value))
-        out[key] = value
     return out
 
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 # Upper bounds for a preset's efficiencies, in datasheet terms. Measured on one H200
 # (docs/sim/h200-roofline.json): bare weight streaming reached 0.77 of the datasheet
 # bandwidth and bare bf16 matmuls 0.68 of the datasheet FLOP/s. A serving engine adds
-# attention, sampling and scheduling on top, so a preset must stay below both.
+# attention, sampling and scheduling on top, so a preset must stay below both. They are a
+# Hardware's defaults: the catalogue (catalogue.py) sets each GPU's own.
 MBU_CEILING = 0.77
 MFU_CEILING = 0.68
 
@@ -46,10 +47,31 @@ class ModelSpec:
     max_model_len: int
     quantization: str = ""  # the checkpoint's method (vLLM's --quantization): awq, gptq or none
     max_position_embeddings: int = 0  # the model's own context limit (config.json); 0: unknown
+    # a mixture of experts: routed experts per layer, how many each token is sent to, and
+    # their parameters over all layers (counted in `params` too); 0: a dense model
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_params: float = 0.0
 
     @property
     def weight_bytes(self) -> float:
         return self.params * self.bytes_per_param
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token is multiplied by: of the routed experts, its own only."""
+        if not self.experts:
+            return self.params
+        return self.params - self.expert_params * (1 - self.experts_per_token / self.experts)
+
+    def weight_bytes_read(self, tokens: int) -> float:
+        """Weight bytes a forward pass over `tokens` tokens reads: every dense weight, and of
+        the routed experts those some token goes to. With routing spread evenly, a share
+        1 − (1 − k/E)^tokens of them: one token reads its k, a large batch all E."""
+        if not self.experts:
+            return self.weight_bytes
+        untouched = (1 - self.experts_per_token / self.experts) ** tokens
+        return (self.params - self.expert_params * untouched) * self.bytes_per_param
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -72,6 +94,8 @@ class Hardware:
     max_watts: float  # per GPU: the board's power limit (TDP)
     compute_watts: float  # per GPU above idle, at 100% of peak_flops
     memory_watts: float  # per GPU above idle, at 100% of hbm_bandwidth
+    mbu_ceiling: float = MBU_CEILING  # the most of hbm_bandwidth an engine can reach
+    mfu_ceiling: float = MFU_CEILING  # the most of peak_flops an engine can reach
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +134,11 @@ class PerfModel:
     efficiency: Efficiency
 
     def __post_init__(self) -> None:
-        e = self.efficiency
-        if not 0 < e.mbu < MBU_CEILING:
-            raise ValueError(f"mbu {e.mbu} outside (0, {MBU_CEILING}): see model.MBU_CEILING")
-        if not 0 < e.mfu < MFU_CEILING:
-            raise ValueError(f"mfu {e.mfu} outside (0, {MFU_CEILING}): see model.MFU_CEILING")
+        e, hw = self.efficiency, self.hardware
+        if not 0 < e.mbu < hw.mbu_ceiling:
+            raise ValueError(f"mbu {e.mbu} outside (0, {hw.mbu_ceiling}): the GPU's MBU ceiling")
+        if not 0 < e.mfu < hw.mfu_ceiling:
+            raise ValueError(f"mfu {e.mfu} outside (0, {hw.mfu_ceiling}): the GPU's MFU ceiling")
         if self.kv_capacity_tokens(1.0) <= 0:
             raise ValueError("the weights do not fit in GPU memory")
 
@@ -181,9 +205,9 @@ class PerfModel:
         """Memory, compute and all-reduce time of one forward pass of model m."""
         hw, eff = self.hardware, self.efficiency
         tp = hw.tensor_parallel
-        read = m.weight_bytes / tp + self.kv_per_gpu(m) * kv_tokens
+        read = m.weight_bytes_read(tokens) / tp + self.kv_per_gpu(m) * kv_tokens
         memory = read / (hw.hbm_bandwidth * eff.mbu)
-        flops = 2 * m.params * tokens + 4 * m.layers * m.heads * m.head_dim * attention
+        flops = 2 * m.active_params * tokens + 4 * m.layers * m.heads * m.head_dim * attention
         compute = flops / (tp * hw.peak_flops * eff.mfu)
         return memory, compute, self._communication(m, tokens)
 

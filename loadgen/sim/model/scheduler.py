@@ -31,6 +31,8 @@ from loadgen.sim.model.roofline import PerfModel, StepTime
 from loadgen.sim.model.sequence import Seq
 from loadgen.sim.model.speculation import SpecStats, Speculation
 
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize (config/cache.py)
+
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:

@@ -35,6 +35,7 @@ class Seq:
         "first_token_at",
         "generated",
         "hashed_blocks",
+        "index",
         "last_token_at",
         "output_tokens",
         "preemptions",
@@ -60,6 +61,7 @@ class Seq:
         self.stream_interval = stream_interval
         self.first_chunk = first_chunk
         self.arrival = arrival
+        self.index = -1  # its place among the requests a caller numbered (the twin's); -1: none
         self.generated = 0
         self.computed = 0  # tokens whose KV is in the cache (scheduler's view)
         self.blocks: list[int] = []  # the KV-cache blocks it holds, in order

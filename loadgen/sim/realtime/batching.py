@@ -14,7 +14,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from loadgen.sim.model.frontend import Frontend
 from loadgen.sim.model.gpus import GpuMeter
@@ -54,7 +54,7 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    async def generate(self, seq: Seq) -> AsyncIterator[int]:
+    async def generate(self, seq: Seq) -> AsyncGenerator[int, None]:
         """Queue `seq`; yields the cumulative token count of each chunk as it is released.
         Closing the iterator early aborts the request and frees its KV cache. With a front
         end (frontend.py) the engine gets it once the front end is done with it."""

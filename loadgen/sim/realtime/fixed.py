@@ -9,7 +9,7 @@ arrival order. A scripted request (script.py) brings its own `ttft` and per-toke
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 from loadgen.sim.model.sequence import Seq
 from loadgen.sim.realtime.clock import sleep_until
@@ -44,7 +44,7 @@ class FixedTiming:
 
     async def generate(
         self, seq: Seq, ttft: float | None = None, itl: float | None = None
-    ) -> AsyncIterator[int]:
+    ) -> AsyncGenerator[int, None]:
         """Yields the cumulative token count of each chunk at its scheduled time: the first
         chunk's last token `ttft` after arrival, every later token `itl` after the one before."""
         ttft = self.ttft if ttft is None else ttft

@@ -39,7 +39,8 @@ MIB = 2**20
 
 def token_buckets(max_model_len: int) -> list[int]:
     """vLLM's 1-2-5 buckets up to max_model_len."""
-    out, scale = [], 1
+    out: list[int] = []
+    scale = 1
     while True:
         for m in (1, 2, 5):
             if m * scale > max_model_len:

@@ -17,7 +17,7 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -33,15 +33,18 @@ def provider_from_env() -> TracerProvider | None:
     protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get(
         "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
     )
+    exporter: SpanExporter
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter()
     else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
-            OTLPSpanExporter,
-        )
+        from opentelemetry.exporter.otlp.proto.http import trace_exporter
+
+        exporter = trace_exporter.OTLPSpanExporter()
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "loadgen-sim"}
     provider = TracerProvider(resource=Resource.create(attributes))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider
 
 

@@ -4,7 +4,9 @@ each request's predicted timings.
 
 - `deployment.py` a deployment's twin: requests in, per-request timings out
 - `cluster.py` the engine's steps on a virtual clock, over replicas behind a router
-- `capture.py` a capture of a deployment's traffic: the proxy's log or a loadgen run
+- `budget.py` what the replicas cost in memory, told before any work starts
+- `capture.py` a capture of a deployment's traffic, its sources on one timeline
+- `sources/` the files a fit reads: the proxy's log, loadgen runs, other tools' files
 - `fit.py` fitting a preset's efficiency terms to a capture
 - `sensitivity.py` how timings move with each term, the schedule held fixed
 - `verdict.py` a fit from start to verdict: identification, held-out error

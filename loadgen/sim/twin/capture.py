@@ -1,33 +1,38 @@
-"""A capture of a deployment's traffic, as a fit reads it: the proxy's request log lines or
-a loadgen run directory (its requests.jsonl). Pure parsing but for reading the files.
+"""A capture of a deployment's traffic, as a fit reads it: the SOURCEs given (the proxy's log,
+loadgen runs, other tools' files: sources/), their streams laid on one timeline. Pure but
+for reading the files.
 
-The simulator reads these formats itself (of the load generator it imports only the
-JSON-lines reader every part shares, loadgen.jsonl): what it needs of a request is when it
-arrived, its lengths, the prefix-cache hit, and what was measured — TTFT and TPOT and, with
-vLLM's --enable-per-request-metrics, the server's queue, prefill (scheduled to first token)
-and decode times. Failed requests are counted, not
-replayed; requests outside a run's measured window (warmup, cooldown) still loaded the
-server, so they are replayed but not fitted to.
+Each stream keeps its own clock: streams are one load only when their arrivals are on the
+wall clock and overlap (two proxies' logs of one deployment, say). Loads that did not
+overlap, and any stream timed on a process's own clock, are laid one after another with an
+idle gap the engine drains in, so that no load is replayed on top of another. Failed
+requests are counted, not replayed.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import orjson
 
-from loadgen.jsonl import strict_objects
+from loadgen.sim.twin.sources import detect
+from loadgen.sim.twin.sources.fields import MAX_SECONDS
+from loadgen.sim.twin.sources.ours import ACCESS_LOGGER
+from loadgen.sim.twin.sources.stream import REBUILT, Captured, CaptureError, Stream
 
 if TYPE_CHECKING:
     from loadgen.sim.twin.deployment import Request, Timing
 
-ACCESS_LOGGER = "latency_proxy.access"  # the proxy's request lines (docs/reference/log-line.md)
+__all__ = ["ACCESS_LOGGER", "MAX_SECONDS", "Capture", "CaptureError", "Captured", "Source", "read"]
+
 MIN_REQUESTS = 50  # with timings: fewer cannot bound a P90, nor tell the terms apart
-# a figure past these is no measurement of a request (seconds)
-MAX_SECONDS = 24 * 3600.0
+# the idle gap after a load: this many times its longest measured tail past its last arrival,
+# and at least this (s), so that a candidate up to about that much slower still drains in it
+# (idle time costs a virtual clock nothing; only the time slices stretch with it)
+DRAIN_FACTOR = 4.0
+DRAIN_MIN = 10.0
 
 
 def log_line(
@@ -55,24 +60,17 @@ def log_line(
     return orjson.dumps(line | fields)
 
 
-class CaptureError(ValueError):
-    """Input a fit cannot use; the message names the file (and line)."""
-
-
 @dataclass(frozen=True, slots=True)
-class Captured:
-    """One request as captured. Times in seconds; arrival on the capture's own clock."""
+class Source:
+    """One SOURCE as read: its format and how it is fitted."""
 
-    arrival: float
-    prompt_tokens: int
-    output_tokens: int
-    cached_tokens: int = 0
-    ttft: float | None = None
-    tpot: float | None = None
-    server_queue: float | None = None
-    server_prefill: float | None = None
-    server_decode: float | None = None
-    measured: bool = True  # False: it loaded the server but is not a target (warmup)
+    path: str
+    format: str
+    fitted: str  # "per request" or "rebuilt from settings"
+    streams: int
+    requests: int
+    failed: int
+    settings: list[dict[str, object]]  # what each rebuilt stream was rebuilt from
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,125 +78,104 @@ class Capture:
     requests: list[Captured]  # in arrival order, arrivals from 0
     model: str | None
     failed: int  # requests that did not complete (not replayed)
-    sources: list[str]
+    sources: list[Source]
 
 
-def read(sources: list[str], model: str | None = None) -> Capture:
-    """Every source's requests, merged in arrival order; CaptureError for input a fit
-    cannot use."""
-    rows: list[tuple[Captured, str | None]] = []
-    failed = 0
-    for source in sources:
-        path = Path(source)
-        file = path / "requests.jsonl" if path.is_dir() else path
-        try:
-            text = file.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CaptureError(f"{file}: cannot read it ({exc})") from None
-        found, bad = _parse(file, text)
-        if not found and not bad:
+def read(paths: list[str], model: str | None = None) -> Capture:
+    """Every source's requests on one timeline; CaptureError for input a fit cannot use."""
+    streams: list[tuple[int, Stream]] = []
+    sources = []
+    for index, path in enumerate(paths):
+        label, found = detect.read(path)
+        rows = sum(len(s.rows) for s in found)
+        failed = sum(s.failed for s in found)
+        empty = sum(s.empty for s in found)
+        if not rows and empty:
             raise CaptureError(
-                f"{file}: no request lines (the proxy's {ACCESS_LOGGER} lines or a loadgen "
-                "requests.jsonl)"
+                f"{path}: no tokens: its {empty} completed requests all count 0 (or no) input "
+                f"or output tokens{f', {failed} more failed' if failed else ''}: nothing to "
+                "time a token by (a server that does not report usage?)"
             )
-        if not found:
-            raise CaptureError(f"{file}: errors only: none of its {bad} requests completed")
-        rows += found
-        failed += bad
-    models = sorted({m for _, m in rows if m is not None})
-    if model is not None:
-        rows = [(r, m) for r, m in rows if m == model]
         if not rows:
-            raise CaptureError(f"{sources[0]}: no request of model {model!r} (it has {models})")
+            raise CaptureError(f"{path}: errors only: none of its {failed} requests completed")
+        failed += empty
+        rebuilt = [s.settings for s in found if s.fitted == REBUILT]
+        fitted = REBUILT if rebuilt else found[0].fitted
+        sources.append(Source(path, label, fitted, len(found), rows, failed, rebuilt))
+        streams += [(index, s) for s in found]
+    tagged = [(replace(r, source=index), m, s) for index, s in streams for r, m in s.rows]
+    models = sorted({m for _, m, _ in tagged if m is not None})
+    if model is not None:
+        tagged = [row for row in tagged if row[1] == model]
+        if not tagged:
+            raise CaptureError(f"{paths[0]}: no request of model {model!r} (it has {models})")
     elif len(models) > 1:
         raise CaptureError(
-            f"{sources[0]}: requests of several models ({', '.join(models)}): "
-            "choose one with --model"
+            f"{paths[0]}: requests of several models ({', '.join(models)}): choose one with --model"
         )
-    timed = sum(1 for r, _ in rows if r.measured and r.ttft is not None)
+    timed = sum(1 for r, _, _ in tagged if r.measured and r.ttft is not None)
     if timed < MIN_REQUESTS:
         raise CaptureError(
-            f"{sources[0]}: {timed} requests with timings; a fit needs at least {MIN_REQUESTS}"
+            f"{paths[0]}: {timed} requests with timings; a fit needs at least {MIN_REQUESTS}"
         )
-    rows.sort(key=lambda row: row[0].arrival)
-    start = rows[0][0].arrival
-    requests = [_shift(r, start) for r, _ in rows]
-    return Capture(requests, model or (models[0] if models else None), failed, list(sources))
-
-
-def _shift(r: Captured, start: float) -> Captured:
-    return Captured(
-        r.arrival - start,
-        r.prompt_tokens,
-        r.output_tokens,
-        r.cached_tokens,
-        r.ttft,
-        r.tpot,
-        r.server_queue,
-        r.server_prefill,
-        r.server_decode,
-        r.measured,
+    requests = _timeline(tagged)
+    return Capture(
+        requests,
+        model or (models[0] if models else None),
+        sum(s.failed + s.empty for _, s in streams),
+        sources,
     )
 
 
-def _parse(file: Path, text: str) -> tuple[list[tuple[Captured, str | None]], int]:
-    """The requests of one file with their model, and how many failed."""
-    found: list[tuple[Captured, str | None]] = []
-    failed = 0
-    first_target: object = None
-    for number, item in strict_objects(text, str(file), CaptureError):
-        if "intended_at" in item:  # loadgen's requests.jsonl: its first target only
-            first_target = first_target or item.get("target")
-            if item.get("target") != first_target:
-                continue
-            arrival_key, ok, model = "sent_at", bool(item.get("ok")), None
-            measured = not item.get("excluded")
-        elif item.get("logger") == ACCESS_LOGGER and item.get("msg") == "request":
-            if not item.get("operation"):
-                continue  # not a generation (a model list, a health check)
-            arrival_key, ok, measured = "arrived_at", item.get("outcome") == "ok", True
-            model = item.get("model") if isinstance(item.get("model"), str) else None
-        else:
+def _timeline(tagged: list[tuple[Captured, str | None, Stream]]) -> list[Captured]:
+    """The streams' requests on one timeline from 0: streams on the wall clock that overlap
+    are one load; loads follow each other in the order given, each after the one before
+    has drained."""
+    loads: list[list[Captured]] = []
+    spans: list[tuple[float, float]] = []  # of the wall-clock loads
+    for stream in _distinct(s for _, _, s in tagged):
+        rows = sorted((r for r, _, s in tagged if s is stream), key=lambda r: r.arrival)
+        if not rows:
             continue
-        if not ok or not item.get("output_tokens") or not item.get("input_tokens"):
-            failed += 1
-            continue
-        at = f"{file}:{number}"
-        server_ttft = _seconds(item, "server_ttft_s", at)
-        found.append(
+        span = (rows[0].arrival, rows[-1].arrival)
+        joined = next(
             (
-                Captured(
-                    arrival=_number(item, arrival_key, at, 1e11),
-                    prompt_tokens=int(_number(item, "input_tokens", at, 1e7)),
-                    output_tokens=int(_number(item, "output_tokens", at, 1e7)),
-                    cached_tokens=int(_number(item, "cached_tokens", at, 1e7, 0)),
-                    ttft=_seconds(item, "ttft_s", at),
-                    tpot=_seconds(item, "tpot_s", at) or None,  # 0: every token in one
-                    # delivery (a starved client or proxy), which says nothing of decoding
-                    server_queue=_seconds(item, "server_queue_s", at),
-                    server_prefill=server_ttft,
-                    server_decode=_seconds(item, "server_decode_s", at),
-                    measured=measured,
-                ),
-                model,
-            )
+                k
+                for k, (lo, hi) in enumerate(spans)
+                if stream.wall_clock and lo <= span[1] and span[0] <= hi
+            ),
+            None,
         )
-    return found, failed
+        if joined is None:
+            loads.append(rows)
+            spans.append(span if stream.wall_clock else (float("nan"), float("nan")))
+        else:
+            loads[joined] = sorted(loads[joined] + rows, key=lambda r: r.arrival)
+            lo, hi = spans[joined]
+            spans[joined] = (min(lo, span[0]), max(hi, span[1]))
+    out: list[Captured] = []
+    start = 0.0
+    for rows in loads:
+        first = rows[0].arrival
+        out += [replace(r, arrival=r.arrival - first + start) for r in rows]
+        start = out[-1].arrival + _drain(rows)
+    return out
 
 
-def _seconds(item: dict, key: str, at: str) -> float | None:
-    value = item.get(key)
-    return None if value is None else _number(item, key, at, MAX_SECONDS)
+def _distinct(streams: Iterable[Stream]) -> list[Stream]:
+    """Each stream once, in the order first seen (a Stream is not hashable)."""
+    seen: list[Stream] = []
+    for s in streams:
+        if not any(s is t for t in seen):
+            seen.append(s)
+    return seen
 
 
-def _number(item: dict, key: str, at: str, limit: float, default: float | None = None) -> float:
-    value = item.get(key, default)
-    if value is None:
-        if default is not None:
-            return default
-        raise CaptureError(f"{at}: no {key}")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CaptureError(f"{at}: {key} is not a number")
-    if not math.isfinite(value) or not 0 <= value <= limit:
-        raise CaptureError(f"{at}: {key} {value} is out of range [0, {limit:g}]")
-    return float(value)
+def _drain(rows: list[Captured]) -> float:
+    """An idle gap after a load long enough for the engine to finish it."""
+    last = rows[-1].arrival
+    tail = max(
+        r.arrival + (r.ttft or 0.0) + (r.tpot or 0.0) * max(0, r.output_tokens - 1) - last
+        for r in rows
+    )
+    return max(DRAIN_MIN, DRAIN_FACTOR * tail)

@@ -1,5 +1,5 @@
-"""The engine on a virtual clock: the real-time engine's steps (realtime/batching.py) without sockets or
-sleeping. Pure, no I/O.
+"""The engine on a virtual clock: the real-time engine's steps (realtime/batching.py) without
+sockets or sleeping. Pure, no I/O.
 
 N replicas, each a Scheduler stepping back to back with the preset's performance model and
 its own front end (frontend.py), behind a router that sends each request to the replica
@@ -102,8 +102,8 @@ class Cluster:
                 replica.batch, replica.step = batch, step
                 self._push(now + step.total, _END, index)
             else:
+                assert replica.batch is not None and replica.step is not None
                 batch, step = replica.batch, replica.step
-                assert batch is not None and step is not None
                 self.steps += 1
                 sampled = replica.scheduler.complete(batch, now)
                 if observe is not None:

@@ -18,6 +18,7 @@ import hashlib
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.model.roofline import StepTime
@@ -134,13 +135,15 @@ def block_hashes(
     return tuple(hashes)
 
 
-_HASHES = Seq.block_hashes  # the slot behind _SharingSeq's lazy property
+# the slot behind _SharingSeq's lazy property: a descriptor, which the type checker reads as
+# the instance attribute
+_HASHES: Any = vars(Seq)["block_hashes"]
 
 
 class _Seq(Seq):
     """A Seq that remembers its request and the batches it was in."""
 
-    __slots__ = ("batch_sum", "index", "replica", "sent_at", "steps_in")
+    __slots__ = ("batch_sum", "replica", "sent_at", "steps_in")
 
     def __init__(self, index: int, request: Request, arrival: float, interval: int) -> None:
         super().__init__(request.prompt_tokens, request.output_tokens, arrival, interval)
@@ -165,7 +168,7 @@ class _SharingSeq(_Seq):
         self.prefix: tuple[tuple[str, int], ...] | None = request.prefix
         self.block_size = block_size
 
-    @property  # type: ignore[override]
+    @property
     def block_hashes(self) -> tuple[bytes, ...]:
         if self.prefix is not None:  # first asked: over prompt and output
             tokens = self.prompt_tokens + self.output_tokens
@@ -235,17 +238,20 @@ def run(
         steps.add(batch, step)
         size = len(batch.work)
         for seq, _n in batch.work:
-            seq.batch_sum += size
-            seq.steps_in += 1
-            seq.replica = replica
+            ours = cast(_Seq, seq)  # the twin runs only its own
+            ours.batch_sum += size
+            ours.steps_in += 1
+            ours.replica = replica
         if observe is not None:
             observe(replica, batch, step, now, sampled)
 
     elapsed = cluster.run(follow_up, count)
     served = [0] * replicas
     timings = []
-    for seq in seqs:
-        assert seq is not None and seq.finished_at is not None
+    for maybe in seqs:
+        assert maybe is not None, "every request ran"
+        seq = maybe
+        assert seq.finished_at is not None
         assert seq.scheduled_at is not None and seq.first_token_at is not None
         served[seq.replica] += 1
         timings.append(

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.model.roofline import MBU_CEILING, MFU_CEILING
@@ -56,7 +57,7 @@ class Term:
         return getattr(getattr(preset.perf, self.table), self.name)
 
 
-TERMS = (
+TERMS = (  # MBU's and MFU's upper ends are the GPU's own ceilings (terms)
     Term("mbu", "efficiency", 0.05, MBU_CEILING * 0.999),
     Term("mfu", "efficiency", 0.02, MFU_CEILING * 0.999),
     Term("host_overhead", "efficiency", 1e-5, 0.1),
@@ -70,9 +71,24 @@ FRONTEND = (
 )
 
 
+CEILINGS = {"mbu": "mbu_ceiling", "mfu": "mfu_ceiling"}  # the Hardware field bounding each
+
+
+def terms(preset: Preset) -> tuple[Term, ...]:
+    """TERMS, MBU and MFU bounded by the preset's GPU's ceilings."""
+    hw = preset.perf.hardware
+    return tuple(
+        dataclasses.replace(t, high=getattr(hw, CEILINGS[t.name]) * 0.999)
+        if t.name in CEILINGS
+        else t
+        for t in TERMS
+    )
+
+
 def with_terms(preset: Preset, values: dict[str, float]) -> Preset:
     """The preset with these terms set (by name)."""
-    tables = {"efficiency": {}, "hardware": {}}
+    # field name to value, as replace() takes them (a table's fields are not all floats)
+    tables: dict[str, dict[str, Any]] = {"efficiency": {}, "hardware": {}}
     for term in (*TERMS, *FRONTEND):
         if term.name in values:
             tables[term.table][term.name] = values[term.name]
@@ -141,7 +157,8 @@ class Targets:
     between steps (TTFT, queue, prefill): a shift of the schedule by one step moves a single
     request's TTFT by a whole step, but not a group's mean."""
 
-    groups: list[tuple[tuple[int, ...], str, float, float]]  # requests, kind, log, weight
+    # requests, kind, log, weight, and the quantile the group stands for (None: its mean)
+    groups: list[tuple[tuple[int, ...], str, float, float, float | None]]
     slice_of: list[int]  # each group's time slice (for the bootstrap)
     kinds: int  # kinds of figure captured (each weighs one)
 
@@ -161,6 +178,7 @@ class Targets:
         prompts = sorted(capture.requests[i].prompt_tokens for i in measured)
         thirds = [prompts[len(prompts) // 3], prompts[2 * len(prompts) // 3]] if prompts else []
         keyed: dict[tuple[str, int, int], list[tuple[int, float]]] = {}
+        rebuilt: dict[tuple[str, int], list[tuple[int, float]]] = {}
         for i in measured:
             r = capture.requests[i]
             third = sum(r.prompt_tokens > t for t in thirds)
@@ -168,44 +186,100 @@ class Targets:
                 skipped = kind not in only if only is not None else kind in _engine_timed(r)
                 if value is None or skipped:
                     continue
+                if r.rebuilt:  # its arrival is not the one measured: only the spread counts
+                    rebuilt.setdefault((kind, r.source), []).append((i, value))
+                    continue
                 grouped = (kind, slice_of[i] // merge, third)
                 key = (kind, i, 0) if kind in PER_REQUEST else grouped
                 keyed.setdefault(key, []).append((i, math.log(value + FLOOR[kind])))
         counts: dict[str, int] = {}
         for kind, *_ in keyed:
             counts[kind] = counts.get(kind, 0) + 1
-        groups, slices = [], []
+        for kind, _ in rebuilt:
+            counts[kind] = counts.get(kind, 0) + len(QUANTILES)
+        groups: list[tuple[tuple[int, ...], str, float, float, float | None]] = []
+        slices = []
         for (kind, where, _), members in keyed.items():
             mean = sum(v for _, v in members) / len(members)
-            groups.append((tuple(i for i, _ in members), kind, mean, 1 / math.sqrt(counts[kind])))
+            weight = 1 / math.sqrt(counts[kind])
+            groups.append((tuple(i for i, _ in members), kind, mean, weight, None))
             slices.append(slice_of[members[0][0]] if kind in PER_REQUEST else where * merge)
+        for (kind, _), members in rebuilt.items():
+            ordered = sorted(members, key=lambda m: m[1])
+            for q in QUANTILES:
+                value = _at_rank([v for _, v in ordered], q)
+                logged = math.log(value + FLOOR[kind])
+                groups.append(
+                    (tuple(i for i, _ in members), kind, logged, 1 / math.sqrt(counts[kind]), q)
+                )
+                slices.append(slice_of[ordered[len(ordered) // 2][0]])
         return cls(groups, slices, len(counts))
 
     def residuals(self, timings: list[deployment.Timing]) -> list[float]:
         out = []
-        for members, kind, logged, weight in self.groups:
-            total = 0.0
-            for i in members:
-                value = simulated(timings[i])[kind]
-                assert value is not None
-                total += math.log(value + FLOOR[kind])
-            out.append(weight * (total / len(members) - logged))
+        for members, kind, logged, weight, q in self.groups:
+            value = _group_value(members, kind, q, timings)
+            out.append(weight * (value - logged))
         return out
 
     def jacobian(self, timings: list[deployment.Timing], sens: Sensitivity) -> list[list[float]]:
         """d residual / d log(term) for each of the sensitivity's terms: columns."""
         rows = []
-        for members, kind, _logged, weight in self.groups:
+        for members, kind, _logged, weight, q in self.groups:
             total = [0.0] * len(sens.names)
-            for i in members:
+            for i, share in _shares(members, kind, q, timings):
                 t = timings[i]
                 value = simulated(t)[kind]
                 assert value is not None
-                scale = weight / len(members) / (value + FLOOR[kind])
+                if q is not None:  # d log(quantile): the request at that rank moves it
+                    value = math.exp(_group_value(members, kind, q, timings)) - FLOOR[kind]
+                scale = weight * share / (value + FLOOR[kind])
                 for k, d in enumerate(sens.of(i, kind, t)):
                     total[k] += scale * d
             rows.append(total)
         return [list(column) for column in zip(*rows, strict=True)] if rows else []
+
+
+QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)  # of a rebuilt load's figures, matched one by one
+
+
+def _at_rank(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of sorted values, linear between order statistics."""
+    at = (len(ordered) - 1) * q
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def _shares(
+    members: tuple[int, ...], kind: str, q: float | None, timings: list[deployment.Timing]
+) -> list[tuple[int, float]]:
+    """The requests a group's figure is made of, each with its share of it: all alike for a
+    mean, the two either side of the rank for a quantile."""
+    if q is None:
+        return [(i, 1 / len(members)) for i in members]
+    ordered = sorted(members, key=lambda i: simulated(timings[i])[kind] or 0.0)
+    at = (len(ordered) - 1) * q
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    frac = at - low
+    return [(ordered[low], 1 - frac), (ordered[high], frac)]
+
+
+def _group_value(
+    members: tuple[int, ...], kind: str, q: float | None, timings: list[deployment.Timing]
+) -> float:
+    """The group's simulated figure, in log: its members' mean log, or the log of their
+    q-quantile."""
+    if q is None:
+        total = 0.0
+        for i in members:
+            value = simulated(timings[i])[kind]
+            assert value is not None
+            total += math.log(value + FLOOR[kind])
+        return total / len(members)
+    values = sorted(simulated(timings[i])[kind] or 0.0 for i in members)
+    return math.log(_at_rank(values, q) + FLOOR[kind])
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,21 +293,39 @@ class Fitted:
     partner: dict[str, tuple[str, float]]
     loss: float
     replays: int
+    # of the free terms: where the linearised optimum lies with no term bounded (a term
+    # pinned at a bound says there how far past it the capture would take it)
+    unbounded: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class Search:
     """Replays of one capture with candidate terms, counted."""
 
-    def __init__(self, base: Preset, capture: Capture, targets: Targets, replicas: int) -> None:
+    def __init__(
+        self,
+        base: Preset,
+        capture: Capture,
+        targets: Targets,
+        replicas: int,
+        on_replay: Callable[[], None] | None = None,
+    ) -> None:
         self.base = base
         self.requests = requests(capture)
         self.targets = targets
         self.replicas = replicas
         self.replays = 0
+        self.on_replay = on_replay  # told after each replay: a long fit shows its progress
 
     def timings(self, values: dict[str, float]) -> list[deployment.Timing]:
+        preset = with_terms(self.base, values)
+        timings = deployment.run(preset, self.requests, self.replicas).timings
+        self._replayed()
+        return timings
+
+    def _replayed(self) -> None:
         self.replays += 1
-        return deployment.run(with_terms(self.base, values), self.requests, self.replicas).timings
+        if self.on_replay is not None:
+            self.on_replay()
 
     def residuals(self, values: dict[str, float]) -> list[float]:
         return self.targets.residuals(self.timings(values))
@@ -247,8 +339,8 @@ class Search:
         preset = with_terms(self.base, values)
         engine = [n for n in names if n in ENGINE_TERMS]
         sens = Sensitivity(preset, engine, len(self.requests))
-        self.replays += 1
         timings = deployment.run(preset, self.requests, self.replicas, observe=sens).timings
+        self._replayed()
         r = self.targets.residuals(timings)
         analytic = dict(zip(engine, self.targets.jacobian(timings, sens), strict=True))
         columns = []
@@ -343,6 +435,7 @@ def _intervals(
         spread[name] = hi - lo
         kinds = search.targets.kinds
         sensitivity[name] = math.sqrt(_dot(jacobian[k], jacobian[k]) / kinds)
+    unbounded = {name: math.exp(v + d) for name, v, d in zip(names, x, centre, strict=True)}
     partner = {
         name: max(
             ((other, _correlation(draws[k], draws[j])) for j, other in enumerate(names) if j != k),
@@ -351,7 +444,9 @@ def _intervals(
         )
         for k, name in enumerate(names)
     }
-    return Fitted(values, names, intervals, spread, sensitivity, partner, loss, search.replays)
+    return Fitted(
+        values, names, intervals, spread, sensitivity, partner, loss, search.replays, unbounded
+    )
 
 
 def _correlation(a: list[float], b: list[float]) -> float:

@@ -2,31 +2,35 @@
 the front end kept or not, and how well the fitted twin predicts what it was not fitted
 on. Pure, no I/O.
 
-The capture's last `holdout` share of requests (by arrival) is never fitted to: the fitted
-twin replays the whole capture and its P50 and P90 of TTFT and TPOT over those requests are
-set against the measured ones. That is the error a user should expect of a what-if, and it
-decides the front end: its two terms are kept only when they lower it. When the capture has
-the server's own timings, the engine is fitted to those (fit._engine_timed) and the front
-end, with the engine's terms held, to the client's TTFT alone: the time between the client
-and the engine (API server, network, proxy) is what it stands for. The server's own TTFT
-and TPOT are then judged on the held-out requests too (`held_out_server`).
+The last `holdout` share of each source's requests (by arrival) is never fitted to: the
+fitted twin replays the whole capture and its P50 and P90 of TTFT and TPOT over those
+requests are set against the measured ones, over all of them and per source. That is the
+error a user should expect of a what-if, and it decides the front end: its two terms are
+kept only when they lower it. When the capture has the server's own timings, the engine is
+fitted to those (fit._engine_timed) and the front end, with the engine's terms held, to the
+client's TTFT alone: the time between the client and the engine (API server, network,
+proxy) is what it stands for. The server's own TTFT and TPOT are then judged on the
+held-out requests too (`held_out_server`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import deployment, fit
 from loadgen.sim.twin.capture import Capture, Captured
-from loadgen.sim.twin.fit import FRONTEND, TERMS, Fitted, Search, Targets, Term
+from loadgen.sim.twin.fit import FRONTEND, TERMS, Fitted, Search, Targets
 
 QUIET = 0.002  # a term whose STEP change moves the fitted figures less (rms, log) is unseen
 FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6}
 TIED = 0.95  # |correlation| of two terms' bootstrap estimates above which they are one
 FRONTEND_GAIN = 0.005  # held-out error (mean over its four figures) the front end must save
+CEILING_NEAR = 0.01  # a term within this share of its ceiling is at it
+MIN_HELD_OUT = 10  # held-out requests: with fewer, a P90 is only their largest value
 
 
 @dataclass(slots=True)
@@ -35,52 +39,90 @@ class Report:
     base: dict[str, float]
     intervals: dict[str, tuple[float, float]]
     not_identified: dict[str, str] = field(default_factory=dict)  # term: why, in words
+    # terms pinned at their GPU's ceiling: value needed, ceiling, and the warning in words
+    at_ceiling: dict[str, dict[str, Any]] = field(default_factory=dict)
     held_out: dict[str, dict[str, float]] = field(default_factory=dict)
     held_out_server: dict[str, dict[str, float]] = field(default_factory=dict)
+    # per SOURCE, in the order given: its own held-out figures and their mean error
+    by_source: list[dict[str, Any]] = field(default_factory=list)
+    fitted_load: dict[str, dict[str, float]] = field(default_factory=dict)  # as held_out
     slices: list[dict[str, Any]] = field(default_factory=list)
     frontend: dict[str, Any] = field(default_factory=dict)
     replays: int = 0
 
     def held_out_error(self) -> float:
         """The mean absolute error of the held-out P50 and P90 of TTFT and TPOT."""
-        errors = [abs(v["error"]) for v in self.held_out.values()]
-        return sum(errors) / len(errors) if errors else math.inf
+        return mean_error(self.held_out)
 
 
-def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: int = 1) -> Report:
-    """The fitted terms of `base` for `capture`, with their intervals and the held-out error."""
-    n = len(capture.requests)
-    cut = n - max(1, round(n * holdout)) if holdout > 0 else n
-    targets = Targets.of(capture, range(cut))
-    search = Search(base, capture, targets, replicas)
+def mean_error(figures: dict[str, dict[str, float]]) -> float:
+    errors = [abs(v["error"]) for v in figures.values()]
+    return sum(errors) / len(errors) if errors else math.inf
+
+
+def held_out(capture: Capture, holdout: float) -> set[int]:
+    """The requests kept out of the fit: the last `holdout` share (by arrival) of each
+    source's, so that each source's error is its own."""
+    held: set[int] = set()
+    if holdout <= 0:
+        return held
+    for source in range(len(capture.sources)):
+        mine = [i for i, r in enumerate(capture.requests) if r.source == source]
+        held.update(mine[len(mine) - max(1, round(len(mine) * holdout)) :] if mine else [])
+    return held
+
+
+def calibrate(
+    base: Preset,
+    capture: Capture,
+    holdout: float = 0.3,
+    replicas: int = 1,
+    on_replay: Callable[[], None] | None = None,
+) -> Report:
+    """The fitted terms of `base` for `capture`, with their intervals and the held-out error;
+    `on_replay` is told after each replay of the capture (the first is the base preset's)."""
+    held = held_out(capture, holdout)
+    targets = Targets.of(capture, [i for i in range(len(capture.requests)) if i not in held])
+    search = Search(base, capture, targets, replicas, on_replay)
     start = {t.name: t.get(base) for t in (*TERMS, *FRONTEND)}
     first = deployment.run(base, search.requests, replicas)
+    if on_replay is not None:
+        on_replay()
     reasons = physics(base, first.steps)
-    free = [t for t in TERMS if t.name not in reasons]
-    fitted, free, hull = _narrowed(search, start, start, free, reasons)
+    bounded = fit.terms(base)
+    free = [t for t in bounded if t.name not in reasons]
+    fitted = fit.fit(search, start, free)
+    pinned = at_ceiling(fitted, free)
+    reasons |= unidentified(fitted, pinned)
+    hull = dict(fitted.intervals)
+    kept = dict(start)
+    while any(name in reasons for name in fitted.free):
+        for name in fitted.free:
+            if name in reasons:
+                kept[name], reasons[name] = _kept(name, start, fitted, hull, reasons[name])
+        free = [t for t in free if t.name not in reasons]
+        kept |= {k: v for k, v in fitted.values.items() if k in {t.name for t in free}}
+        fitted = fit.fit(search, kept, free)
+        pinned = at_ceiling(fitted, free)
+        reasons |= unidentified(fitted, pinned)
+        hull = _hull(hull, fitted.intervals)
     report = _report(start, fitted, reasons, search.replays)
+    report.at_ceiling = pinned
     # a term's interval spans every round it was free in: with a partner it trades off with
     # fixed at the base value, its own interval alone would claim a certainty it lacks
     report.intervals = {k: hull[k] for k in report.intervals}
-    _judge(report, search, capture, cut)
+    _judge(report, search, capture, held)
     without = report.held_out_error()
-    if any(fit._engine_timed(r) for r in capture.requests[:cut]):  # the engine's are held
-        client = Targets.of(capture, range(cut), only=frozenset({"ttft"}))
-        alone = Search(base, capture, client, replicas)
-        # of a per-request and a per-token cost that trade off, one is fixed (at 0) and the
-        # other carries both, as the engine's tied terms do
-        tied = dict(reasons)
-        first = report.values | _gap_start(capture.requests[:cut])
-        with_frontend, _, _ = _narrowed(
-            alone, report.values, first, list(FRONTEND), tied, resume=False
-        )
-        search.replays += alone.replays
+    fitted_to = [i for i in range(len(capture.requests)) if i not in held]
+    if any(fit._engine_timed(capture.requests[i]) for i in fitted_to):  # the engine's held
+        with_frontend, tied, replays = _front_end(base, capture, fitted_to, replicas, report)
+        search.replays += replays
         trial = _report(report.values, with_frontend, tied, search.replays)
         trial.base, trial.intervals = dict(start), report.intervals | trial.intervals
     else:
         with_frontend = fit.fit(search, fitted.values | FRONTEND_START, [*free, *FRONTEND])
         trial = _report(start, with_frontend, dict(reasons), search.replays)
-    _judge(trial, search, capture, cut)
+    _judge(trial, search, capture, held)
     gain = without - trial.held_out_error()
     front = [t.name for t in FRONTEND if t.name in with_frontend.free]
     unclear = {name: why for name in front if (why := why_not(with_frontend, name))}
@@ -88,8 +130,9 @@ def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: in
         "held_out_error_without": without,
         "held_out_error_with": trial.held_out_error(),
     }
-    if front and gain >= FRONTEND_GAIN and not unclear and not unidentified(with_frontend):
+    if front and gain >= FRONTEND_GAIN and not unclear and not unidentified(with_frontend, pinned):
         trial.frontend = frontend_words | {"kept": True}
+        trial.at_ceiling = at_ceiling(with_frontend, [*free, *FRONTEND])
         trial.replays = search.replays
         return trial
     why = (
@@ -103,6 +146,28 @@ def calibrate(base: Preset, capture: Capture, holdout: float = 0.3, replicas: in
     report.frontend = frontend_words | {"kept": False}
     report.replays = search.replays
     return report
+
+
+def _front_end(
+    base: Preset, capture: Capture, fitted_to: list[int], replicas: int, engine: Report
+) -> tuple[Fitted, dict[str, str], int]:
+    """The front end fitted to the client's TTFT alone, the engine's terms held at `engine`'s
+    values, from the median gap between the client's TTFT and the server's. Of a cost per
+    request and one per prompt token that trade off (prompts of similar length), the one
+    the capture cannot identify is fixed at 0 and the other refitted from the start again
+    (where its partner left it, it would look unseen): the fit, its reasons, its replays."""
+    client = Targets.of(capture, fitted_to, only=frozenset({"ttft"}))
+    alone = Search(base, capture, client, replicas)
+    first = engine.values | _gap_start([capture.requests[i] for i in fitted_to])
+    reasons = dict(engine.not_identified)
+    free = list(FRONTEND)
+    fitted = fit.fit(alone, first, free)
+    reasons |= unidentified(fitted)
+    while any(name in reasons for name in fitted.free):
+        free = [t for t in free if t.name not in reasons]
+        fitted = fit.fit(alone, engine.values | {t.name: first[t.name] for t in free}, free)
+        reasons |= unidentified(fitted)
+    return fitted, reasons, alone.replays
 
 
 def _gap_start(requests: list[Captured]) -> dict[str, float]:
@@ -121,32 +186,6 @@ def _gap_start(requests: list[Captured]) -> dict[str, float]:
     gap = max(percentile(gaps, 50), FRONTEND_START["frontend_request"])
     mean_prompt = max(1.0, sum(prompts) / len(prompts))
     return {"frontend_request": gap / 2, "frontend_token": gap / 2 / mean_prompt}
-
-
-def _narrowed(
-    search: Search,
-    base: dict[str, float],
-    first: dict[str, float],
-    free: list[Term],
-    reasons: dict[str, str],
-    resume: bool = True,
-) -> tuple[Fitted, list[Term], dict[str, tuple[float, float]]]:
-    """The fit of the `free` terms from `first`, refitted with each term the capture cannot
-    identify fixed at its `base` value (and its reason added to `reasons`) until every free
-    one is identified; with the terms left free and the hull of their intervals. Each refit
-    starts where the last stopped, or (`resume` false) from `first` again: a term its tied
-    partner left at its floor would look unseen there."""
-    fitted = fit.fit(search, first, free)
-    reasons |= unidentified(fitted)
-    hull = dict(fitted.intervals)
-    while any(name in reasons for name in fitted.free):
-        free = [t for t in free if t.name not in reasons]
-        last = fitted.values if resume else first
-        kept = base | {k: v for k, v in last.items() if k in {t.name for t in free}}
-        fitted = fit.fit(search, kept, free)
-        reasons |= unidentified(fitted)
-        hull = _hull(hull, fitted.intervals)
-    return fitted, free, hull
 
 
 def _hull(
@@ -198,15 +237,67 @@ def ridge(preset: Preset) -> int:
     return math.ceil(memory / per_token)
 
 
-def unidentified(fitted: Fitted) -> dict[str, str]:
+def at_ceiling(fitted: Fitted, free: list[fit.Term]) -> dict[str, dict[str, Any]]:
+    """Efficiency terms the search left at their GPU's ceiling while the capture asks for
+    more: each with the value it needed (the unbounded linearised optimum), the ceiling,
+    and the warning in words."""
+    out: dict[str, dict[str, Any]] = {}
+    for term in free:
+        if term.name not in fit.CEILINGS:
+            continue
+        value, needed = fitted.values[term.name], fitted.unbounded.get(term.name, 0.0)
+        if value < term.high * (1 - CEILING_NEAR) or needed <= term.high:
+            continue
+        ceiling = round(term.high / 0.999, 3)
+        what = "datasheet bandwidth" if term.name == "mbu" else "datasheet FLOP/s"
+        out[term.name] = {
+            "needed": needed,
+            "ceiling": ceiling,
+            "warning": (
+                f"{term.name} ran into its ceiling: the capture is faster than this GPU's "
+                f"{what} allows at {term.name.upper()} {ceiling:g} (it needed about "
+                f"{needed:.2f}): check --gpu, the dtype, or the ceiling"
+            ),
+        }
+    return out
+
+
+def _kept(
+    name: str,
+    start: dict[str, float],
+    fitted: Fitted,
+    hull: dict[str, tuple[float, float]],
+    why: str,
+) -> tuple[float, str]:
+    """The value an unidentified term is fixed at, and why: the base preset's, unless the
+    capture contradicts it (it lies outside the term's 95% interval): then the fitted one."""
+    lo, hi = hull.get(name, (0.0, math.inf))
+    if lo <= start[name] <= hi or name not in fitted.values:
+        return start[name], why
+    value = fitted.values[name]
+    return value, why.replace(
+        "kept from the base preset",
+        f"kept at the fitted {value:.4g}, since the base preset's {start[name]:.4g} lies "
+        f"outside its 95% interval [{lo:.4g}, {hi:.4g}]",
+    )
+
+
+def unidentified(fitted: Fitted, pinned: dict[str, Any] | None = None) -> dict[str, str]:
     """Free terms the search could not pin down, each with why: every term the figures do
     not move with, and of those whose interval is too wide only the widest for its range
-    (two terms that trade off are both wide until one of them is fixed)."""
-    reasons = {n: why for n in fitted.free if (why := why_not(fitted, n)) and _quiet(fitted, n)}
-    wide = [n for n in fitted.free if n not in reasons and why_not(fitted, n)]
+    (two terms that trade off are both wide until one of them is fixed). A term pinned at
+    its ceiling is not among them: the capture says where it would be (at_ceiling)."""
+    pinned = pinned or {}
+    reasons = {
+        n: why
+        for n in fitted.free
+        if n not in pinned and (why := why_not(fitted, n)) and _quiet(fitted, n)
+    }
+    open_ = [n for n in fitted.free if n not in reasons and n not in pinned]
+    wide = [n for n in open_ if why_not(fitted, n)]
     # two terms whose estimates move together are one term to this capture, however
     # narrow each interval looks from where the search stopped
-    tied = [n for n in fitted.free if n not in reasons and abs(fitted.partner[n][1]) > TIED]
+    tied = [n for n in open_ if abs(fitted.partner[n][1]) > TIED]
     if wide:
         # widest for its range: a term confined to ×15 (MBU) that spans all of it is
         # less known than one that spans ×35 of a ×10,000 range (the host overhead)
@@ -253,7 +344,7 @@ def _quiet(fitted: Fitted, name: str) -> bool:
 def _report(
     start: dict[str, float], fitted: Fitted, reasons: dict[str, str], replays: int
 ) -> Report:
-    values = dict(start) | {name: fitted.values[name] for name in fitted.free}
+    values = dict(start) | fitted.values  # the fixed terms as the last search held them
     return Report(
         values=values,
         base=dict(start),
@@ -263,15 +354,23 @@ def _report(
     )
 
 
-def _judge(report: Report, search: Search, capture: Capture, cut: int) -> None:
-    """The held-out error and the error per time slice, of the report's values."""
+def _judge(report: Report, search: Search, capture: Capture, held: set[int]) -> None:
+    """The held-out error (in all, and per source) and the error per time slice, of the
+    report's values."""
     timings = search.timings(report.values)
     pairs = list(zip(capture.requests, timings, strict=True))
-    held = [(r, t) for r, t in pairs[cut:] if r.measured]
-    client = [(client_figures(r), client_figures(t)) for r, t in held]
-    server = [(server_figures(r), server_figures(t)) for r, t in held]
-    report.held_out = _errors(client)
-    report.held_out_server = _errors(server)
+    kept = [(r, t) for i, (r, t) in enumerate(pairs) if i in held and r.measured]
+    report.held_out = _percentile_errors(kept)
+    report.held_out_server = _percentile_errors(kept, server_figures)
+    report.fitted_load = _percentile_errors(
+        [(r, t) for i, (r, t) in enumerate(pairs) if i not in held and r.measured]
+    )
+    report.by_source = []
+    for source in range(len(capture.sources)):
+        figures = _percentile_errors([(r, t) for r, t in kept if r.source == source])
+        report.by_source.append(
+            {"held_out": figures, "held_out_error": mean_error(figures) if figures else None}
+        )
     end = capture.requests[-1].arrival or 1.0
     report.slices = []
     for s in range(fit.SLICES):
@@ -285,7 +384,7 @@ def _judge(report: Report, search: Search, capture: Capture, cut: int) -> None:
             "start_s": lo,
             "end_s": hi,
             "requests": len(inside),
-            "held_out": bool(inside) and inside[0][0] >= cut,
+            "held_out": bool(inside) and inside[0][0] in held,
         }
         for kind in ("ttft", "tpot"):
             got = [(getattr(r, kind), getattr(t, kind)) for _, r, t in inside]
@@ -315,22 +414,26 @@ def server_figures(r: Captured | deployment.Timing) -> dict[str, float | None]:
     }
 
 
-def _errors(
-    pairs: list[tuple[dict[str, float | None], dict[str, float | None]]],
+def _percentile_errors(
+    pairs: list[tuple[Captured, deployment.Timing]],
+    figures: Callable[[Captured | deployment.Timing], dict[str, float | None]] = client_figures,
 ) -> dict[str, dict[str, float]]:
-    """P50 and P90 of TTFT and TPOT, measured against predicted, over the requests that
-    have the measured figure."""
+    """Measured against predicted P50 and P90 of TTFT and TPOT (the client's, or as
+    `figures` reads them) over these requests: a comparison of spreads, so it holds for
+    rebuilt arrivals too."""
     out = {}
     for kind in ("ttft", "tpot"):
-        measured = [m[kind] for m, _ in pairs]
-        predicted = [p[kind] for m, p in pairs if m[kind] is not None]
-        values = [v for v in measured if v is not None]
-        guessed = [v for v in predicted if v is not None]
-        if not values or len(guessed) < len(predicted):
-            continue
         for q in (50, 90):
-            m, p = percentile(values, q), percentile(guessed, q)
-            out[f"{kind}_p{q}"] = {"measured": m, "predicted": p, "error": p / m - 1 if m else 0.0}
+            read = [(figures(r)[kind], figures(t)[kind]) for r, t in pairs]
+            measured = [m for m, _ in read if m is not None]
+            predicted = [p for m, p in read if m is not None]
+            if measured and all(p is not None for p in predicted):
+                m, p = percentile(measured, q), percentile(predicted, q)
+                out[f"{kind}_p{q}"] = {
+                    "measured": m,
+                    "predicted": p,
+                    "error": p / m - 1 if m else 0.0,
+                }
     return out
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -216,7 +216,7 @@ class Simulator:
             return EventStream(self._events(job), headers)
         return DeferredJSON(partial(self._complete, job), headers)
 
-    async def _events(self, job: _Job) -> AsyncIterator[bytes]:
+    async def _events(self, job: _Job) -> AsyncGenerator[bytes, None]:
         plan, reasoning = job.plan, job.reasoning
         writer = ChunkWriter(
             job.req,
@@ -281,7 +281,7 @@ class Simulator:
         details = self.serving.completion_details(job.req.chat, job.reasoning)
         return None if details is None else details["reasoning_tokens"]
 
-    def _chunks(self, job: _Job) -> AsyncIterator[int]:
+    def _chunks(self, job: _Job) -> AsyncGenerator[int, None]:
         if job.script is None:
             return self.backend.generate(job.seq)
         assert isinstance(self.backend, FixedTiming)  # a script needs fixed timing

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+from typing import Any
 
 from starlette.types import Receive, Scope
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -25,7 +26,9 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self.scope["extensions"] = {TRANSPORT: self.transport}  # type: ignore[typeddict-unknown-key]
+        # an ASGI extension of this server's own: the scope's TypedDict holds only dicts there
+        extensions: dict[str, Any] = {TRANSPORT: self.transport}
+        self.scope["extensions"] = extensions
 
 
 def transport_of(scope: Scope) -> asyncio.Transport | None:

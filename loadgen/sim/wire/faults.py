@@ -92,7 +92,8 @@ class Faults:
         if self.hang_after == chunks:
             if self.hang_s is None:
                 await asyncio.Event().wait()  # until the client goes away
-            await asyncio.sleep(self.hang_s)
+            else:
+                await asyncio.sleep(self.hang_s)
         if self.malformed_after == chunks:
             return b"data: " + self.malformed.encode() + b"\n\n"
         return b""

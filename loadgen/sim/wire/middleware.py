@@ -90,11 +90,11 @@ class FaultMiddleware:
             failed = faults.error()
         request_id = headers.get("x-request-id", "")
 
+        unread = [body]  # the body, read above, is handed to the app once
+
         async def replay() -> Message:
-            nonlocal body
-            if body is not None:
-                message, body = {"type": "http.request", "body": body}, None
-                return message
+            if unread:
+                return {"type": "http.request", "body": unread.pop()}
             message = await receive()
             if message["type"] == "http.disconnect" and scripting:
                 scripting.disconnects.append((request_id, time.perf_counter()))
@@ -120,7 +120,7 @@ class FaultMiddleware:
             if not await drop(scope, replay, reset=death.reset):
                 raise  # no transport: the server closes the connection (and logs it)
         finally:
-            self._in_flight.discard(transport)  # type: ignore[arg-type]
+            self._in_flight.discard(transport)
 
     def restart(self, down_s: float) -> None:
         """The engine restarts: every generation in flight loses its connection (each

@@ -44,6 +44,7 @@ from loadgen.sim.wire.errors import (
 from loadgen.sim.wire.validation import (
     Fields,
     Invalid,
+    Loc,
     bad,
     bounded,
     either,
@@ -295,7 +296,7 @@ def _messages(value: Any) -> list[dict[str, Any]]:
     the union. Objects are taken as they are (what is inside is the tokenizer's business)."""
     if not isinstance(value, list):
         raise bad("list_type", "Input should be a valid list", value)
-    errors = []
+    errors: list[tuple[Loc, str, str, Any, dict[str, Any] | None]] = []
     for index, item in enumerate(value):
         if isinstance(item, dict):
             continue

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -65,9 +65,10 @@ async def _run_or_abandon(receive: Receive, work: Awaitable[None]) -> None:
 
 
 class EventStream:
-    """text/event-stream from an async iterator of ready-made SSE bytes."""
+    """text/event-stream from an async generator of ready-made SSE bytes (closed when the
+    response ends, however it ends)."""
 
-    def __init__(self, events: AsyncIterator[bytes], headers: Headers) -> None:
+    def __init__(self, events: AsyncGenerator[bytes, None], headers: Headers) -> None:
         self._events = events
         # vLLM's StreamingResponse: no cache-control
         self._headers = [(b"content-type", b"text/event-stream; charset=utf-8"), *headers]
@@ -76,7 +77,7 @@ class EventStream:
         try:
             await _run_or_abandon(receive, self._stream(send))
         finally:
-            await self._events.aclose()  # type: ignore[attr-defined]
+            await self._events.aclose()
 
     async def _stream(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self._headers})
@@ -223,7 +224,7 @@ class ChunkWriter:
             final_usage["prompt_tokens_details"] = prompt_details
         if self._reasoning is not None:
             final_usage["completion_tokens_details"] = {"reasoning_tokens": self._reasoning}
-        final = {
+        final: dict[str, Any] = {
             **self._head,
             "choices": [],
             "usage": final_usage,
@@ -236,7 +237,7 @@ class ChunkWriter:
     def _event(
         self, choice: dict[str, Any], completion_tokens: int, extra: dict[str, Any] | None
     ) -> bytes:
-        payload = {**self._head, "choices": [choice]}
+        payload: dict[str, Any] = {**self._head, "choices": [choice]}
         if self._continuous:
             payload["usage"] = usage(self._prompt, completion_tokens)
             if self._chat:

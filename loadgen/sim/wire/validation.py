@@ -147,7 +147,8 @@ def list_of(item: Coerce) -> Coerce:
     def check(value: Any) -> list[Any]:
         if not isinstance(value, list):
             raise bad("list_type", "Input should be a valid list", value)
-        items, errors = [], []
+        items: list[Any] = []
+        errors: list[tuple[Loc, str, str, Any, dict[str, Any] | None]] = []
         for index, element in enumerate(value):
             try:
                 items.append(item(element))

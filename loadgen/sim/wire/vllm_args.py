@@ -18,15 +18,17 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
-from loadgen.sim.model import presets, speculation
+from loadgen.sim.model import catalogue, derived, hf_config, presets, speculation
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.model.roofline import ModelSpec
+from loadgen.sim.model.scheduler import BLOCK_SIZES
 from loadgen.sim.wire.serving import DEFAULT_REASONING_TOKENS, Serving
 
 GIB = 2**30
-BLOCK_SIZES = (1, 8, 16, 32, 64, 128)  # vLLM's CacheConfig.block_size choices
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 SIXTEEN_BIT = {"auto", "half", "float16", "bfloat16"}
+# vLLM's names of the 16-bit formats, as the catalogue names them
+CATALOGUE_DTYPE = {"half": "fp16", "float16": "fp16", "bfloat16": "bf16"}
 KV_CACHE_BYTES = {"auto": None, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 # the kernels vLLM may load a checkpoint with, by the checkpoint's method
 QUANTIZATIONS = {"awq": ("awq", "awq_marlin"), "gptq": ("gptq", "gptq_marlin", "marlin")}
@@ -133,7 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=tuple(KV_CACHE_BYTES),
         help="auto: the model's dtype; fp8 halves the bytes per cached token",
     )
-    g.add_argument("--dtype", choices=DTYPES, help="16-bit only: what the presets' peaks are for")
+    add_model_arguments(g)
     g.add_argument(
         "--speculative-config",
         type=_speculation,
@@ -189,6 +191,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_model_arguments(group: argparse._ActionsContainer) -> None:
+    """--gpu, --model-config and --dtype: a model on a catalogue GPU instead of a preset."""
+    group.add_argument(
+        "--dtype",
+        choices=(*DTYPES, *catalogue.DTYPES),
+        help="16-bit only with a preset; with --gpu the weight format too: "
+        f"{', '.join(catalogue.DTYPES)} (default: config.json's)",
+    )
+    group.add_argument(
+        "--gpu",
+        metavar="ID",
+        help="the simulator's own: a GPU of the catalogue (a100-sxm-80gb, rtx-4090, ...), "
+        "with --model-config instead of a preset",
+    )
+    group.add_argument(
+        "--model-config",
+        metavar="FILE",
+        help="the simulator's own: the model's Hugging Face config.json, with --gpu",
+    )
+
+
 def api_keys(args: argparse.Namespace, environ: Mapping[str, str]) -> list[str]:
     """The keys /v1 paths require, as vLLM takes them: --api-key, else $VLLM_API_KEY."""
     return [key for key in (args.api_key or [environ.get("VLLM_API_KEY", "")]) if key]
@@ -238,9 +261,74 @@ def refuse(unknown: Sequence[str]) -> str:
     )
 
 
+def from_catalogue(args: argparse.Namespace) -> Preset | None:
+    """The preset --gpu and --model-config describe (--dtype, else config.json's format;
+    --tensor-parallel-size GPUs), or None when neither is given. ValueError for one alone,
+    an unknown GPU, a file that is not a model's config.json or a dtype the GPU lacks."""
+    if args.gpu is None and args.model_config is None:
+        return None
+    if args.gpu is None or args.model_config is None:
+        raise ValueError("--gpu and --model-config go together")
+    gpu = catalogue.gpu(args.gpu)
+    shape = hf_config.read(args.model_config)
+    dtype = CATALOGUE_DTYPE.get(args.dtype or "auto", args.dtype or "auto")
+    if dtype == "auto":
+        dtype = shape.dtype or "bf16"
+    if dtype not in catalogue.DTYPES:
+        raise ValueError(f"--dtype {args.dtype}: the catalogue runs {', '.join(catalogue.DTYPES)}")
+    gpu.peak_flops(dtype)  # the one-line refusal of a dtype this GPU has no rate for
+    return derived.preset(gpu, shape, dtype, args.tensor_parallel_size or 1, args.model_config)
+
+
 def given(args: argparse.Namespace) -> list[str]:
     """The engine flags given on the command line, as flags."""
     return ["--" + f.replace("_", "-") for f in ENGINE_FLAGS if getattr(args, f) is not None]
+
+
+def what_if(preset: Preset, text: str) -> str:
+    """The flags of `text` (--virtual-args, checked) that change `preset`: the what-if a
+    prediction from it makes. A flag that repeats what the preset already says (a fitted
+    preset's own --max-num-seqs, say) is none; nor is a flag outside the engine."""
+    given = parse_text(text)
+    applied, _warnings = apply(preset, given)
+    changing = []
+    for flag in ENGINE_FLAGS:
+        if getattr(given, flag) is None:
+            continue
+        try:
+            without, _warnings = apply(preset, argparse.Namespace(**vars(given) | {flag: None}))
+        except ValueError:  # the others alone are refused: this one changes what holds
+            without = None
+        if without != applied:
+            changing.append(flag)
+    kept = [group for group in _groups(shlex.split(text)) if _flag(group) in changing]
+    return shlex.join(token for group in kept for token in group)
+
+
+def _groups(tokens: list[str]) -> list[list[str]]:
+    """The tokens by flag: each option with the values after it."""
+    groups: list[list[str]] = []
+    for token in tokens:
+        if (token.startswith("-") and not _is_number(token)) or not groups:
+            groups.append([token])
+        else:
+            groups[-1].append(token)
+    return groups
+
+
+def _flag(group: list[str]) -> str | None:
+    """The engine flag one option's tokens set, as argparse reads them (aliases, -tp,
+    --flag=value, abbreviations); None for another flag."""
+    alone = parse_text(shlex.join(group))
+    return next((f for f in ENGINE_FLAGS if getattr(alone, f) is not None), None)
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
 
 
 def apply(
@@ -270,8 +358,12 @@ def apply(
                 "both with the preset's efficiencies)"
             )
     if args.dtype is not None:
-        if args.dtype not in SIXTEEN_BIT:
-            raise ValueError(f"--dtype {args.dtype}: the simulator models 16-bit compute only")
+        own = preset.weights and CATALOGUE_DTYPE.get(args.dtype, args.dtype) == preset.weights
+        if args.dtype not in SIXTEEN_BIT | {"bf16", "fp16"} and not own:
+            raise ValueError(
+                f"--dtype {args.dtype}: a preset's weights are 16-bit or its checkpoint's "
+                "method; give --gpu and --model-config to run a model in another format"
+            )
         if method == "awq" and args.dtype == "bfloat16" and args.quantization == "awq":
             raise ValueError(
                 "torch.bfloat16 is not supported for quantization method awq. "

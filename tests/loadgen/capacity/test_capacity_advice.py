@@ -111,7 +111,7 @@ def test_the_binding_slo_is_the_one_missed_by_most_at_the_lowest_failing_probe()
 
 
 def test_the_cost_and_energy_at_capacity_join_the_sentence() -> None:
-    cost = {"usd_per_mtok_output": 0.834, "usd_per_mtok_input": None}
+    cost = {"usd_per_mtok_output": 0.834, "usd_per_mtok_input_split": None}
     energy = {"joules_per_output_token": 1.234}
     text = said("rate", **{"llama-70b": entry(7.2, 8.0, cost=cost, energy=energy)})
     assert "llama-70b sustains 7.2 req/s (700 output tok/s) before TTFT P90" in text

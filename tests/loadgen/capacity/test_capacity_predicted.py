@@ -44,7 +44,8 @@ def test_a_fitted_preset_says_predicted_with_its_held_out_error() -> None:
 
 
 def test_a_what_if_names_its_flags_and_that_the_fit_had_none() -> None:
-    text = said("virtual:fitted", entry(twin(args="--max-num-seqs 128", replicas=2)))
+    flags = "--max-num-seqs 128"
+    text = said("virtual:fitted", entry(twin(args=flags, what_if=flags, replicas=2)))
     assert "on 2 replicas of virtual:fitted with --max-num-seqs 128 before" in text
     assert text.endswith("(predicted; held-out error 7.1% on TTFT P90, fitted without "
                          "--max-num-seqs 128).")  # fmt: skip

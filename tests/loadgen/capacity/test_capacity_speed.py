@@ -14,6 +14,8 @@ import pytest
 
 from loadgen.capacity.axis import AXES
 from loadgen.capacity.command import CapacityConfig, _Prober
+from loadgen.capacity.search import Search
+from loadgen.capacity.verdict import MEETS, UNDECIDED
 from loadgen.cli import build_parser, config_from, main
 from loadgen.stack.processes import simulator
 
@@ -101,3 +103,33 @@ def test_an_extension_widens_a_replays_window(tmp_path: Path) -> None:
     assert prober._grows(1) and prober._grows(2)
     whole = _Prober(replace(config, duration_s=None), search, AXES["speed"], 200, {})
     assert not whole._grows(1)
+
+
+class _ScriptedProber(_Prober):
+    """A prober whose probes are verdicts given in advance, not runs: it keeps which level
+    and which window (extension) each probe was asked for."""
+
+    asked: list[tuple[float, int]]
+    outcomes: Iterator[str]
+
+    def probe(self, spec: str, level: float, extension: int, **_: object) -> dict:
+        self.asked.append((level, extension))
+        said = {"ratios": {}, "failures": [], "unsure": ["TTFT P90"], "warmup_s": 0}
+        return said | {"outcome": next(self.outcomes, MEETS), "number": len(self.asked),
+                       "window_s": 40.0 * 2**extension, "requests": 80 * 2**extension}
+
+
+def test_once_a_window_is_widened_every_later_level_is_judged_on_it(tmp_path: Path) -> None:
+    """1x undecided on 40 s of trace and decided on 80 s: 0.5x (and any later level) replays
+    the 80 s too, not 40 s again."""
+    trace = _trace(tmp_path / "t.jsonl", [i * 0.5 for i in range(400)])
+    argv = ["capacity", "--replay", str(trace), "--by", "speed", "--duration", "40s", *SLO]
+    config = config_from(build_parser(search=True).parse_args(argv[1:]), argv)
+    search = CapacityConfig(by="speed", start=1.0, budget_s=600, probe_requests=None,
+                            min_probe_s=40.0)  # fmt: skip
+    prober = _ScriptedProber(config, search, AXES["speed"], 80, {"t": "t"})
+    prober.asked, prober.outcomes = [], iter([UNDECIDED, MEETS])
+    levels = Search(AXES["speed"], 1.0)
+    prober.judge("t", 1.0, levels)
+    prober.judge("t", 0.5, levels)
+    assert prober.asked == [(1.0, 0), (1.0, 1), (0.5, 1)]

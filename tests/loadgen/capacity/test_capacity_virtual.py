@@ -83,6 +83,7 @@ def test_by_speed_it_finds_the_twins_knee(tmp_path: Path) -> None:
         (["--embedded"], "--embedded starts servers"),
         (["--virtual-args", "--max-num-seqz 3"], "--max-num-seqz"),
         (["--blocks", "2"], "does not take --blocks"),
+        (["--slo", "ttft=0s@p90"], "'ttft=0s@p90': an SLO's limit must be above 0"),
     ],
 )
 def test_a_combination_it_cannot_run_is_one_line(tmp_path: Path, capsys, flags, words) -> None:

@@ -63,6 +63,15 @@ def test_embedded_run_measures_proxy_and_direct(tmp_path: Path) -> None:
     meta = json.loads((out / "run.json").read_text())["meta"]
     assert meta["targets"]["proxy"]["model"] == "llama-70b"
     assert (out / "report.md").exists() and "proxy" in stdout
+    # the run's question answered first: what the proxy adds, within the margin or not
+    cost = summary["proxy_cost"]
+    low, high = cost["interval_s"]
+    assert low <= cost["added_s"] <= high and cost["metric"] == "ttft_s"
+    assert stdout.startswith("the proxy adds "), stdout
+    assert "to TTFT P50 (95% CI " in stdout.splitlines()[0]
+    report = (out / "report.md").read_text()
+    assert report.index("**The proxy adds ") < report.index("## direct")
+    assert "answer TTFT" not in report  # nothing reasoned: the column would repeat TTFT
 
 
 def test_ctrl_c_stops_everything_it_started(tmp_path: Path) -> None:

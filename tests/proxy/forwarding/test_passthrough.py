@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 import uuid
 
 import httpx
@@ -189,3 +190,21 @@ def test_routes_by_model_and_lists_models(start_proxy, upstream) -> None:
     assert r.status_code == 502  # routed to the dead upstream
     models = httpx.get(proxy.url + "/v1/models", timeout=10).json()
     assert sorted(m["id"] for m in models["data"]) == ["qwen-72b", "scripted"]
+
+
+def test_a_model_name_with_control_characters_is_never_echoed_raw(start_proxy, upstream) -> None:
+    proxy = start_proxy("--upstream", f"llama-70b={upstream.url}")
+    model = "evil\x1b[2J\r\nforged: line\x07\x7f\x9b31m"  # ESC, CR LF, BEL, DEL, C1 CSI
+    rid = "cc-" + uuid.uuid4().hex
+    r = httpx.post(
+        proxy.url + "/v1/completions",
+        json={"model": model, "prompt": "x"},
+        headers={"x-request-id": rid},
+        timeout=10,
+    )
+    assert r.status_code == 404
+    message = r.json()["error"]["message"]
+    assert "`evil\\x1b[2J\\x0d\\x0aforged: line\\x07\\x7f\\x9b31m`" in message
+    logged = json.dumps(proxy.request_logs(rid)[0], ensure_ascii=False)
+    for shown in (message, logged):
+        assert not [c for c in shown if unicodedata.category(c) == "Cc"], shown

@@ -194,7 +194,7 @@ def test_preset_file_errors_name_the_problem(tmp_path) -> None:
     with pytest.raises(ValueError, match="mbu"):
         presets.load_file(bad)
     bad.write_text(text.replace("layers = 32", "layer = 32"))
-    with pytest.raises(ValueError, match="unknown keys"):
+    with pytest.raises(ValueError, match=r"\[model\] layer: unknown key"):
         presets.load_file(bad)
     bad.write_text(text.replace('host_overhead = "1ms"', 'host_overhead = "3ms"'))
     assert presets.load_file(bad).perf.efficiency.host_overhead == pytest.approx(0.003)

@@ -72,6 +72,7 @@ def test_one_request_at_a_time_cannot_show_mfu_nor_a_cost_per_sequence(
         ("models", "several models (a, b): choose one with --model"),
         ("few", "49 requests with timings; a fit needs at least 50"),
         ("failed", "errors only: none of its 60 requests completed"),
+        ("empty", "no tokens: its 60 completed requests all count 0 (or no) input or output"),
     ],
 )
 def test_input_a_fit_cannot_use_is_one_line_naming_the_file(
@@ -88,6 +89,9 @@ def test_input_a_fit_cannot_use_is_one_line_naming_the_file(
         "failed": [
             proxy_line(r, t, outcome="upstream_error", status=502, output_tokens=None)
             for r, t in zip(requests, timings, strict=True)
+        ],
+        "empty": [
+            proxy_line(r, t, output_tokens=0) for r, t in zip(requests, timings, strict=True)
         ],
     }
     log = tmp_path / "proxy.log"

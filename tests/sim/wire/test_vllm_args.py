@@ -57,7 +57,7 @@ def test_flags_change_what_they_mean() -> None:
         ("qwen-72b-bf16-tp4-a100", "--quantization awq", "does not quantize one"),
         ("llama-70b-awq-tp4-a100", "--quantization gptq", "is a AWQ checkpoint"),
         ("llama-70b-awq-tp4-a100", "-q awq --dtype bfloat16", "not supported for quantization"),
-        ("qwen-72b-bf16-tp4-a100", "--dtype float32", "16-bit compute only"),
+        ("qwen-72b-bf16-tp4-a100", "--dtype float32", "a preset's weights are 16-bit"),
         ("qwen-72b-bf16-tp4-a100", "-tp 3", "must be divisible by tensor parallel size (3)"),
         ("qwen-72b-bf16-tp4-a100", "--max-model-len 65536", "max_position_embeddings=32768"),
         ("llama-70b-bf16-tp4-a100", "-tp 1", "the weights do not fit"),

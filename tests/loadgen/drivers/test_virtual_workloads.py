@@ -174,3 +174,24 @@ def test_slices_of_a_virtual_run(tmp_path: Path):
     assert sum(s["sent"] for s in slices) == len(records)
     assert sum(s["finished"] for s in slices) == len(records)
     assert all(s["ttft_s"]["count"] and s["output_tokens_per_s"] > 0 for s in slices[:4])
+
+
+def test_a_replayed_prompt_past_the_context_is_answered_400_and_the_run_goes_on(tmp_path: Path):
+    """vLLM refuses a request whose prompt and max_tokens pass max_model_len with a 400 and
+    serves the next: the twin does the same, where the whole run used to stop."""
+    limit = presets.load(PRESET).max_model_len
+    trace = tmp_path / "mooncake.jsonl"
+    rows = [
+        {"timestamp": 0, "input_length": 500, "output_length": 20},
+        {"timestamp": 1000, "input_length": limit, "output_length": 20},  # too long
+        {"timestamp": 2000, "input_length": 500, "output_length": 20},
+    ]
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    summary, records = virtual_run(tmp_path / "run", "--replay", str(trace))
+    assert [r["replay_index"] for r in records] == [1, 2, 3]
+    assert [r["status"] for r in records] == [200, 400, 200]
+    assert len({r["request_id"] for r in records}) == 3
+    refused = records[1]
+    assert not refused["ok"] and refused["error"] == "http_400" and refused["ttft_s"] is None
+    assert refused["intended_at"] - records[0]["intended_at"] == pytest.approx(1.0)
+    assert summary["targets"][TARGET]["requests"]["failed"] == 1
