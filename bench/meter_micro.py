@@ -7,7 +7,9 @@ chunk (`continuous_usage_stats`). Each chunk arrives as its own read, as it does
 upstream. One pass = a fresh SSEParser and StreamMeter, every chunk through `feed` and every
 event through `on_event`, then `finish`; the figure is the pass's time over its events, the
 fastest of `--repeat` short rounds (the one least disturbed by the rest of a shared machine).
-The last column is the same pass with `StreamMeter(lazy=False)`: every event parsed in full.
+The column "full parse" is the same pass with `StreamMeter(lazy=False)`: every event parsed
+in full; "answer hashed" the same pass hashing the answer as it streams (chat: an agent's
+sessions, measure/conversation.py), beside the plain pass in the same round.
 
     python bench/meter_micro.py [--tokens 64] [--repeat 40] [--json]
 """
@@ -19,6 +21,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 
+from latency_proxy.measure.conversation import KEY_BYTES, AnswerDigest
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import Event, SSEParser
 from loadgen.sim.wire.requests import GenerationRequest
@@ -50,8 +53,9 @@ def stream_chunks(tokens: int, **request: bool) -> list[bytes]:
     return chunks
 
 
-def pass_both(chunks: Sequence[bytes], lazy: bool = True) -> int:
-    parser, meter = SSEParser(), StreamMeter(0.0, lazy=lazy)
+def pass_both(chunks: Sequence[bytes], lazy: bool = True, answer: bool = False) -> int:
+    digest = AnswerDigest(b"k" * KEY_BYTES) if answer else None
+    parser, meter = SSEParser(), StreamMeter(0.0, lazy=lazy, answer=digest)
     on_event = meter.on_event
     n = 0
     for i, chunk in enumerate(chunks):
@@ -104,22 +108,38 @@ def measure(tokens: int, repeat: int) -> list[dict]:
                 "both_full_parse_us": best_us_per_event(
                     lambda c=chunks: pass_both(c, lazy=False), repeat
                 ),
+                **_answer_hashed(chunks, repeat),
             }
         )
     return rows
 
 
+def _answer_hashed(chunks: Sequence[bytes], repeat: int) -> dict:
+    """Both passes, plain and hashing the answer, alternating round by round: the added cost
+    per event as the difference of the two fastest rounds, and their ratio."""
+    plain = hashed = float("inf")
+    for _ in range(repeat):
+        plain = min(plain, best_us_per_event(lambda: pass_both(chunks), 1))
+        hashed = min(hashed, best_us_per_event(lambda: pass_both(chunks, answer=True), 1))
+    return {
+        "answer_hashed_us": hashed,
+        "answer_added_us": hashed - plain,
+        "answer_ratio": hashed / plain,
+    }
+
+
 def markdown(rows: Sequence[dict]) -> str:
     lines = [
         "| stream | events | bytes/event | parser µs/event | meter µs/event | both µs/event "
-        "| both, full parse µs/event |",
-        "|---|---|---|---|---|---|---|",
+        "| both, full parse µs/event | both, answer hashed µs/event (added, ratio) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['stream']} | {r['events']} | {r['bytes_per_event']:.0f} | "
             f"{r['parser_us']:.2f} | {r['meter_us']:.2f} | {r['both_us']:.2f} | "
-            f"{r['both_full_parse_us']:.2f} |"
+            f"{r['both_full_parse_us']:.2f} | {r['answer_hashed_us']:.2f} "
+            f"({r['answer_added_us']:+.2f}, ×{r['answer_ratio']:.3f}) |"
         )
     return "\n".join(lines)
 

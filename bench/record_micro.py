@@ -43,6 +43,7 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.trace import SpanKind
 
 from latency_proxy.config import Route
+from latency_proxy.measure.conversation import KEY_BYTES
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import SSEParser
 from latency_proxy.record.exchange import Exchange, Finished
@@ -51,6 +52,7 @@ from latency_proxy.telemetry import logs, otlp_encoding
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.recording import Recording
 from latency_proxy.telemetry.redact import ContentPolicy
+from latency_proxy.telemetry.sessions import SessionTable
 from latency_proxy.telemetry.tracing import Tracing
 
 SCOPE = {
@@ -90,7 +92,8 @@ class Bookkeeping:
         self.sdk = TracerProvider(resource=resource, shutdown_on_exit=False)
         if export:
             self.sdk.add_span_processor(SimpleSpanProcessor(sdk))
-        self.recording = Recording(self.telemetry, ContentPolicy())
+        sessions = SessionTable(b"k" * KEY_BYTES, 10_000, 600.0)
+        self.recording = Recording(self.telemetry, ContentPolicy(), sessions)
         events = []
         parser = SSEParser()
         for t, data in stream_reads(tokens):

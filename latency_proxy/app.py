@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 from typing import Any
 
 from starlette.applications import Starlette
@@ -17,6 +18,7 @@ from latency_proxy.admin import create_admin_app
 from latency_proxy.config import Settings
 from latency_proxy.forwarding.forward import Forwarder
 from latency_proxy.forwarding.models_list import learn_models
+from latency_proxy.measure.conversation import KEY_BYTES
 from latency_proxy.state import ProxyState
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.redact import ContentPolicy
@@ -37,8 +39,10 @@ class ProxyApp:
         credentials: dict[str, str] | None = None,
         admin_token: str | None = None,
         store: Store | None = None,
+        session_key: bytes | None = None,
     ) -> None:
-        """`store`: a worker of several keeps its metric values there (worker_store.py)."""
+        """`store`: a worker of several keeps its metric values there (worker_store.py);
+        `session_key`: the sessions' hash key (config.session_key; None: random)."""
         telemetry = Telemetry(
             [r.name for r in settings.routes], settings.provider_name, store=store
         )
@@ -48,6 +52,7 @@ class ProxyApp:
             Upstreams(settings, credentials or {}),
             policy or ContentPolicy(),
             admin_token,
+            session_key=session_key or os.urandom(KEY_BYTES),
         )
         self.forwarder = Forwarder(self.state)
         self.admin: Starlette = create_admin_app(self.state)

@@ -22,6 +22,7 @@ from latency_proxy.config import (
     admin_token,
     content_policy,
     load_settings,
+    session_key,
     upstream_credentials,
 )
 from latency_proxy.serving import serve
@@ -92,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="token counts for time-to-first-N-tokens",
     )
     add("--stall-threshold", help="a gap between tokens longer than this counts as a stall")
+    add(
+        "--session-key-file",
+        help="key of the hashes that follow agent sessions (one per deployment: processes "
+        "with the same key hash alike); default LATENCY_PROXY_SESSION_KEY, else random",
+    )
+    add("--max-sessions", help="agent sessions followed at once; past it the least recent ends")
+    add("--session-idle", help="an agent session with no call for this long ends")
     add(
         "--continuous-usage",
         action="store_const",
@@ -199,7 +207,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         policy = content_policy(settings)
         credentials = upstream_credentials(settings)
         token = admin_token(settings)
-        app = ProxyApp(settings, policy, credentials, token) if settings.workers == 1 else None
+        key = session_key(settings)
+        app = (
+            ProxyApp(settings, policy, credentials, token, session_key=key)
+            if settings.workers == 1
+            else None
+        )
     except ConfigError as exc:
         print(f"latency-proxy: error: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from latency_proxy.measure.conversation import KEY_BYTES
 from latency_proxy.measure.meter import STALL_THRESHOLD_S
 from latency_proxy.measure.sse import MAX_EVENT_BYTES
 from latency_proxy.setting_types import (
@@ -105,6 +106,9 @@ class Settings:
     ca_bundle: str | None = None
     upstream_api_key: tuple[str, ...] = ()  # ROUTE=env:VAR or ROUTE=file:PATH
     admin_token_file: str | None = None
+    session_key_file: str | None = None  # else LATENCY_PROXY_SESSION_KEY, else random
+    max_sessions: int = 10_000  # agent sessions followed at once (telemetry/sessions.py)
+    session_idle: float = 600.0  # a session with no call for this long is closed
     config: str | None = None
     routes: tuple[Route, ...] = field(default=(), compare=False)
 
@@ -199,6 +203,9 @@ SETTING_TYPES: dict[str, SettingType] = {
     "config": ExistingFile(),
     "workers": WorkerCount(),
     "upstream_keepalive": Duration(),
+    "session_key_file": ExistingFile(),
+    "max_sessions": Number(1, 10**7, "a session count", whole=True),
+    "session_idle": Duration(),
 }
 SIZE_SETTINGS = tuple(name for name, kind in SETTING_TYPES.items() if isinstance(kind, Size))
 
@@ -322,13 +329,24 @@ def _read_secret(path: str, what: str) -> bytes:
     return value
 
 
+def _key(file: str | None, flag: str, variable: str, environ: Mapping[str, str]) -> bytes | None:
+    """A key from its file (the flag's), else its environment variable, else None."""
+    if file:
+        return _read_secret(file, flag)
+    value = environ.get(ENV_PREFIX + variable)
+    return value.encode() if value else None
+
+
+def session_key(s: Settings, environ: Mapping[str, str] = os.environ) -> bytes:
+    """The key of every session hash: --session-key-file, LATENCY_PROXY_SESSION_KEY, or
+    random for this process (then hashes agree within the process only). Never written."""
+    given = _key(s.session_key_file, "--session-key-file", "SESSION_KEY", environ)
+    return given if given is not None else os.urandom(KEY_BYTES)
+
+
 def content_policy(s: Settings, environ: Mapping[str, str] = os.environ) -> ContentPolicy:
     """The content policy the settings describe; refuses what cannot work (hash without key)."""
-    key = None
-    if s.content_hash_key_file:
-        key = _read_secret(s.content_hash_key_file, "--content-hash-key-file")
-    elif environ.get(ENV_PREFIX + "CONTENT_HASH_KEY"):
-        key = environ[ENV_PREFIX + "CONTENT_HASH_KEY"].encode()
+    key = _key(s.content_hash_key_file, "--content-hash-key-file", "CONTENT_HASH_KEY", environ)
     try:
         hook = load_audit_hook(s.audit_hook) if s.audit_hook else None
         return ContentPolicy(

@@ -1,9 +1,9 @@
 """`python -m loadgen`: flags in, a run directory out (requests.jsonl, summary.json, report.md).
 
-Subcommands `compare` and `merge` live in their own modules; everything else is a load run,
-or a search of load runs (`capacity`, which takes the run's flags but no levels). This module
-is the parser only: the flags become one RunConfig (config.py), and run.py (capacity/command.py)
-does the run (the search) from that.
+Subcommands `compare`, `merge` and `sessions` live in their own modules; everything else is a
+load run, or a search of load runs (`capacity`, which takes the run's flags but no levels). This
+module is the parser only: the flags become one RunConfig (config.py), and run.py
+(capacity/command.py) does the run (the search) from that.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from latency_proxy.units import parse_duration
-from loadgen import compare, rebuild, run
+from loadgen import agents, compare, rebuild, run
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
 from loadgen.capacity import command as capacity
 from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
 from loadgen.engine import bounds, flags, probes
+from loadgen.plan import command as plan
 from loadgen.replay import flags as replay_flags
 from loadgen.shards import merge
 
@@ -38,10 +39,14 @@ subcommands:
   python -m loadgen compare RUN_DIR RUN_DIR [...]   side by side, differences with CIs, verdicts
   python -m loadgen merge RUN_DIR [...] --out DIR   exact merge of shards (--shard i/N runs)
   python -m loadgen report DIR [...]                rebuild report.md, report.html and plots
+  python -m loadgen sessions CAPTURE [--json]       agents' sessions in a proxy capture
   python -m loadgen capacity --target A [...] --slo ttft=800ms@p90 [--by rate|concurrency]
                                                     (or --replay FILE --by speed)
                                                     the most load that meets the SLOs, steady
+  python -m loadgen plan --replay FILE --slo ttft=800ms@p90 --candidates PLAN.toml
+                                                    the cheapest deployment that meets them
 """
+RUN = "Drive OpenAI-compatible streaming endpoints; compare TTFT/TPOT/ITL/E2E."
 CAPACITY = "Find, per target, the most load at which every SLO holds and the server keeps up."
 CAPACITY_EPILOG = """\
 each probe is a run of one target at one level, in DIR/probe-NN-<target>-<level>/, with its
@@ -55,23 +60,42 @@ at most); the bracket uses decided probes only and is bisected to within 5%.
 """
 
 
-def build_parser(search: bool = False) -> argparse.ArgumentParser:
-    """The run's flags; with `search`, the capacity command's (levels come from the search)."""
+def build_parser(search: bool = False, plan: bool = False) -> argparse.ArgumentParser:
+    """The run's flags; with `search`, the capacity command's (levels come from the search);
+    with `plan`, the plan command's (targets come from its candidates, the traffic is a
+    --replay or --rate)."""
+    prog, description, epilog = "python -m loadgen", RUN, EPILOG
+    if search:
+        prog, description, epilog = "python -m loadgen capacity", CAPACITY, CAPACITY_EPILOG
+    if plan:
+        prog, description, epilog = "python -m loadgen plan", PLAN, PLAN_EPILOG
     p = argparse.ArgumentParser(
-        prog="python -m loadgen capacity" if search else "python -m loadgen",
-        description=CAPACITY
-        if search
-        else "Drive OpenAI-compatible streaming endpoints; compare TTFT/TPOT/ITL/E2E.",
-        epilog=CAPACITY_EPILOG if search else EPILOG,
+        prog=prog,
+        description=description,
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,  # flags in full: an abbreviation would break when a flag is added
     )
-    flags.add(p.add_argument_group("targets"), flags.TARGETS)
+    if plan:
+        flags.add(p.add_argument_group("candidates"), flags.PLAN)
+        p.set_defaults(target=[], targets_file=None, virtual_args="", virtual_replicas=1,
+                       model=None, embedded=False)  # fmt: skip
+    else:
+        flags.add(p.add_argument_group("targets"), flags.TARGETS)
     w = p.add_argument_group("workload")
     flags.add(w, flags.WORKLOAD)
     flags.add(w, flags.CONVERSATION)
     load = p.add_argument_group("load")
-    if search:
+    if plan:
+        flags.add(load, ("--budget",))
+        load.set_defaults(by="speed", start=1.0, repeat=0, concurrency=None)
+        load.add_argument(
+            "--rate",
+            type=bounds.RATE,
+            metavar="R",
+            help="without --replay: the traffic is R requests/s of the workload flags",
+        )
+    elif search:
         flags.add(load, flags.SEARCH)
         load.set_defaults(concurrency=None, rate=None)
     else:
@@ -88,7 +112,13 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
             help="open loop: R requests/s; a list sweeps",
         )
     replay_flags.add_flags(p.add_argument_group("replay"))
-    flags.add(p.add_argument_group("answers and cost"), flags.CHECKED)
+    # a plan's searches run on the twin, in processes of their own: what a virtual: target
+    # refuses, or what reads a server beside the run, is not offered
+    beside = (*flags.CHECKED, *flags.SPREAD, *flags.READ_BESIDE)
+    if plan:
+        p.set_defaults(**flags.defaults(beside))
+    else:
+        flags.add(p.add_argument_group("answers and cost"), flags.CHECKED)
     flags.add(load, ("--arrival", "--gamma-shape"))
     load.add_argument(
         "--duration",
@@ -102,12 +132,23 @@ def build_parser(search: bool = False) -> argparse.ArgumentParser:
         help="excluded from results, per target; later blocks ramp up again over at most "
         f"this (default {DEFAULT_WARMUP:g}s; a replay: 0, the window's head is measured)",
     )
-    flags.add(load, flags.SPREAD)
     flags.add(load, flags.REQUESTS)
     r = p.add_argument_group("results")
     flags.add(r, flags.RESULTS)
-    flags.add(r, flags.READ_BESIDE)
+    if not plan:
+        flags.add(load, flags.SPREAD)
+        flags.add(r, flags.READ_BESIDE)
     return p
+
+
+PLAN = "Find the cheapest deployment that meets the SLOs for this traffic, on the simulator's twin."
+PLAN_EPILOG = """\
+each candidate (a preset with engine flags, on GPUs at a price) is checked for memory and
+against roofline bounds first; each one left is sized by capacity searches on the virtual
+clock (the same search as `python -m loadgen capacity --target virtual:…`, each in
+DIR/candidates/<name>/replicas-N/): the fewest replicas that hold the traffic (times
+1 + --headroom) with every SLO met. Ranked by $/hour; plan.json, plan.md, plan.html.
+"""
 
 
 def config_from(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
@@ -190,8 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return merge.main(argv[1:])
     if argv[:1] == ["report"]:
         return rebuild.main(argv[1:])
+    if argv[:1] == ["sessions"]:
+        return agents.main(argv[1:])
     if argv[:1] == ["capacity"]:
         return _capacity(argv)
+    if argv[:1] == ["plan"]:
+        return _plan(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if sum(map(bool, (args.concurrency, args.rate, args.replay))) > 1:
@@ -220,6 +265,14 @@ def _configured(
 
 
 def _capacity(argv: Sequence[str]) -> int:
+    found = capacity_request(argv)
+    return found if isinstance(found, int) else capacity.main(*found)
+
+
+def capacity_request(argv: Sequence[str]) -> tuple[RunConfig, capacity.CapacityConfig] | int:
+    """What `python -m loadgen capacity …` (argv with its subcommand) asks for; 2 after
+    saying why for a bad --slo (argparse exits on the rest). The plan runs each of its
+    searches from such an argv, so each is the command a person would type."""
     parser = build_parser(search=True)
     args = parser.parse_args(argv[1:])
     if (args.by == "speed") != bool(args.replay):
@@ -239,4 +292,17 @@ def _capacity(argv: Sequence[str]) -> int:
     )
     if args.by != "speed":
         config = replace(config, sweep=args.by, levels=(args.start,))
-    return capacity.main(config, search)
+    return config, search
+
+
+def _plan(argv: Sequence[str]) -> int:
+    parser = build_parser(plan=True)
+    args = parser.parse_args(argv[1:])
+    if bool(args.replay) == bool(args.rate):
+        parser.error("the traffic is a --replay or a --rate (one of them)")
+    traffic = args.rate
+    args.rate = [traffic] if traffic else None  # a run's --rate is a list of levels
+    config = _configured(parser, args, argv)
+    if config is None:
+        return 2
+    return plan.main(config, plan.settings(args, argv[1:], traffic))

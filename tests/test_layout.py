@@ -41,6 +41,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # the commands: the top level, and the two command folders
     LOADGEN: {"*"},
     f"{LOADGEN}.capacity": {"*"},
+    f"{LOADGEN}.plan": {"*"},
     f"{LOADGEN}.locust": {"*"},
     f"{LOADGEN}.shards": {
         f"{LOADGEN}.{p}" for p in ("config", "rundir", "reports", "engine", "stack", "analysis")

@@ -21,6 +21,7 @@ from latency_proxy.forwarding.relay import (
     relay_events,
 )
 from latency_proxy.forwarding.responses import answer_error, retry_after_header
+from latency_proxy.measure.conversation import AnswerDigest
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.record.exchange import Exchange
 from latency_proxy.record.outcome import Outcome, UpstreamErrorKind
@@ -30,6 +31,7 @@ from latency_proxy.server.writers import abort_connection, client_writer
 from latency_proxy.telemetry.logs import cut_recorded
 from latency_proxy.telemetry.recording import Recording
 from latency_proxy.telemetry.redact import ContentPolicy, request_texts
+from latency_proxy.telemetry.semconv import OPERATION_CHAT
 from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream.connection import ConnectError, OutOfFiles, Response, UpstreamError
 from latency_proxy.upstream.pool import Attempt
@@ -83,6 +85,7 @@ class UpstreamCaller:
         self._spans = recording.spans
         self._metrics = recording.metrics
         self._captures = policy.captures
+        self._session_key = recording.sessions.key
         self._first_n, self._stall_threshold = meter_settings
         self._max_event_bytes = max_event_bytes
         self.in_flight = 0
@@ -192,11 +195,14 @@ class UpstreamCaller:
             if (response.header(b"content-encoding") or b"identity").lower() != b"identity":
                 exchange.not_measured = NOT_MEASURED_ENCODED  # passed on as it came
             else:
+                if call.operation == OPERATION_CHAT:
+                    exchange.answer = AnswerDigest(self._session_key)
                 meter = StreamMeter(
                     exchange.t0,
                     self._first_n,
                     self._captures,
                     stall_threshold_s=self._stall_threshold,
+                    answer=exchange.answer,
                 )
         flow = Backpressure(response, client_writer(scope, writes.unwatched_send), writes)
         cut = True  # unless the body ends as the upstream framed it

@@ -19,6 +19,7 @@ from latency_proxy.forwarding.call import UpstreamCaller
 from latency_proxy.forwarding.identity import request_id_from
 from latency_proxy.forwarding.models_list import list_models
 from latency_proxy.forwarding.request import (
+    SESSION_HEADER,
     BodyTooLarge,
     BodyTooSlow,
     ClientGone,
@@ -58,7 +59,7 @@ class Forwarder:
         self.upstreams = state.upstreams
         self.routes = {route.name: route for route in state.settings.routes}
         self.model_labels = state.telemetry.model_label
-        self.recording = Recording(state.telemetry, state.policy)
+        self.recording = Recording(state.telemetry, state.policy, state.sessions)
         self.recorder = Recorder(self.recording.finish)
         self.loop_lag = state.loop_lag
         self.upstream_call = UpstreamCaller(
@@ -91,6 +92,7 @@ class Forwarder:
         bind_request(request_id, server_span.context)
         exchange = Exchange(request_id, method, path, t0, wall0, server_span)
         exchange.loop_mark = self.loop_lag.mark()
+        exchange.session_header = first.get(SESSION_HEADER)
         try:
             await self._handle(exchange, head, scope, receive, send, measured)
         except asyncio.CancelledError:  # the drain timeout ran out: the server cut the stream

@@ -22,8 +22,12 @@ class ClientGone(Exception):
     """The client disconnected before its body was complete."""
 
 
-# the headers whose first value the proxy reads (request id, trace context, body length)
-_READ = frozenset({b"x-request-id", b"traceparent", b"tracestate", b"content-length"})
+# the headers whose first value the proxy reads (request id, trace context, body length,
+# the caller's agent session)
+SESSION_HEADER = b"x-session-id"
+_READ = frozenset(
+    {b"x-request-id", b"traceparent", b"tracestate", b"content-length", SESSION_HEADER}
+)
 
 
 @dataclass(slots=True)

@@ -7,4 +7,5 @@ definition in the proxy and the load generator.
 - `event_shape.py` the bytes a stream's content events share, to skip most JSON parses
 - `coalescing.py` whether a stream arrives as generated or in held-back bursts
 - `server_report.py` what a server says about one request beyond its token counts
+- `conversation.py` a chat conversation as keyed hashes: messages, answer, prefix blocks
 """

@@ -15,6 +15,7 @@ import orjson
 
 from latency_proxy.measure import event_shape, server_report
 from latency_proxy.measure.coalescing import coalesced_fraction
+from latency_proxy.measure.conversation import AnswerDigest
 from latency_proxy.measure.payload import EventKind, Reading, read, texts
 from latency_proxy.measure.sse import Event
 
@@ -100,6 +101,7 @@ class StreamMeter:
     """
 
     __slots__ = (
+        "_answer",
         "_content_tokens",
         "_first_n",
         "_lessons",
@@ -128,9 +130,12 @@ class StreamMeter:
         collect_text: bool = False,
         lazy: bool = True,
         stall_threshold_s: float = STALL_THRESHOLD_S,
+        answer: AnswerDigest | None = None,
     ) -> None:
-        """lazy=False parses every event in full: the reference the lazy path must equal."""
+        """lazy=False parses every event in full: the reference the lazy path must equal.
+        `answer` hashes the answer's text as it streams (a chat call's sessions)."""
         self.t0 = t0
+        self._answer = answer
         self._stall_threshold = stall_threshold_s
         self._t_answer: float | None = None  # the first answer event
         self._t_reasoning: float | None = None  # the first reasoning event
@@ -166,6 +171,8 @@ class StreamMeter:
             text, usage = cut
             if self._text is not None:
                 self._text.append(text)
+            if self._answer is not None and not self._shape_reading.reasoning:
+                self._answer.text(text)
             if shape.middle is None:
                 usage = self._shape_usage
             return self._count(t, self._shape_reading, usage)
@@ -178,6 +185,8 @@ class StreamMeter:
         if reading.kind is EventKind.CONTENT:
             if self._text is not None:
                 self._text.extend(texts(payload, "delta"))
+            if self._answer is not None:
+                self._answer.delta(payload)
             if self._lessons:
                 self._learn(data, payload, reading)
         elif reading.kind is EventKind.USAGE_ONLY:
@@ -196,6 +205,8 @@ class StreamMeter:
             self._take_server_report(payload)
             if self._text is not None:
                 self._text.extend(texts(payload, "message"))
+            if self._answer is not None:
+                self._answer.message(payload)
 
     def finish(self, t_end: float) -> RequestTiming:
         """Compute the figures; t_end is when the last byte of the response went out."""
@@ -371,4 +382,3 @@ class StreamMeter:
             and probe.get("usage") == (usage if shape.middle is None else {"probe": 0})
         ):
             self._shape, self._shape_reading, self._shape_usage = shape, reading, usage
-

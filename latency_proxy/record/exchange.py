@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from latency_proxy.config import Route
+from latency_proxy.measure.conversation import AnswerDigest
 from latency_proxy.measure.meter import RequestTiming, StreamMeter
 from latency_proxy.record.model_call import ModelCall
 from latency_proxy.record.outcome import Outcome, UpstreamErrorKind
+from latency_proxy.record.session import Placement
 
 if TYPE_CHECKING:  # the record holds the spans; telemetry/ makes and ends them
     from latency_proxy.telemetry.tracing import RequestSpan
@@ -50,6 +52,9 @@ class Exchange:
     input_texts: list[tuple[str, str]] | None = None  # only when content is captured
     loop_mark: int = 0  # the loop-lag probe at arrival (telemetry/loop_lag.py)
     loop_lag_max_s: float | None = None  # the proxy's largest event-loop lag while in flight
+    session_header: bytes | None = None  # the caller's x-session-id, if it sent one
+    answer: AnswerDigest | None = None  # a chat answer's keyed hash, made as it streams
+    placement: Placement | None = None  # its session and parent, set when it is recorded
     finished: bool = False
 
     @property

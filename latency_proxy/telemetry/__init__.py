@@ -19,4 +19,5 @@ under the content policy, with every name defined once.
 - `semconv.py` attribute, span and instrument names (OTel GenAI and HTTP conventions)
 - `loop_lag.py` the proxy's own event-loop lag, and the largest while a request ran
 - `worker_store.py` a worker's metric values in shared memory, for its supervisor
+- `sessions.py` agent sessions and call graphs from keyed hashes, in a bounded table
 """

@@ -12,6 +12,7 @@ from operator import attrgetter
 
 from latency_proxy.measure.meter import RequestTiming
 from latency_proxy.record.exchange import Finished
+from latency_proxy.record.session import Placement
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip, escape, write_fields
 from latency_proxy.telemetry.providers import ModelLabels
@@ -35,6 +36,20 @@ _TIMING_GETTERS: dict[str, Callable[[RequestTiming], object]] = {
 # after method, path, route, model, operation, stream, status, outcome, error type, bytes, e2e
 TIMING_FIELDS: tuple[tuple[str, Callable[[RequestTiming], object]], ...] = tuple(
     (key, _TIMING_GETTERS.get(key, attrgetter(key))) for key in _TIMING_KEYS
+)
+
+
+# an agent's chat call: where it stands in its session (telemetry/sessions.py)
+SESSION_FIELDS: tuple[tuple[str, Callable[[Placement], object]], ...] = (
+    ("session", attrgetter("session")),
+    ("joined_by", attrgetter("joined_by")),
+    ("turn", attrgetter("turn")),
+    ("parent", attrgetter("parent")),
+    ("parent_gap_s", lambda p: _rounded(p.parent_gap_s)),
+    ("tools_asked", attrgetter("tools_asked")),
+    ("tools_answered", attrgetter("tools_answered")),
+    ("prompt_chars", attrgetter("prompt_chars")),
+    ("prefix_blocks", lambda p: list(p.prefix_blocks)),
 )
 
 
@@ -70,6 +85,10 @@ class LogWriter:
         if timing is not None:
             for key, value in TIMING_FIELDS:
                 fields[key] = value(timing)
+        placement = exchange.placement
+        if placement is not None:
+            for key, read in SESSION_FIELDS:
+                fields[key] = read(placement)
         if self._policy is not None and exchange.input_texts:
             hashes = self._policy.prefix_hashes(exchange.input_texts)
             if hashes:

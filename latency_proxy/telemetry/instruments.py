@@ -168,6 +168,14 @@ LOOP_LAG = Spec(
     (),
     buckets.LOOP_LAG_S,
 )
+SESSIONS_EXPIRED = Spec(
+    "latency_proxy.sessions.expired",
+    "",
+    "Agent sessions no longer followed, by why: idle (no call for --session-idle) or "
+    "capacity (the least recent, past --max-sessions)",
+    "counter",
+    (sc.REASON,),
+)
 WORKER_RESTARTS = Spec(
     "latency_proxy.worker.restarts",
     "",
@@ -282,6 +290,7 @@ ALL = (
     OVERSIZED_EVENTS,
     TELEMETRY_DROPPED,
     LOOP_LAG,
+    SESSIONS_EXPIRED,
     WORKER_RESTARTS,
     ANSWER_TTFT,
     REASONING_TOKENS,

@@ -136,8 +136,14 @@ def encode_span(span: ReadableSpan) -> bytes:
         parts.append(_field(b"\x5a", encoded))
     if span.dropped_events:
         parts.append(b"\x60" + _varint(span.dropped_events))
-    if span.links:
-        raise ValueError("the proxy's spans have no links")
+    for link in span.links:  # an agent's call links to the call it continues
+        linked = link.context
+        encoded = b"\x0a\x10" + linked.trace_id.to_bytes(16, "big") + b"\x12\x08"
+        encoded += _span_id(linked) + _attributes(b"\x22", link.attributes)
+        if link.dropped_attributes:
+            encoded += b"\x28" + _varint(link.dropped_attributes)
+        remote = _REMOTE_KNOWN | (_REMOTE if linked.is_remote else 0)
+        parts.append(_field(b"\x6a", encoded + b"\x35" + _FIXED32(remote)))
     if span.dropped_links:
         parts.append(b"\x70" + _varint(span.dropped_links))
     status = span.status

@@ -20,6 +20,7 @@ from latency_proxy.telemetry.logs import bind_request
 from latency_proxy.telemetry.metrics import MetricsWriter
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.redact import ContentPolicy
+from latency_proxy.telemetry.sessions import SessionTable
 from latency_proxy.telemetry.spans import SpanWriter
 
 log = logging.getLogger("latency_proxy.access")
@@ -28,8 +29,9 @@ log = logging.getLogger("latency_proxy.access")
 class Recording:
     """The process's three writers; the forwarder starts spans and counts through them."""
 
-    def __init__(self, telemetry: Telemetry, policy: ContentPolicy) -> None:
+    def __init__(self, telemetry: Telemetry, policy: ContentPolicy, sessions: SessionTable) -> None:
         self.spans = SpanWriter(telemetry)
+        self.sessions = sessions
         self.metrics = MetricsWriter(telemetry)
         self._access_log = LogWriter(telemetry.model_label, policy)
         self._model_label = telemetry.model_label
@@ -43,6 +45,11 @@ class Recording:
         context = exchange.server_span.context
         bind_request(exchange.request_id, context)  # may run outside the request's task
         timing = self._timing(exchange, t_end)
+        if exchange.operation == sc.OPERATION_CHAT:
+            try:
+                exchange.placement = self.sessions.place(exchange, t_end)
+            except Exception as exc:  # costs the call its session, never its record
+                log.error("recording failed", exc_info=exc)
         model = exchange.model
         if model and 200 <= exchange.status < 400 and exchange.upstream_error_kind is None:
             self._model_label.confirm(model)

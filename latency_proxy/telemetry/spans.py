@@ -9,11 +9,12 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import Link, SpanKind
 
 from latency_proxy.measure.meter import RequestTiming
 from latency_proxy.record.exchange import Exchange, Finished
 from latency_proxy.record.outcome import Outcome
+from latency_proxy.record.session import Placement
 from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip
 from latency_proxy.telemetry.providers import Telemetry
@@ -127,6 +128,8 @@ class SpanWriter:
             if exchange.not_measured is not None:
                 attributes[sc.NOT_MEASURED] = exchange.not_measured
             attributes.update(done.content)
+            if exchange.placement is not None:
+                _session_attributes(exchange.placement, client)
             attributes[sc.HTTP_RESPONSE_STATUS_CODE] = status
             if status >= 400 or kind is not None:
                 attributes[sc.ERROR_TYPE] = error_type
@@ -151,6 +154,27 @@ class SpanWriter:
             at = exchange.wall0_ns + int(timing.ttft_s * 1e9)
             span.events.append(Event(sc.GEN_AI_FIRST_TOKEN_EVENT, {sc.TTFT_S: timing.ttft_s}, at))
 
+
+def _session_attributes(placement: Placement, span: RequestSpan) -> None:
+    """Where an agent's call stands (SESSION_ATTRIBUTES), and a link to the call it continues."""
+    for key, value in SESSION_ATTRIBUTES:
+        found = value(placement)
+        if found is not None:
+            span.attributes[key] = found
+    if placement.parent_span is not None:
+        span.links.append(Link(placement.parent_span, {sc.SESSION_PARENT: placement.parent}))
+
+
+SESSION_ATTRIBUTES: tuple[tuple[str, Callable[[Placement], Any]], ...] = (
+    (sc.GEN_AI_CONVERSATION_ID, lambda p: p.session),
+    (sc.SESSION_JOINED_BY, lambda p: p.joined_by),
+    (sc.SESSION_TURN, lambda p: p.turn),
+    (sc.SESSION_PARENT, lambda p: p.parent),
+    (sc.SESSION_PARENT_GAP_S, lambda p: p.parent_gap_s),
+    (sc.SESSION_TOOLS_ASKED, lambda p: p.tools_asked),
+    (sc.SESSION_TOOLS_ANSWERED, lambda p: p.tools_answered),
+    (sc.SESSION_PROMPT_BLOCKS, lambda p: len(p.prefix_blocks)),
+)
 
 # (attribute, its value from the meter's figures or None for none, streamed answers only)
 TIMING_ATTRIBUTES: tuple[tuple[str, Callable[[RequestTiming], Any], bool], ...] = (

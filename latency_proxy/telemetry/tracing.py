@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, SpanProcess
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     INVALID_SPAN_CONTEXT,
+    Link,
     NonRecordingSpan,
     SpanContext,
     SpanKind,
@@ -51,6 +52,7 @@ class RequestSpan:
     attributes: dict[str, Any]
     recording: bool
     events: list[Event] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)  # to the call an agent's call continues
     failed: bool = False
 
     def as_parent(self) -> Context:
@@ -130,6 +132,7 @@ class Tracing:
             resource=self._resource,
             attributes=attributes,
             events=tuple(span.events),
+            links=tuple(span.links),
             kind=span.kind,
             status=_ERROR if span.failed else _UNSET,
             start_time=span.start_ns,

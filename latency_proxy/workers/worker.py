@@ -17,7 +17,13 @@ from typing import Any
 import uvloop
 
 from latency_proxy.app import ProxyApp
-from latency_proxy.config import admin_token, content_policy, load_settings, upstream_credentials
+from latency_proxy.config import (
+    admin_token,
+    content_policy,
+    load_settings,
+    session_key,
+    upstream_credentials,
+)
 from latency_proxy.serving import main_server, quiet_signals
 from latency_proxy.telemetry.logs import configure
 from latency_proxy.telemetry.worker_store import Store
@@ -47,6 +53,7 @@ def run_worker(
         upstream_credentials(settings),
         admin_token(settings),
         Store(Path(store)),
+        session_key(settings),
     )
     server = main_server(settings, app, heartbeat=_heartbeat(ready))
     quiet_signals()

@@ -14,4 +14,5 @@ verdicts out.
 - `quality.py` accuracy's interval and whether it changed, in words
 - `consistency.py` greedy outputs alone and under load, compared
 - `cost.py` $/Mtok from a GPU-hour price, J/token from GPU power
+- `sessions.py` agents' sessions from the proxy's capture: time, model vs tools, prefix hits
 """

@@ -80,7 +80,7 @@ def search(config: RunConfig, capacity: CapacityConfig) -> dict[str, Any]:
     """The whole search, the embedded stack started first (and stopped last) when asked for."""
     predicted = _virtual(config)
     if capacity.by == "speed":
-        n = _window_requests(config, capacity.start)
+        n = window_requests(config, capacity.start)
     else:
         n = probe_requests(config.summary.slos, capacity.probe_requests, predicted)
     if not config.embedded:
@@ -243,7 +243,7 @@ def _window(config: RunConfig, scale: int = 1) -> replay.Replay:
     return replay.load(config.replay, wide.duration_s, wide.requests)
 
 
-def _window_requests(config: RunConfig, start: float) -> int:
+def window_requests(config: RunConfig, start: float) -> int:
     """--by speed: every probe replays the whole window, so its size is the probe's. A
     window with fewer measured requests (past the warm-up, at the start level) than the
     SLOs' percentiles need is refused before any load, saying what window would do."""

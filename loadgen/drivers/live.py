@@ -219,9 +219,10 @@ async def _replay_blocks(
             break
         if not mine:
             continue
-        measured = sum(a.offset_s >= config.warmup_s for a in mine)
+        measured = replay.sessions.measured(replay.sessions.graph(mine), config.warmup_s)
         plan_ = [Block(name, index, config.warmup_s, None, measured) for name in names]
-        await runner.run(plan_, Load(replay=mine), sweep_level=speed)
+        load = Load(replay=mine, gap_scale=config.replay.gap_scale if config.replay else 1.0)
+        await runner.run(plan_, load, sweep_level=speed)
 
 
 async def _models(config: RunConfig, targets: dict[str, Target]) -> dict[str, str]:

@@ -233,6 +233,41 @@ FLAGS = {
              "then re-run each final bracket's ends N times with new seeds and report the "
              "spread of the capacity figure (outside --budget)",
              bounds.count(0, 1000, "a repeat count"), 0, options={"metavar": "N"}),
+        # the plan's: which deployments to weigh, what they cost, how many to buy
+        Flag("--candidates",
+             "the deployments to weigh: presets, engine flags to vary, prices per GPU-hour, "
+             "the bound on replicas (see docs: Plan)",
+             options={"metavar": "PLAN.toml"}),
+        Flag("--models",
+             "build candidates from the GPU catalogue: each a preset whose model shape, "
+             "engine and efficiencies are put on every --gpu-types x --tensor-parallel x "
+             "--dtypes",
+             options={"metavar": "PRESET[,PRESET…]"}),
+        Flag("--tensor-parallel", "with --models: GPUs per replica to try (default 1,2,4,8)",
+             bounds.levels(bounds.count(1, 64, "a GPU count")), options={"metavar": "N[,N…]"}),
+        Flag("--gpu-types",
+             "weigh only candidates on these GPUs (catalogue ids or aliases: a100,h100); "
+             "without --candidates or --models, every bundled preset on them",
+             options={"metavar": "GPU[,GPU…]"}),
+        Flag("--dtypes",
+             "weigh only candidates whose weights are stored so (bf16, fp16, fp8, int8, awq, "
+             "gptq)",
+             options={"metavar": "DTYPE[,DTYPE…]"}),
+        Flag("--gpu-prices",
+             "USD per GPU-hour, by GPU (beside or instead of PLAN.toml's [prices])",
+             options={"metavar": "GPU=USD[,…]"}),
+        Flag("--twin",
+             "a fitted preset (python -m loadgen.sim fit): candidates on its GPU and model "
+             "are predicted with it, others of its model carry its efficiencies over",
+             options={"metavar": "FITTED.toml"}),
+        Flag("--headroom",
+             "buy enough replicas that the traffic can grow this share before an SLO breaks",
+             bounds.real(0, 10, "a share of the traffic"), 0.0, lambda v: f"{v:g}",
+             {"metavar": "H"}),
+        Flag("--max-replicas", "the most replicas of one candidate (default: PLAN.toml's, else 64)",
+             bounds.count(1, 1000, "a replica count"), options={"metavar": "N"}),
+        Flag("--jobs", "candidates searched at once, each in its own process (default: the cores)",
+             bounds.count(1, 256, "a process count"), options={"metavar": "N"}),
     )
 }  # fmt: skip
 
@@ -248,12 +283,24 @@ SPREAD = ("--blocks", "--workers", "--shard", "--sync-dir", "--sync-timeout")
 READ_BESIDE = ("--slice", "--gpu-metrics", "--gpu-interval", "--server-metrics", "--weight-bytes",
                "--kv-bytes-per-token", "--gpu-bandwidth", "--gpus", "--progress")  # fmt: skip
 SEARCH = ("--by", "--start", "--budget", "--repeat")
+PLAN = ("--candidates", "--models", "--tensor-parallel", "--gpu-types", "--dtypes",
+        "--gpu-prices", "--twin", "--headroom", "--max-replicas", "--jobs")  # fmt: skip
 
 
 def add(group: argparse._ArgumentGroup, names: Iterable[str], *, text: bool = False) -> None:
     """Add the named flags to a parser's group; `text` keeps their values text (Locust)."""
     for name in names:
         FLAGS[name].add(group, text=text)
+
+
+def defaults(names: Iterable[str]) -> dict[str, Any]:
+    """The named flags' values when not given, by destination: for a parser that does not
+    offer them but whose arguments are read as if it did."""
+    out = {}
+    for name in names:
+        flag = FLAGS[name]
+        out[flag.dest] = flag.options.get("default", flag.default)
+    return out
 
 
 def shown(name: str) -> str:

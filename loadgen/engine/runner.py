@@ -4,7 +4,9 @@ Closed loop: each of N workers sends, waits for the whole response, and sends ag
 next request's intended time is the moment the previous one ended. Workers start spread over
 the block's ramp-up so they do not arrive as one synchronised herd. Open loop: a dispatcher
 sleeps until each scheduled arrival and starts the request as its own task, however many are
-in flight. A block ends when its last measured request has finished (load goes on meanwhile,
+in flight; a trace of agents' calls sends each call that continues another when that call's
+answer has ended, plus its recorded gap (loadgen/replay/sessions.py). A block ends when its
+last measured request has finished (load goes on meanwhile,
 see loadgen/engine/window.py), so targets never load each other — or when its drain ends: the
 measured requests still running then are cut and recorded as unfinished, so a server that
 fell behind cannot keep a run going for as long as its queue.
@@ -39,7 +41,10 @@ from loadgen.engine.schedule import Block, arrivals
 from loadgen.engine.server_window import ServerWindows
 from loadgen.engine.targets import Target
 from loadgen.engine.tasks import cancel, run_until
+from loadgen.engine.window import WARMUP
 from loadgen.engine.workload import Workload
+from loadgen.replay import sessions
+from loadgen.replay.formats import TraceRecord
 from loadgen.replay.prompts import PromptBook
 from loadgen.replay.window import Arrival
 
@@ -61,6 +66,7 @@ class Load:
     arrival: str = "poisson"
     gamma_shape: float = 0.5
     replay: list[Arrival] | None = None
+    gap_scale: float = 1.0  # a replayed call's think or tool time after its parent, scaled
 
 
 @dataclass(slots=True)
@@ -95,6 +101,7 @@ class Runner:
     _landed: asyncio.Event = field(default_factory=asyncio.Event)  # none in flight any more
     _sending: int = 0  # requests sent and not finished, of every kind
     _sent: int = 0  # requests sent so far
+    _follow: _Following = field(default_factory=lambda: _Following(sessions.graph([])))
 
     @property
     def _servers(self) -> ServerWindows:
@@ -246,6 +253,8 @@ class Runner:
             path, body, answer = probe.path, probe.body, []
         else:
             body, answer = self._body(block.target, replayed), None
+            if replayed is not None and self._follow.awaited(replayed):
+                answer = []  # its answer goes into the prompts of the calls that follow it
         self._sending += 1
         self._sent += 1
         self._landed.clear()
@@ -280,6 +289,9 @@ class Runner:
         record.level = level
         if replayed is not None:
             record.replay_index = replayed.record.line
+            record.session, record.turn = replayed.record.session, replayed.record.turn
+            if answer is not None:
+                self._follow.answered(replayed, body, answer[0] if record.ok else None)
         if talk is not None:
             assert answer is not None
             record.session, record.turn = talk.session, len(talk.history) // 2 + 1
@@ -322,7 +334,11 @@ class Runner:
         assert self.book is not None, "a replay has a prompt book"
         trace = replayed.record
         model = trace.model if self.record_models and trace.model else self.models[target]
-        return self.workload.body(model, self.book.prompt(trace))
+        continued = self._follow.said(replayed)
+        if continued is None:
+            return self.workload.body(model, self.book.prompt(trace))
+        parent, messages, answer = continued
+        return self.workload.body(model, self.book.follow_up(trace, parent, messages, answer))
 
     def _ramp(self, block: Block) -> float:
         """A later block's ramp-up: one mean E2E of its target so far, at most the warmup.
@@ -379,9 +395,26 @@ class Runner:
     ) -> None:
         start = budget.start
 
+        if load.replay is not None:
+            self._follow = _Following(sessions.graph(load.replay))
+
         async def one(intended: float, excluded: str | None, replayed: Arrival | None) -> None:
             await self._one(http, block, intended, excluded, level, replayed)
             budget.finished(excluded)
+            if replayed is not None:
+                for child in self._follow.tree.children.get(replayed.record.line, ()):
+                    spawn(follow(child, excluded))
+
+        async def follow(child: Arrival, after: str | None) -> None:
+            """A call that continues one whose answer just ended: sent after its gap; in the
+            warm-up when its parent was (sessions.measured counts it so)."""
+            gap = (child.record.gap_s or 0.0) * load.gap_scale
+            intended = time.perf_counter() + gap
+            await asyncio.sleep(gap)
+            excluded = WARMUP if after == WARMUP else budget.take(intended)
+            if budget.over.is_set():
+                return
+            await one(intended, excluded, child)
 
         async def conversation(intended: float) -> None:
             await self._session(http, block, intended, budget, level)
@@ -446,11 +479,48 @@ class Runner:
 
 
 def _schedule(load: Load, rng: np.random.Generator) -> Iterator[tuple[float, Arrival | None]]:
-    """Open-loop offsets from the block's start: a trace's, else the arrival process's."""
+    """Open-loop offsets from the block's start: a trace's (the calls that wait for no other
+    call), else the arrival process's."""
     if load.replay is not None:
-        return ((a.offset_s, a) for a in load.replay)
+        return ((a.offset_s, a) for a in sessions.graph(load.replay).roots)
     assert load.rate is not None
     return ((t, None) for t in arrivals(load.rate, load.arrival, rng, load.gamma_shape))
+
+
+class _Following:
+    """A replayed trace's call graph, and what each awaited call said and was answered on
+    this run (kept until the last call that continues it has its prompt)."""
+
+    def __init__(self, tree: sessions.Graph) -> None:
+        self.tree = tree
+        self._parent = {c.record.line: p for p, kids in tree.children.items() for c in kids}
+        self._records = {a.record.line: a.record for a in tree.roots}
+        for kids in tree.children.values():
+            self._records.update((c.record.line, c.record) for c in kids)
+        self._said: dict[int, tuple[list[dict[str, Any]], str, int]] = {}
+
+    def awaited(self, arrival: Arrival) -> bool:
+        return arrival.record.line in self.tree.children
+
+    def answered(self, arrival: Arrival, body: dict[str, Any], answer: str | None) -> None:
+        """An awaited call ended; None: it failed (its followers get prompts of their own)."""
+        messages = body.get("messages")
+        if answer is not None and isinstance(messages, list):
+            line = arrival.record.line
+            self._said[line] = (messages, answer, len(self.tree.children[line]))
+
+    def said(self, arrival: Arrival) -> tuple[TraceRecord, list[dict[str, Any]], str] | None:
+        """The parent's record, messages and answer, for a call that continues it."""
+        parent = self._parent.get(arrival.record.line)
+        kept = self._said.get(parent) if parent is not None else None
+        if parent is None or kept is None:
+            return None
+        messages, answer, left = kept
+        if left > 1:
+            self._said[parent] = (messages, answer, left - 1)
+        else:
+            del self._said[parent]
+        return self._records[parent], messages, answer
 
 
 @dataclass(slots=True)

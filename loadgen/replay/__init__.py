@@ -1,8 +1,10 @@
 """Replaying a trace: `load` is the one place a trace file is read.
 
 - `formats.py` trace files in, TraceRecords out
+- `otlp.py` agents' model calls from GenAI spans in OTLP JSON
 - `window.py` which records a run replays, and when each is due
 - `prompts.py` prompt text for replayed records
+- `sessions.py` an agent trace's call graph: which call waits for which
 - `flags.py` --replay and its companions, for both engines
 """
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from latency_proxy.setting_types import WEEK_S
+from loadgen.replay import sessions
 from loadgen.replay.formats import BadRow, Parsed, parse
 from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS, PromptBook
 from loadgen.replay.window import Arrival, duration_for, schedule, share, split, window
@@ -26,6 +29,7 @@ __all__ = [
     "fit",
     "load",
     "reach",
+    "sessions",
     "share",
     "split",
 ]
@@ -40,6 +44,7 @@ class ReplaySettings:
     file: str
     format: str | None = None  # None: detected from the content
     speed: float = 1.0
+    gap_scale: float = 1.0  # an agent's think and tool times, scaled
     start_s: float = 0.0
     block_tokens: int = DEFAULT_BLOCK_TOKENS
     skip_bad_rows: bool = False
@@ -141,6 +146,8 @@ def _meta(
         "sha256": hashlib.sha256(raw).hexdigest(),
         "format": parsed.format,
         "speed": settings.speed,
+        "gap_scale": settings.gap_scale,
+        "calls": sessions.graph(arrivals).meta(),
         "block_tokens": settings.block_tokens,
         "window": {
             "start_s": settings.start_s,

@@ -13,6 +13,7 @@ from loadgen.replay.formats import FORMATS
 from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS
 
 SPEED = bounds.real(0, 10_000, "a speed", zero_ok=False)
+GAP_SCALE = bounds.real(0, 1_000, "a scale")  # 0: every call as soon as its parent answered
 START = bounds.duration(positive=False, high=bounds.YEAR_S)  # into a trace of months
 BLOCK_TOKENS = bounds.count(1, bounds.MAX_TOKENS, "a token count")
 
@@ -37,7 +38,15 @@ def add_flags(group: argparse._ArgumentGroup, *, text: bool = False) -> None:
         "--replay-speed",
         **typed(SPEED, 1.0),
         metavar="X",
-        help="offsets divided by X: 2 sends the trace twice as fast (default 1)",
+        help="offsets divided by X: 2 sends the trace twice as fast; of an agents' trace, "
+        "the sessions' starts (default 1)",
+    )
+    group.add_argument(
+        "--gap-scale",
+        **typed(GAP_SCALE, 1.0),
+        metavar="X",
+        help="of an agents' trace (the proxy's capture): each call waits for its parent's "
+        "answer, then the recorded think or tool time times X (default 1)",
     )
     group.add_argument(
         "--replay-start",
@@ -64,12 +73,14 @@ def settings(args: Any) -> ReplaySettings | None:
     if not args.replay:
         return None
     speed = bounds.parsed(args.replay_speed, SPEED, "--replay-speed")
+    gap_scale = bounds.parsed(args.gap_scale, GAP_SCALE, "--gap-scale")
     block_tokens = bounds.parsed(args.replay_block_tokens, BLOCK_TOKENS, "--replay-block-tokens")
     start_s = bounds.parsed(args.replay_start, START, "--replay-start")
     return ReplaySettings(
         file=args.replay,
         format=args.replay_format or None,
         speed=speed,
+        gap_scale=gap_scale,
         start_s=start_s,
         block_tokens=block_tokens,
         skip_bad_rows=args.skip_bad_rows,

@@ -12,10 +12,14 @@ mooncake  Mooncake's traces (kvcache-ai/Mooncake, FAST '25): JSON lines `{"times
           since the first request, "input_length", "output_length", "hash_ids": [...]}`, one
           hash id per block of the prompt (512 tokens in the published traces).
 requests  loadgen's own requests.jsonl: the measured requests of the run's first target.
+otlp      GenAI spans as OTLP JSON (a collector's file exporter): each model call, its session
+          (gen_ai.conversation.id, else its trace) and the call it waited for (otlp.py).
 proxy     latency_proxy's `request` log lines (JSON, as on stdout or exported from Loki):
           `arrived_at`, `model`, `input_tokens`, `output_tokens` and, captured with
           `--content-capture hash`, `prefix_hashes` (one per message, each covering the
-          conversation up to and including that message).
+          conversation up to and including that message); of a chat call, its session,
+          the call it continues (`parent`) and the gap since, and `prefix_blocks` (keyed
+          hashes of 1,024-character blocks, preferred to prefix_hashes).
 
 Traces that are recordings (azure, mooncake) must be in time order; logs (requests, proxy)
 are written as requests finish, so they are put in arrival order.
@@ -36,8 +40,9 @@ import orjson
 from latency_proxy.telemetry.semconv import OTHER_MODEL
 from loadgen import jsonl
 from loadgen.engine.bounds import MAX_TOKENS
+from loadgen.replay import otlp
 
-FORMATS = ("azure", "mooncake", "requests", "proxy")
+FORMATS = ("azure", "mooncake", "requests", "proxy", "otlp")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 ACCESS_LOGGER = "latency_proxy.access"
 
@@ -48,7 +53,11 @@ class TraceRecord:
 
     `prefix` names the parts of the prompt, in order: a part named before (by an earlier
     record) is the same text again. `prefix_unit` says what a part is: "block" (a fixed
-    number of tokens, the last one the rest) or "message" (a chat message of any length).
+    number of tokens, the last one the rest), "message" (a chat message of any length) or
+    "chars" (a fixed number of characters of `prompt_chars`, the proxy's prefix blocks).
+
+    An agent's call (the proxy's capture) names itself (`call`), its session, and the call
+    whose answer it continues (`parent`), `gap_s` after that answer ended.
     """
 
     line: int  # 1-based line in the file: replay_index in requests.jsonl
@@ -58,8 +67,16 @@ class TraceRecord:
     model: str | None = None
     prefix: tuple[str, ...] = ()
     prefix_unit: str = "block"
+    prompt_chars: int | None = None  # the text "chars" blocks cut
+    call: str | None = None
+    session: str | None = None
+    parent: str | None = None
+    gap_s: float | None = None
+    turn: int | None = None
+    tools_answered: int = 0
 
 
+DAY_S = 86_400.0
 MAX_TIME_S = 1e10  # seconds since 1970 (or since a trace's start): 2286, past any trace
 
 
@@ -103,6 +120,8 @@ def detect(text: str) -> str:
                 return "requests"
             if "logger" in item or "msg" in item:
                 return "proxy"
+            if "resourceSpans" in item:
+                return "otlp"
         raise BadRow(1, "a JSON object of no known trace format (mooncake, requests, proxy)")
     columns = [c.strip() for c in first.split(",")]
     if all(c in columns for c in AZURE_COLUMNS):
@@ -137,7 +156,7 @@ def parse(text: str, fmt: str | None = None, skip_bad: bool = False) -> Parsed:
             continue
         records.append(row)
         previous = row.at
-    if fmt in ("requests", "proxy"):
+    if fmt in ("requests", "proxy", "otlp"):
         records.sort(key=lambda r: (r.at, r.line))
     return Parsed(fmt, tuple(records), tuple(bad), unreplayable)
 
@@ -277,9 +296,7 @@ def _proxy_rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
     if not item.get("output_tokens") or not item.get("input_tokens"):
         yield None
         return
-    hashes = item.get("prefix_hashes") or []
-    if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
-        raise BadRow(number, "prefix_hashes must be a list of strings")
+    blocks = _strings(item, "prefix_blocks", number)
     model = item.get("model")
     yield TraceRecord(
         line=number,
@@ -288,9 +305,77 @@ def _proxy_rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
         output_tokens=_count(item["output_tokens"], number, "output_tokens"),
         # "other": a name the upstreams did not list, withheld from the log
         model=model if isinstance(model, str) and model != OTHER_MODEL else None,
-        prefix=tuple(hashes),
-        prefix_unit="message",
+        prefix=blocks or _strings(item, "prefix_hashes", number),
+        prefix_unit="chars" if blocks else "message",
+        prompt_chars=_count(item.get("prompt_chars"), number, "prompt_chars") if blocks else None,
+        call=_name(item, "request_id", number),
+        session=_name(item, "session", number),
+        parent=_name(item, "parent", number),
+        gap_s=None if item.get("parent_gap_s") is None else _gap(item["parent_gap_s"], number),
+        turn=None if item.get("turn") is None else _count(item["turn"], number, "turn"),
+        tools_answered=_whole(item.get("tools_answered", 0), number, "tools_answered"),
     )
+
+
+def _strings(item: dict[str, Any], key: str, line: int) -> tuple[str, ...]:
+    values = item.get(key) or []
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise BadRow(line, f"{key} must be a list of strings")
+    return tuple(values)
+
+
+def _name(item: dict[str, Any], key: str, line: int) -> str | None:
+    value = item.get(key)
+    if value is not None and not isinstance(value, str):
+        raise BadRow(line, f"{key} must be a string, not {str(value)[:40]!r}")
+    return value
+
+
+def _gap(value: object, line: int) -> float:
+    """A think or tool time: seconds, finite, from 0 to a day (a longer one is no gap a
+    replay waits for)."""
+    seconds = _time(value, line, "parent_gap_s")
+    if seconds > DAY_S:
+        raise BadRow(line, f"parent_gap_s {seconds:g} is more than a day")
+    return seconds
+
+
+def _whole(value: object, line: int, name: str) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_TOKENS:
+        raise BadRow(line, f"{name} must be a whole number from 0, not {str(value)[:40]!r}")
+    return value
+
+
+def _otlp(text: str) -> Iterator[Row]:
+    """Agents' model calls from GenAI spans (otlp.py): a span's record is numbered by its
+    place among the file's model calls; a bad span is its line's bad row."""
+    found: list[otlp.Call] = []
+    for number, item in jsonl.objects(text):
+        try:
+            if isinstance(item, str):
+                raise BadRow(number, item)
+            found += otlp.calls(number, item)
+        except otlp.BadSpan as exc:
+            yield BadRow(number, str(exc))
+        except BadRow as exc:
+            yield exc
+    waits = otlp.parents(found)
+    for n, call in enumerate(found, 1):
+        if call.input_tokens is None or call.output_tokens is None:
+            yield None  # a call without its usage: nothing to replay
+            continue
+        parent, gap = waits.get(call.span_id, (None, None))
+        yield TraceRecord(
+            line=n,
+            at=call.start_s,
+            input_tokens=min(call.input_tokens, MAX_TOKENS),
+            output_tokens=min(call.output_tokens, MAX_TOKENS),
+            model=call.model,
+            call=call.span_id,
+            session=call.session,
+            parent=parent,
+            gap_s=None if gap is None else min(gap, DAY_S),
+        )
 
 
 def _proxy_arrival(item: dict, line: int) -> float:
@@ -312,4 +397,5 @@ _ROWS: dict[str, Callable[[str], Iterator[Row]]] = {
     "mooncake": _mooncake,
     "requests": _requests,
     "proxy": _proxy,
+    "otlp": _otlp,
 }

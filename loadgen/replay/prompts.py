@@ -6,7 +6,14 @@ A record without a prefix gets a fresh synthetic prompt of its length. A record 
 part named before is the same words again, so a server's prefix cache finds what the
 trace's did. Blocks are `block_tokens` long (the first one less the prompt's fixed overhead,
 so that block k ends at token (k+1)·block_tokens; the last one is the rest). Messages have no
-recorded length: a new one gets an even share of the tokens the known parts leave.
+recorded length: a new one gets an even share of the tokens the known parts leave. The
+proxy's character blocks get the prompt's tokens in proportion to their characters, each
+block's length fixed by its first use.
+
+An agent's call that continues a call replayed in this run (`follow_up`) is that call's
+messages, the answer it got on this run, and then new words for the rest of its recorded
+length: as an agent's next prompt is its last one grown by the answer and the tool's
+result, so the server's prefix cache finds what it found in the capture.
 
 All text is drawn from the run's prompt seed and the names alone (a part's name, a
 record's line), never from a stream shared by the records: a shard that holds every Nth
@@ -18,9 +25,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from latency_proxy.measure.conversation import BLOCK_CHARS
 from loadgen.engine.workload import LEAD, Prompt, Sizing, synthetic_text
 from loadgen.replay.formats import TraceRecord
 
@@ -55,11 +64,12 @@ class PromptBook:
         """The record's named parts in its prompt, each (name, words after the lead), cut where
         the prompt ends; what follows them is the record's own. A virtual run shares by them."""
         words = max(0, record.input_tokens - self.sizing.overhead)
-        lengths = (
-            self._block_lengths(words, len(record.prefix))
-            if record.prefix_unit == "block"
-            else self._message_lengths(words, record)
-        )
+        if record.prefix_unit == "block":
+            lengths = self._block_lengths(words, len(record.prefix))
+        elif record.prefix_unit == "chars":
+            lengths = self._char_lengths(words, record)
+        else:
+            lengths = self._message_lengths(words, record)
         out, left = [], words
         for key, n in zip(record.prefix, lengths, strict=False):
             name = f"{record.prefix_unit}:{key}"
@@ -75,6 +85,35 @@ class PromptBook:
         for n in lengths:
             out.append(min(n, left))
             left -= out[-1]
+        return out
+
+    def follow_up(
+        self,
+        record: TraceRecord,
+        parent: TraceRecord,
+        said: list[dict[str, Any]],
+        answer: str,
+    ) -> Prompt:
+        """The prompt of a call that continues `parent`, which was sent as `said` and
+        answered `answer` on this run: those, then new words (a tool's result, or the user's
+        turn) to the call's recorded length. One header token per message is assumed."""
+        rest = record.input_tokens - parent.input_tokens - parent.output_tokens - 1
+        words = self._words(f"after:{record.line}", max(1, rest))
+        role = "tool" if record.tools_answered else "user"
+        turn: dict[str, Any] = {"role": role, "content": " ".join(words)}
+        if role == "tool":
+            turn["tool_call_id"] = f"call_{record.line}"
+        messages = [*said, {"role": "assistant", "content": answer}, turn]
+        return Prompt(messages=messages, max_tokens=record.output_tokens)
+
+    def _char_lengths(self, words: int, record: TraceRecord) -> list[int]:
+        """Each block's share of the words, by its characters (the last block the rest of
+        `prompt_chars`); a block seen before keeps its first length."""
+        chars = max(1, record.prompt_chars or 0)
+        out = []
+        for k, key in enumerate(record.prefix):
+            size = min(BLOCK_CHARS, max(0, chars - k * BLOCK_CHARS))
+            out.append(self._known.get(f"chars:{key}", round(words * size / chars)))
         return out
 
     def _message_lengths(self, words: int, record: TraceRecord) -> list[int]:

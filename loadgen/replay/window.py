@@ -9,6 +9,7 @@ client would have.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,8 +69,16 @@ def schedule(chosen: Sequence[TraceRecord], speed: float = 1.0) -> list[Arrival]
 
 
 def share(arrivals: Sequence[Arrival], index: int, count: int) -> list[Arrival]:
-    """Shard `index` of `count`'s arrivals: every count-th, offsets kept."""
-    return list(arrivals[index::count])
+    """Shard `index` of `count`'s arrivals: every count-th, offsets kept; an agent's
+    session stays whole in one shard (its calls wait for each other)."""
+    return [a for n, a in enumerate(arrivals) if _shard(a, n, count) == index]
+
+
+def _shard(arrival: Arrival, position: int, count: int) -> int:
+    session = arrival.record.session
+    if session is None:
+        return position % count
+    return int.from_bytes(hashlib.blake2b(session.encode(), digest_size=8).digest(), "big") % count
 
 
 def split(arrivals: Sequence[Arrival], parts: int) -> list[list[Arrival]]:

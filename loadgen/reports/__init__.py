@@ -4,6 +4,7 @@ drawn from summary.json and capacity.json; charts/ computes each chart once for 
 - `run.py` a run directory's report.md, report.html, PNGs and console table
 - `comparison.py` targets side by side, with verdicts (report.md's section and `compare`)
 - `capacity.py` a capacity search's capacity.json, report.md, report.html and PNGs
+- `plan.py` a plan's plan.json, plan.md, plan.html and PNG
 - `formatting.py` how a figure is written everywhere
 - `checked.py` the sentences for answers, consistency, cost and energy
 - `charts/` every chart, computed once

@@ -98,7 +98,8 @@ def main(argv: list[str]) -> None:
         captured = capture.read(args.sources, args.model)
     except ValueError as exc:  # CaptureError among them
         _fail(str(exc))
-    n, least = len(captured.requests), verdict.MIN_HELD_OUT
+    sizes = [sum(1 for r in captured.requests if r.source == k) for k in range(len(args.sources))]
+    n, least = min(sizes), verdict.MIN_HELD_OUT  # each source is held out and judged alone
     if round(n * args.holdout) < least:
         _fail(
             f"--holdout {args.holdout:g}: keeps {round(n * args.holdout)} of the capture's {n:,} "

@@ -88,3 +88,23 @@ def test_a_holdout_too_small_to_judge_is_refused(
     said = refused(capsys, log, *out)
     assert f"--holdout {holdout}: {keeps} the capture's 60 requests" in said
     assert "needs at least 10: give at least 0.17" in said
+
+
+def test_a_json_document_on_one_line_is_no_long_line(tmp_path: Path) -> None:
+    document = tmp_path / "benchmark.json"  # how other tools write theirs: compact, one line
+    document.write_bytes(b'{"benchmarks": [' + b'{"x": 1},' * 20_000 + b'{"x": 1}]}\n')
+    fit_cost.check_sources([str(document)])
+
+
+def test_the_held_out_floor_holds_for_each_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = capture(tmp_path / "big.log", presets.load(BASE), swelled(100))
+    small = capture(tmp_path / "small.log", presets.load(BASE), swelled(20))
+    out = ("--preset", BASE, "--out", tmp_path / "fitted.toml")
+    said = refused(capsys, big, small, *out)  # 0.3 of 20 is 6: each source is judged alone
+    assert "--holdout 0.3: keeps 6 of the capture's 20 requests" in said
+
+
+def swelled(n: int) -> list[twin.Request]:
+    return [twin.Request(float(i), 100, 10) for i in range(n)]

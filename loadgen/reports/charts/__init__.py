@@ -5,6 +5,7 @@ so the picture in report.md and the chart in report.html cannot disagree.
 - `run.py` a run's charts: CDFs, timeline, sweep
 - `slices.py` the time-slices chart
 - `capacity.py` a capacity search's charts
+- `plan.py` a plan's cost against headroom
 - `png.py` drawn with matplotlib
 - `svg.py` drawn as inline SVG
 """

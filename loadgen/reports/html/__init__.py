@@ -8,4 +8,5 @@ the ones the user asked for (--trace-url).
 - `run.py` a run directory's page
 - `compare.py` the page beside `compare --out FILE.md`
 - `capacity.py` a capacity search's page
+- `plan.py` a plan's page
 """

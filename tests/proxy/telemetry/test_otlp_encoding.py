@@ -12,7 +12,14 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
+from opentelemetry.trace import (
+    Link,
+    SpanKind,
+    Status,
+    StatusCode,
+    get_current_span,
+    set_span_in_context,
+)
 
 from latency_proxy.telemetry import otlp_http
 from latency_proxy.telemetry.otlp_encoding import encode_spans
@@ -87,6 +94,23 @@ def test_status_parents_and_trace_state_encode_as_the_sdk_does(status: Status) -
     server.end()
     root = tracer.start_span("root")  # no parent at all
     root.end()
+    assert_same_bytes(exporter.get_finished_spans())
+
+
+def test_links_to_local_and_remote_calls_encode_as_the_sdk_does() -> None:
+    """An agent's call links to the call it continues (telemetry/sessions.py)."""
+    limits = SpanLimits(max_link_attributes=1)
+    _, exporter, tracer = finished(limits=limits)
+    earlier = tracer.start_span("chat m")
+    earlier.end()
+    remote = get_current_span(extract(REMOTE_PARENT)).get_span_context()
+    links = [
+        Link(earlier.get_span_context(), {"latency_proxy.session.parent": "req-1"}),
+        Link(remote, {"a": 1, "b": 2}),  # one attribute dropped
+        Link(remote),
+    ]
+    span = tracer.start_span("chat m", links=links)
+    span.end()
     assert_same_bytes(exporter.get_finished_spans())
 
 

@@ -1,0 +1,124 @@
+"""`python -m loadgen plan` on the simulator's twin: a candidate's figure is the capacity
+command's, typed by hand with the same flags and seed; and the cheapest the plan finds is the
+cheapest a brute-force sweep of the twin finds (or one it says it cannot tell apart), with a
+hidden preset file standing in for a GPU no bundled preset describes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadgen.cli import main
+from loadgen.sim import twin
+from loadgen.sim.model import presets
+
+SLO = ["--slo", "ttft=800ms@p90", "--slo", "tpot=50ms@p90"]
+RATE = 4.0  # the trace's requests/s
+LENGTHS = (512, 64)
+
+
+def write_trace(path: Path, requests: int = 160, rate: float = RATE) -> Path:
+    rows = [
+        {"timestamp": i * 1000 / rate, "input_length": LENGTHS[0], "output_length": LENGTHS[1]}
+        for i in range(requests)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def plan(tmp_path: Path, *flags: str) -> dict:
+    out = tmp_path / "plan"
+    assert main(["plan", *SLO, "--seed", "3", "--jobs", "2", "--out", str(out), *flags]) == 0
+    return json.loads((out / "plan.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_candidates_figure_is_the_capacity_command_typed_by_hand(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.jsonl", 60, rate=6.0)  # more than one replica holds
+    one = tmp_path / "plan.toml"
+    one.write_text('presets = ["llama-70b-awq-tp4-a100"]\n[prices]\na100 = 1.8\n')
+    result = plan(tmp_path, "--replay", str(trace), "--candidates", str(one))
+    by_name = {e["name"]: e for e in result["candidates"]}
+    entry = by_name["llama-70b-awq-tp4-a100"]
+    assert entry["status"] == "ranked"
+    for search in entry["searches"]:
+        by_hand = tmp_path / f"by-hand-{search['replicas']}"
+        argv = ["capacity", "--target", "virtual:llama-70b-awq-tp4-a100", "--by", "speed"]
+        argv += ["--virtual-replicas", str(search["replicas"]), "--replay", str(trace), *SLO]
+        argv += ["--start", search["argv"][search["argv"].index("--start") + 1]]
+        argv += ["--seed", "3", "--out", str(by_hand)]
+        assert main(argv) == 0
+        (t,) = json.loads((by_hand / "capacity.json").read_text())["targets"].values()
+        assert t["capacity"] == search["capacity"]
+        assert t["bracket"] == search["bracket"]
+        assert t["binding"] == search["binding"]
+    # the replicas it priced at hold the traffic, one fewer do not
+    shares = {s["replicas"]: s["share"] for s in entry["searches"]}
+    assert entry["replicas"] >= 2 and len(shares) >= 2
+    assert shares[entry["replicas"]] >= 1 > (shares.get(entry["replicas"] - 1) or 0)
+
+
+def hidden_gpu(tmp_path: Path) -> Path:
+    """A GPU no bundled preset describes: the AWQ LLaMA on two cards with 60% of an A100's
+    bandwidth, 48 GiB each, and its own efficiencies: a preset file under a neutral name."""
+    base = presets.load("llama-70b-awq-tp4-a100")
+    hw = dataclasses.replace(
+        base.perf.hardware,
+        gpu="NVIDIA L40S",
+        tensor_parallel=2,
+        hbm_bandwidth=0.6 * base.perf.hardware.hbm_bandwidth,
+        gpu_memory=48 * 2**30,
+    )
+    eff = dataclasses.replace(base.perf.efficiency, mbu=0.5, host_overhead=0.002)
+    hidden = dataclasses.replace(
+        base, name="hidden", perf=dataclasses.replace(base.perf, hardware=hw, efficiency=eff)
+    )
+    path = tmp_path / "hidden.toml"
+    path.write_text(presets.dump(hidden))
+    return path
+
+
+def meets(preset: presets.Preset, arrivals: list[float], replicas: int) -> bool:
+    """The twin, run directly on the trace with `replicas`, meets both SLOs at P90."""
+    requests = [twin.Request(a, *LENGTHS) for a in arrivals]
+    timings = twin.run(preset, requests, replicas).timings
+    ttft = np.percentile([t.ttft for t in timings], 90)
+    tpot = np.percentile([t.tpot for t in timings if t.tpot is not None], 90)
+    return bool(ttft <= 0.8 and tpot <= 0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_cheapest_is_a_brute_force_sweeps(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.jsonl", 240)
+    hidden = hidden_gpu(tmp_path)
+    plan_toml = tmp_path / "plan.toml"
+    names = ["llama-70b-awq-tp4-a100", "qwen-72b-gptq-tp4-a100", "llama-2-70b-fp16-tp4-h100"]
+    plan_toml.write_text(
+        f"presets = {json.dumps([*names, str(hidden)])}\nmax_replicas = 6\n"
+        "[prices]\na100 = 1.8\nh100 = 3.0\nl40s = 0.6\n"
+    )
+    result = plan(tmp_path, "--replay", str(trace), "--candidates", str(plan_toml))
+    arrivals = [i / RATE for i in range(240)]
+    costs = {}
+    for e in result["candidates"]:
+        spec = e["spec"].removeprefix("virtual:")
+        preset = presets.load_file(spec) if spec.endswith(".toml") else presets.load(spec)
+        fewest = next((n for n in range(1, 7) if meets(preset, arrivals, n)), None)
+        if fewest is not None:
+            costs[e["name"]] = fewest * e["gpus"] * e["usd_per_gpu_hour"]
+    truth = min(costs, key=costs.__getitem__)
+    by_name = {e["name"]: e for e in result["candidates"]}
+    cheapest = by_name[result["ranking"][0]]
+    low, high = cheapest["usd_per_hour_range"]
+    assert cheapest["name"] == truth or (
+        truth in cheapest["tied_with"] and low <= costs[truth] <= high
+    ), (truth, costs, cheapest["name"], cheapest["usd_per_hour_range"])
+    assert result["sentence"].startswith(
+        "Cheapest that meets TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P90) on this traffic: "
+    )

@@ -1,0 +1,95 @@
+"""GenAI spans written by the OpenTelemetry SDK (OTLP JSON) as a replay source: each model
+call with its session and the call it waited for, replayed in that order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from google.protobuf.json_format import MessageToJson
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, SpanKind
+
+from loadgen import rundir
+from loadgen.cli import main
+from loadgen.replay import sessions
+from loadgen.replay.formats import BadRow, parse
+from loadgen.replay.window import schedule
+from loadgen.stack.processes import simulator
+
+S = 10**9  # nanoseconds
+
+
+def agent_spans() -> str:
+    """An agent's session written by the SDK: a call, a tool, a call, a fan-out of two, a
+    follow-up; another trace's lone call; a span that is no model call."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("agent")
+
+    def call(start: float, end: float, conversation: str | None, *links: Link) -> object:
+        attributes = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                      "gen_ai.usage.input_tokens": 40, "gen_ai.usage.output_tokens": 4}  # fmt: skip
+        if conversation:
+            attributes["gen_ai.conversation.id"] = conversation
+        span = tracer.start_span(
+            "chat m", kind=SpanKind.CLIENT, attributes=attributes,
+            start_time=int(start * S), links=list(links),
+        )  # fmt: skip
+        span.end(int(end * S))
+        return span
+
+    first = call(100.0, 101.0, "s1")
+    second = call(101.5, 102.5, "s1")  # after a 0.5 s tool
+    call(103.0, 104.0, "s1")  # a fan-out of two
+    call(103.0, 104.2, "s1")
+    call(110.0, 111.0, "s1", Link(second.get_span_context()))  # says whom it continues
+    call(100.2, 100.8, None)  # another trace, no conversation id
+    tracer.start_span("tool read", start_time=int(101.1 * S)).end(int(101.4 * S))
+    del first
+    request = encode_spans(exporter.get_finished_spans())
+    return MessageToJson(request, indent=None) + "\n"
+
+
+def test_an_agents_spans_become_calls_waiting_for_their_parents() -> None:
+    parsed = parse(agent_spans())
+    assert parsed.format == "otlp" and len(parsed.records) == 6
+    tree = sessions.graph(schedule(parsed.records))
+    by_start = sorted(parsed.records, key=lambda r: r.at)
+    ids = {r.call: n for n, r in enumerate(by_start)}
+    parent = {ids[r.call]: ids.get(r.parent) for r in parsed.records}
+    assert parent == {0: None, 1: None, 2: 0, 3: 2, 4: 2, 5: 2}  # 5: by its link
+    gap = {ids[r.call]: r.gap_s for r in parsed.records}
+    assert gap[2] == gap[3] == pytest.approx(0.5) and gap[5] == pytest.approx(7.5)
+    assert tree.meta() == {"sessions": 2, "linked": 4, "unlinked": 0}
+
+
+def test_a_span_that_cannot_be_read_is_a_bad_row_naming_its_line() -> None:
+    good = agent_spans()
+    bad = json.loads(good)
+    bad["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"] = "not an id!"
+    with pytest.raises(BadRow, match="line 2: an id is neither hex nor base64"):
+        parse(good + json.dumps(bad) + "\n", "otlp")
+    assert len(parse(good + json.dumps(bad) + "\n", "otlp", skip_bad=True).bad) == 1
+
+
+def test_an_otlp_capture_replays_in_its_dependency_order(tmp_path: Path) -> None:
+    trace = tmp_path / "spans.json"
+    trace.write_text(agent_spans())
+    with simulator("--preset", "llama-70b-bf16-tp4-a100", "--served-model-name", "m") as sim:
+        argv = ["--target", sim, "--replay", str(trace), "--out", str(tmp_path / "r")]
+        assert main([*argv, "--no-progress", "--replay-speed", "4"]) == 0
+    run = rundir.read(tmp_path / "r")
+    records = {r.replay_index: r for r in run.records}
+    parsed = {n: r for n, r in enumerate(parse(trace.read_text()).records)}
+    lines = {r.call: r.line for r in parsed.values()}
+    assert len(records) == 6 and all(r.ok for r in records.values())
+    for trace_record in parsed.values():
+        if trace_record.parent is not None:
+            mine, theirs = records[trace_record.line], records[lines[trace_record.parent]]
+            assert mine.sent_at >= theirs.end_at + (trace_record.gap_s or 0) - 0.02
