@@ -16,12 +16,18 @@ From the records of one target at one level (a sweep point, or the single level)
 - closed loop, across levels (`queueing`): more streams than the server runs at once show as
   throughput that stays flat while TTFT grows.
 
-A replay is judged by what the server does, not by its TTFT trend nor by what is in flight
-when the window closes: a trace's TTFT follows its own prompt lengths, and its arrivals need
-not be stationary (they may bunch at the window's end). So a replay's level is saturated
-when its completions, counted over the whole window plus the drain, fell behind its arrivals
-(requests the drain ended: `unfinished`), when the server's waiting queue grew across the
-window, or when it preempted; its TTFT trend is reported, not judged.
+A replay is judged by what the server does, not by its TTFT trend alone nor by what is in
+flight when the window closes alone: a trace's TTFT follows its own prompt lengths, and its
+arrivals need not be stationary (they may bunch at the window's end). So a replay's level
+is saturated when its completions, counted over the whole window plus the drain, fell
+behind its arrivals (requests the drain ended: `unfinished`), when the server's waiting
+queue grew across the window, when it preempted, or when both its completions in the window
+fell behind its arrivals and its TTFT climbed (each as an open loop's rule says): a queue
+that grows shows as both, a trace's own shape as one at most.
+
+A saturated open-loop level's throughput is what completed in its window, not what arrived
+(`completion_per_s`, `completion_output_tokens_per_s`): every request of the window may
+still finish within the drain, at the rate the server could serve, not the load's.
 
 Neighbouring requests share a queue, so their TTFTs are correlated and the slope's interval
 is narrower than an independent sample's would be; a trend therefore also has to be large
@@ -133,10 +139,8 @@ def judge(
     """
     windows = _windows(phases)
     measured = [r for r in records if not r.excluded]
-    completed = 0
-    for r in records:
-        window = windows.get(r.block)
-        completed += bool(r.ok and window and window[0] <= r.end_at <= window[1])
+    done = [r for r in records if r.ok and _within(r.end_at, windows.get(r.block))]
+    completed = len(done)
     per_s = (lambda n: n / active_s) if active_s > 0 else (lambda n: None)
     arrival, completion = per_s(len(measured)), per_s(completed)
     blocks = {b: [r for r in records if r.block == b] for b in windows}
@@ -150,24 +154,21 @@ def judge(
             f"{unfinished} of the window's {len(measured)} requests were still unfinished "
             "when the drain after it ended"
         )
-    judge_trend = open_loop and not replay  # closed loop: queueing() judges across levels
-    if judge_trend and _fell_behind(measured, completed, windows):
+    behind = open_loop and _fell_behind(measured, completed, windows, replay)
+    climbed = open_loop and _climbed(trend)
+    # closed loop: queueing() judges across levels; a replay: only both together
+    if behind and (climbed or not replay):
         reasons.append(
             f"requests arrived at {arrival:.1f}/s and completed at {completion:.1f}/s; "
             f"{in_flight_end} were still waiting or in flight when the measured window closed "
             f"({in_flight_start} when it opened)"
         )
-    slope, ci = trend["ttft_slope"], trend["ttft_slope_ci95"]
-    first, last = trend["ttft_first_third_s"], trend["ttft_last_third_s"]
-    if (
-        judge_trend
-        and slope is not None
-        and ci[0] > 0
-        and first is not None
-        and last is not None
-        and last >= GROWTH * first
-        and last - first >= GROWTH_FLOOR_S
-    ):
+    if climbed and (behind or not replay):
+        slope, first, last = (
+            trend["ttft_slope"],
+            trend["ttft_first_third_s"],
+            trend["ttft_last_third_s"],
+        )
         reasons.append(
             f"TTFT grew {slope:.{2 if slope >= 0.1 else 3}f} s every second (median "
             f"{first:.2f} s in the window's first third, {last:.2f} s in its last)"
@@ -185,6 +186,7 @@ def judge(
         "warmup_s": max((p.warmup_s for p in phases if p.warmup_s is not None), default=None),
         "arrival_per_s": arrival,
         "completion_per_s": completion,
+        "completion_output_tokens_per_s": per_s(sum(r.output_tokens or 0 for r in done)),
         **trend,
         "in_flight_start": in_flight_start,
         "in_flight_end": in_flight_end,
@@ -196,8 +198,29 @@ def judge(
     return verdict
 
 
+def _within(at: float, window: tuple[float, float] | None) -> bool:
+    return window is not None and window[0] <= at <= window[1]
+
+
+def _climbed(trend: Mapping[str, Any]) -> bool:
+    """TTFT rose through the window beyond its interval and beyond GROWTH (_trend's figures)."""
+    slope, ci = trend["ttft_slope"], trend["ttft_slope_ci95"]
+    first, last = trend["ttft_first_third_s"], trend["ttft_last_third_s"]
+    return (
+        slope is not None
+        and ci[0] > 0
+        and first is not None
+        and last is not None
+        and last >= GROWTH * first
+        and last - first >= GROWTH_FLOOR_S
+    )
+
+
 def _fell_behind(
-    measured: Sequence[Record], completed: int, windows: Mapping[int, tuple[float, float]]
+    measured: Sequence[Record],
+    completed: int,
+    windows: Mapping[int, tuple[float, float]],
+    replay: bool = False,
 ) -> bool:
     """Completions fell short of arrivals by more than a server that keeps up would.
 
@@ -206,6 +229,10 @@ def _fell_behind(
     around L = arrival rate × E2E (Little's law), so their difference scatters by about
     sqrt(2 L). The shortfall counts only beyond three of those, with the E2E of the window's
     first third; a queue that grows adds (arrival − completion rate) × window on top.
+    A replay's arrivals need not be stationary, so its L is what arrived within that E2E
+    of each close, and its shortfall what was in flight at the close beyond it, at two
+    thirds of the window as well as at its close: a burst at the window's end leaves a
+    backlog at the close only, a server falling behind leaves one throughout.
     """
     shortfall = len(measured) - completed
     if shortfall < BACKLOG or completed >= (1 - SHORTFALL) * len(measured):
@@ -215,9 +242,29 @@ def _fell_behind(
         start, end = windows.get(r.block, (r.intended_at, r.intended_at))
         if r.ok and r.e2e_s is not None and r.intended_at < start + (end - start) / 3:
             young.append(r.e2e_s)
+    e2e = float(np.median(young)) if young else 0.0
+    if replay:
+        return all(_backlogged(measured, windows, e2e, share) for share in (2 / 3, 1.0))
     span = sum(end - start for start, end in windows.values())
-    in_flight = len(measured) / span * float(np.median(young)) if young and span > 0 else 0.0
+    in_flight = len(measured) / span * e2e if span > 0 else 0.0
     return shortfall > BACKLOG + 3 * math.sqrt(2 * in_flight)
+
+
+def _backlogged(
+    measured: Sequence[Record],
+    windows: Mapping[int, tuple[float, float]],
+    e2e: float,
+    share: float,
+) -> bool:
+    """At `share` of each window, more requests in flight than arrived within an E2E of
+    then, beyond the scatter of that count (Little's law, as _fell_behind)."""
+    left = recent = 0
+    for block, (start, end) in windows.items():
+        at = start + share * (end - start)
+        mine = [r for r in measured if r.block == block]
+        left += _waiting_at(mine, at)
+        recent += sum(at - e2e < r.intended_at <= at for r in mine)
+    return left - recent > BACKLOG + 3 * math.sqrt(2 * recent)
 
 
 def _drowned(measured: int, unfinished: int) -> bool:
@@ -303,3 +350,22 @@ def queueing(points: Sequence[tuple[float, float | None, float | None]]) -> dict
                 f"while TTFT P50 rose from {t1:.2f} s to {t2:.2f} s (the extra streams queue)"
             )
     return found
+
+
+def knee(points: Sequence[tuple[float, bool]]) -> dict[str, float | None] | None:
+    """Where an open-loop sweep crosses from keeping up to falling behind: `steady_up_to`,
+    the highest steady level below `saturated_at`, the lowest saturated one. points: (level,
+    steady) in any order; None when no level saturated."""
+    ordered = sorted(points)
+    for i, (level, steady) in enumerate(ordered):
+        if not steady:
+            below = [lv for lv, ok in ordered[:i] if ok]
+            return {"steady_up_to": below[-1] if below else None, "saturated_at": level}
+    return None
+
+
+def knee_sentence(name: str, found: Mapping[str, float | None], unit: str, predicted: bool) -> str:
+    """The knee in words: "virtual:x saturates between 2.5 and 3 req/s (predicted)"."""
+    low, high = found["steady_up_to"], found["saturated_at"]
+    said = f"between {low:g} and {high:g} {unit}" if low is not None else f"at {high:g} {unit}"
+    return f"{name} saturates {said}" + (" (predicted)" if predicted else "")

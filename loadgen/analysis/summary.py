@@ -361,9 +361,10 @@ def _judge_steady(
     open_loop: bool,
     replay: bool,
 ) -> None:
-    """Each target's steady_state at this level (steady.py)."""
+    """Each target's steady_state at this level (steady.py); a saturated open-loop level's
+    throughput is what completed in its window, not what arrived in it."""
     for name, t in targets.items():
-        t["steady_state"] = steady.judge(
+        state = t["steady_state"] = steady.judge(
             [r for r in records if r.target == name],
             [p for p in phases if p.target == name],
             t["throughput"]["active_s"],
@@ -371,6 +372,9 @@ def _judge_steady(
             server=t["server"]["gauges"] if t["server"] else None,
             replay=replay,
         )
+        if open_loop and not state["steady"] and state["completion_per_s"] is not None:
+            t["throughput"]["requests_per_s"] = state["completion_per_s"]
+            t["throughput"]["output_tokens_per_s"] = state["completion_output_tokens_per_s"]
 
 
 def _judge_queueing(points: list[dict[str, Any]]) -> None:
@@ -432,7 +436,7 @@ def _levels(data: RunData) -> dict[str, Any]:
         targets = _level(data)
         _judge_steady(targets, data.records, phases, open_loop, sweep == "replay")
         return {"version": 1, "interrupted": interrupted, "targets": targets}
-    points = []
+    points: list[dict[str, Any]] = []
     for level in levels:
         at_level = replace(
             data,
@@ -445,9 +449,17 @@ def _levels(data: RunData) -> dict[str, Any]:
         points.append({"level": level, "targets": targets})
     if not open_loop:
         _judge_queueing(points)
+    knees = {}
+    for name in dict.fromkeys(n for p in points for n in p["targets"]):
+        found = steady.knee(
+            [(p["level"], p["targets"][name]["steady_state"]["steady"]) for p in points
+             if name in p["targets"]]
+        )  # fmt: skip
+        if found is not None:
+            knees[name] = found
     return {
         "version": 1,
         "interrupted": interrupted,
         "targets": points[-1]["targets"],
-        "sweep": {"kind": sweep, "points": points},
+        "sweep": {"kind": sweep, "points": points, "knee": knees},
     }

@@ -73,7 +73,8 @@ def binds(t: Mapping[str, Any], axis: Axis) -> str:
             f"({seconds(slo['value_s'])} at {axis.amount(slo['level'])})"
         )
     if t["binding"] == "steady_state":
-        return f" before it falls behind the load (saturated at {axis.amount(failing)})"
+        below, above = axis.amount(t["bracket"][0]), axis.amount(failing)
+        return f" before it falls behind the load (it saturates between {below} and {above})"
     if t["binding"] == "errors":
         return (
             f" before more than {MAX_FAILED:.0%} of its requests fail (at {axis.amount(failing)})"

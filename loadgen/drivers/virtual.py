@@ -10,6 +10,7 @@ from functools import partial
 
 from loadgen import replay
 from loadgen.analysis.records import Phase, Record, RunData
+from loadgen.analysis.server_metrics import ServerWindow
 from loadgen.config import RunConfig
 from loadgen.drivers.meta import run_meta
 from loadgen.engine import virtual, virtual_requests, virtual_settle
@@ -72,11 +73,12 @@ def drive(
     for level in config.levels:
         done = start
         for spec, model in models.items():  # each target the same arrivals, from one start
-            records, phase, counts = _predict_level(
+            records, phase, gauges, counts = _predict_level(
                 config, model, level, window, replayed, lines, interval, start, dataset
             )
             data.records += records
             data.phases.append(phase)
+            data.server.append(gauges)
             served[spec].append(counts)
             done = max(done, phase.done_at or phase.end_at)
         start = done + 1.0  # levels one after another, as run
@@ -113,9 +115,9 @@ def _predict_level(
     interval: int,
     start: float,
     dataset: list[Prompt] | None,
-) -> tuple[list[Record], Phase, list[int]]:
+) -> tuple[list[Record], Phase, ServerWindow, list[int]]:
     """One target's block at one level on the virtual clock: its requests drawn from the
-    run's seed (the same for every target), then predicted."""
+    run's seed (the same for every target), then predicted, with its engines' gauges."""
     prompts = virtual_requests.Prompts(
         config.endpoint,
         config.input_tokens,
@@ -143,7 +145,7 @@ def _predict_level(
         )
     if planned is None:
         planned = plan(window)
-    records, phase, counts = virtual.run_block(
+    records, phase, gauges, counts = virtual.run_block(
         model,
         f"virtual:{model.name}",
         planned,
@@ -159,4 +161,4 @@ def _predict_level(
     )
     if settling is not None:
         phase = virtual_settle.marked(phase, settling)
-    return records, phase, counts
+    return records, phase, gauges, counts

@@ -9,6 +9,9 @@ keeps the trace window's arrivals at its speed, and a record longer than the con
 refused 400 at once, as vLLM refuses it.
 Like a real run's window, a request due before the warm-up's end is kept as "warmup"; one
 due after the window closed is not sent; one still running a drain after it is UNFINISHED.
+What a live run scrapes from vLLM's /metrics as its window opens and closes (the waiting
+and running gauges, the preemptions between) is read off the twin's timings
+(`server_window`), so steady.py judges a virtual level on the same figures as a served one.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.analysis.records import UNFINISHED, Phase, Record
+from loadgen.analysis.server_metrics import ServerWindow
 from loadgen.engine.schedule import arrivals
 from loadgen.engine.targets import VIRTUAL
 from loadgen.engine.virtual_requests import Planned, Prompts
@@ -321,6 +325,35 @@ def records(
     return out, phase
 
 
+def server_window(
+    target: str, timings: Sequence[twin.Timing], phase: Phase, start: float
+) -> ServerWindow:
+    """vLLM's gauges at the window's opening and closing as the twin's engines had them: a
+    request waits from reaching the engine until first scheduled, and runs until it
+    finishes. Preemptions are those of the requests the engines held during the window (the
+    twin counts them per request, not per step)."""
+    opened, closed = phase.start_at - start, phase.end_at - start
+
+    def gauges(at: float) -> tuple[float, float]:
+        waiting = sum(t.engine_arrival <= at < t.scheduled for t in timings)
+        running = sum(t.scheduled <= at < t.finished for t in timings)
+        return float(waiting), float(running)
+
+    (waiting_open, running_open), (waiting_close, running_close) = gauges(opened), gauges(closed)
+    preempted = sum(t.preemptions for t in timings if t.arrival < closed and t.finished > opened)
+    return ServerWindow(
+        target=target,
+        block=phase.block,
+        level=phase.level,
+        source=target,
+        opened_at=phase.start_at,
+        closed_at=phase.end_at,
+        histograms={},
+        gauges={"waiting": (waiting_open, waiting_close), "running": (running_open, running_close)},
+        preemptions=float(preempted),
+    )
+
+
 def run_block(
     model: Preset,
     target: str,
@@ -335,11 +368,11 @@ def run_block(
     lines: Sequence[int] = (),
     stream_interval: int = 1,
     stall_s: float = math.inf,
-) -> tuple[list[Record], Phase, list[int]]:
+) -> tuple[list[Record], Phase, ServerWindow, list[int]]:
     """One level of a sweep, or a replay's window (its trace `lines`), on the virtual
-    clock: its records, its phase and how many requests each replica served. A request
-    whose prompt and max_tokens pass the context is refused as vLLM refuses it, a 400 at
-    once, and the rest are served."""
+    clock: its records, its phase, the engines' gauges around its window and how many
+    requests each replica served. A request whose prompt and max_tokens pass the context is
+    refused as vLLM refuses it, a 400 at once, and the rest are served."""
     limit = model.max_model_len
     fits = [i for i, r in enumerate(planned.requests) if r.prompt_tokens + r.output_tokens <= limit]
     served = planned.only(fits) if len(fits) < len(planned.requests) else planned
@@ -357,7 +390,8 @@ def run_block(
         record.request_id = f"virtual-{i}"  # by the plan's order, refused ones counted
     for record, line in zip(out, lines, strict=False):
         record.replay_index = line
-    return out, phase, result.per_replica
+    gauges = server_window(target, result.timings, phase, start)
+    return out, phase, gauges, result.per_replica
 
 
 def _refused(target: str, arrival: float, window: Window, level: float, start: float) -> Record:

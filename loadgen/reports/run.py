@@ -165,6 +165,7 @@ def markdown(
         lines += target_section(name, t)
     if summary.get("sweep"):
         lines += sweep_section(summary["sweep"])
+        lines += [f"{line}." for line in knees(summary)] + ([""] if knees(summary) else [])
     if comparison:
         lines += [comparison]
     lines += slowest
@@ -191,6 +192,16 @@ def _twin_named(twin: dict[str, Any]) -> str:
     replicas = twin["replicas"]
     on = f"{replicas} replicas of " if replicas > 1 else ""
     return f"{on}preset {twin['preset']}{args}"
+
+
+def knees(summary: dict[str, Any]) -> list[str]:
+    """Each target's knee, where the sweep crossed one: "x saturates between 2 and 3 req/s"."""
+    sweep = summary.get("sweep") or {}
+    unit = {"rate": "req/s", "concurrency": "streams"}.get(sweep.get("kind") or "", "")
+    return [
+        steady.knee_sentence(name, found, unit, bool(summary.get("virtual")))
+        for name, found in (sweep.get("knee") or {}).items()
+    ]
 
 
 def sweep_section(sweep: dict[str, Any]) -> list[str]:
@@ -287,6 +298,7 @@ def console_table(summary: dict[str, Any]) -> str:
     text.append("(latencies in ms)")
     if summary.get("virtual"):
         text.append(predicted(summary["virtual"]).replace("**", ""))
+    text += [f"{line}." for line in knees(summary)]
     for name, t in summary["targets"].items():
         saturated = steady.label(t.get("steady_state"))
         if saturated:

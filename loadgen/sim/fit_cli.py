@@ -214,6 +214,7 @@ def _summary(
         "at_ceiling": report.at_ceiling,
         "frontend": report.frontend,
         "held_out": report.held_out,
+        "held_out_server": report.held_out_server,
         "held_out_error": report.held_out_error(),
         "fitted_load": report.fitted_load,
         "slices": report.slices,
@@ -247,13 +248,16 @@ def _printed(summary: dict[str, Any], out: Path) -> str:
         ceiling, needed = pinned["ceiling"], pinned["needed"]
         lines.append(f"  {name:<24} at its ceiling {ceiling:g}: the capture needs {needed:.3g}")
     lines.append("prediction error (the twin against the capture), held out and fitted to:")
-    for key, row in summary["held_out"].items():
-        fitted = summary["fitted_load"].get(key)
-        beside = f"; fitted load {fitted['error']:+.1%}" if fitted else ""
-        lines.append(
-            f"  {key.replace('_', ' ').upper():<10} measured {row['measured'] * 1e3:,.1f} ms, "
-            f"predicted {row['predicted'] * 1e3:,.1f} ms ({row['error']:+.1%}){beside}"
-        )
+    width = 17 if summary["held_out_server"] else 10
+    for who, key in (("", "held_out"), ("server ", "held_out_server")):
+        for figure, row in summary[key].items():
+            fitted = summary["fitted_load"].get(figure) if not who else None
+            beside = f"; fitted load {fitted['error']:+.1%}" if fitted else ""
+            name = who + figure.replace("_", " ").upper()
+            lines.append(
+                f"  {name:<{width}} measured {row['measured'] * 1e3:,.1f} ms, "
+                f"predicted {row['predicted'] * 1e3:,.1f} ms ({row['error']:+.1%}){beside}"
+            )
     return "\n".join(lines)
 
 

@@ -163,7 +163,11 @@ class Targets:
     kinds: int  # kinds of figure captured (each weighs one)
 
     @classmethod
-    def of(cls, capture: Capture, chosen: Sequence[int]) -> Targets:
+    def of(
+        cls, capture: Capture, chosen: Sequence[int], only: frozenset[str] | None = None
+    ) -> Targets:
+        """The groups of the `chosen` requests; `only`: these kinds of figure and no other,
+        the client's included where the server's timings stand for them (_engine_timed)."""
         measured = [i for i in chosen if capture.requests[i].measured]
         end = capture.requests[-1].arrival or 1.0
         slice_of = {
@@ -179,7 +183,8 @@ class Targets:
             r = capture.requests[i]
             third = sum(r.prompt_tokens > t for t in thirds)
             for kind, value in figures(r).items():
-                if value is None or kind in _engine_timed(r):
+                skipped = kind not in only if only is not None else kind in _engine_timed(r)
+                if value is None or skipped:
                     continue
                 if r.rebuilt:  # its arrival is not the one measured: only the spread counts
                     rebuilt.setdefault((kind, r.source), []).append((i, value))

@@ -6,7 +6,11 @@ The last `holdout` share of each source's requests (by arrival) is never fitted 
 fitted twin replays the whole capture and its P50 and P90 of TTFT and TPOT over those
 requests are set against the measured ones, over all of them and per source. That is the
 error a user should expect of a what-if, and it decides the front end: its two terms are
-kept only when they lower it.
+kept only when they lower it. When the capture has the server's own timings, the engine is
+fitted to those (fit._engine_timed) and the front end, with the engine's terms held, to the
+client's TTFT alone: the time between the client and the engine (API server, network,
+proxy) is what it stands for. The server's own TTFT and TPOT are then judged on the
+held-out requests too (`held_out_server`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class Report:
     # terms pinned at their GPU's ceiling: value needed, ceiling, and the warning in words
     at_ceiling: dict[str, dict[str, Any]] = field(default_factory=dict)
     held_out: dict[str, dict[str, float]] = field(default_factory=dict)
+    held_out_server: dict[str, dict[str, float]] = field(default_factory=dict)
     # per SOURCE, in the order given: its own held-out figures and their mean error
     by_source: list[dict[str, Any]] = field(default_factory=list)
     fitted_load: dict[str, dict[str, float]] = field(default_factory=dict)  # as held_out
@@ -108,16 +113,24 @@ def calibrate(
     report.intervals = {k: hull[k] for k in report.intervals}
     _judge(report, search, capture, held)
     without = report.held_out_error()
-    with_frontend = fit.fit(search, fitted.values | FRONTEND_START, [*free, *FRONTEND])
-    trial = _report(start, with_frontend, dict(reasons), search.replays)
+    fitted_to = [i for i in range(len(capture.requests)) if i not in held]
+    if any(fit._engine_timed(capture.requests[i]) for i in fitted_to):  # the engine's held
+        with_frontend, tied, replays = _front_end(base, capture, fitted_to, replicas, report)
+        search.replays += replays
+        trial = _report(report.values, with_frontend, tied, search.replays)
+        trial.base, trial.intervals = dict(start), report.intervals | trial.intervals
+    else:
+        with_frontend = fit.fit(search, fitted.values | FRONTEND_START, [*free, *FRONTEND])
+        trial = _report(start, with_frontend, dict(reasons), search.replays)
     _judge(trial, search, capture, held)
     gain = without - trial.held_out_error()
-    unclear = {t.name: why for t in FRONTEND if (why := why_not(with_frontend, t.name))}
+    front = [t.name for t in FRONTEND if t.name in with_frontend.free]
+    unclear = {name: why for name in front if (why := why_not(with_frontend, name))}
     frontend_words = {
         "held_out_error_without": without,
         "held_out_error_with": trial.held_out_error(),
     }
-    if gain >= FRONTEND_GAIN and not unclear and not unidentified(with_frontend, pinned):
+    if front and gain >= FRONTEND_GAIN and not unclear and not unidentified(with_frontend, pinned):
         trial.frontend = frontend_words | {"kept": True}
         trial.at_ceiling = at_ceiling(with_frontend, [*free, *FRONTEND])
         trial.replays = search.replays
@@ -127,10 +140,52 @@ def calibrate(
         "without: not kept"
     )
     for term in FRONTEND:
-        report.not_identified[term.name] = unclear.get(term.name, why)
+        report.not_identified[term.name] = unclear.get(term.name) or trial.not_identified.get(
+            term.name, why
+        )
     report.frontend = frontend_words | {"kept": False}
     report.replays = search.replays
     return report
+
+
+def _front_end(
+    base: Preset, capture: Capture, fitted_to: list[int], replicas: int, engine: Report
+) -> tuple[Fitted, dict[str, str], int]:
+    """The front end fitted to the client's TTFT alone, the engine's terms held at `engine`'s
+    values, from the median gap between the client's TTFT and the server's. Of a cost per
+    request and one per prompt token that trade off (prompts of similar length), the one
+    the capture cannot identify is fixed at 0 and the other refitted from the start again
+    (where its partner left it, it would look unseen): the fit, its reasons, its replays."""
+    client = Targets.of(capture, fitted_to, only=frozenset({"ttft"}))
+    alone = Search(base, capture, client, replicas)
+    first = engine.values | _gap_start([capture.requests[i] for i in fitted_to])
+    reasons = dict(engine.not_identified)
+    free = list(FRONTEND)
+    fitted = fit.fit(alone, first, free)
+    reasons |= unidentified(fitted)
+    while any(name in reasons for name in fitted.free):
+        free = [t for t in free if t.name not in reasons]
+        fitted = fit.fit(alone, engine.values | {t.name: first[t.name] for t in free}, free)
+        reasons |= unidentified(fitted)
+    return fitted, reasons, alone.replays
+
+
+def _gap_start(requests: list[Captured]) -> dict[str, float]:
+    """Where the front end's search starts: the median gap between the client's TTFT and
+    the server's, half of it a cost per request and half one per prompt token (from
+    FRONTEND_START's scale a search whose first steps gain little stops before it
+    reaches a gap of tens of milliseconds)."""
+    gaps, prompts = [], []
+    for r in requests:
+        server = server_figures(r)["ttft"]
+        if r.ttft is not None and server is not None:
+            gaps.append(r.ttft - server)
+            prompts.append(r.prompt_tokens)
+    if not gaps:
+        return dict(FRONTEND_START)
+    gap = max(percentile(gaps, 50), FRONTEND_START["frontend_request"])
+    mean_prompt = max(1.0, sum(prompts) / len(prompts))
+    return {"frontend_request": gap / 2, "frontend_token": gap / 2 / mean_prompt}
 
 
 def _hull(
@@ -306,6 +361,7 @@ def _judge(report: Report, search: Search, capture: Capture, held: set[int]) -> 
     pairs = list(zip(capture.requests, timings, strict=True))
     kept = [(r, t) for i, (r, t) in enumerate(pairs) if i in held and r.measured]
     report.held_out = _percentile_errors(kept)
+    report.held_out_server = _percentile_errors(kept, server_figures)
     report.fitted_load = _percentile_errors(
         [(r, t) for i, (r, t) in enumerate(pairs) if i not in held and r.measured]
     )
@@ -339,17 +395,42 @@ def _judge(report: Report, search: Search, capture: Capture, held: set[int]) -> 
         report.slices.append(row)
 
 
+def client_figures(r: Captured | deployment.Timing) -> dict[str, float | None]:
+    """TTFT and TPOT as the client saw them (a capture's) or would (the twin's)."""
+    return {"ttft": r.ttft, "tpot": r.tpot}
+
+
+def server_figures(r: Captured | deployment.Timing) -> dict[str, float | None]:
+    """The server's own TTFT (queue and prefill) and TPOT (decode per token after the
+    first), of a captured request (None without its timings) or of the twin's."""
+    queue: float | None
+    prefill: float | None
+    decode: float | None
+    if isinstance(r, deployment.Timing):
+        queue, prefill, decode = r.queue, r.prefill, r.decode
+    else:
+        queue, prefill, decode = r.server_queue, r.server_prefill, r.server_decode
+    n = r.output_tokens
+    return {
+        "ttft": None if queue is None or prefill is None else queue + prefill,
+        "tpot": None if decode is None or n < 2 else decode / (n - 1),
+    }
+
+
 def _percentile_errors(
     pairs: list[tuple[Captured, deployment.Timing]],
+    figures: Callable[[Captured | deployment.Timing], dict[str, float | None]] = client_figures,
 ) -> dict[str, dict[str, float]]:
-    """Measured against predicted P50 and P90 of TTFT and TPOT over these requests: a
-    comparison of spreads, so it holds for rebuilt arrivals too."""
+    """Measured against predicted P50 and P90 of TTFT and TPOT (the client's, or as
+    `figures` reads them) over these requests: a comparison of spreads, so it holds for
+    rebuilt arrivals too."""
     out = {}
     for kind in ("ttft", "tpot"):
         for q in (50, 90):
-            measured = [getattr(r, kind) for r, _ in pairs if getattr(r, kind) is not None]
-            predicted = [getattr(t, kind) for r, t in pairs if getattr(r, kind) is not None]
-            if measured and all(p is not None for p in predicted):
+            read = [(figures(r)[kind], figures(t)[kind]) for r, t in pairs]
+            measured = [m for m, _ in read if m is not None]
+            predicted = [p for m, p in read if m is not None and p is not None]
+            if measured and len(predicted) == len(measured):  # every one predicted
                 m, p = percentile(measured, q), percentile(predicted, q)
                 out[f"{kind}_p{q}"] = {
                     "measured": m,

@@ -78,7 +78,8 @@ def test_a_wide_bracket_is_said_to_be_one() -> None:
 def test_saturation_errors_or_an_undecided_level_end_the_range_in_words() -> None:
     saturated = entry(2, 2.2, binding="steady_state", binding_slo=None)
     assert said("speed", a=saturated) == (
-        HEAD + "this traffic can grow 2x on a before it falls behind the load (saturated at 2.2x)."
+        HEAD + "this traffic can grow 2x on a before it falls behind the load (it saturates "
+        "between 2x and 2.2x)."
     )
     errors = entry(3.1, 3.4, binding="errors", binding_slo=None)
     assert said("rate", a=errors) == (

@@ -16,8 +16,9 @@ PAGE = ROOT / "docs" / "sim" / "what-ifs.md"
 NUMBER = re.compile(r"—|(\d[\d,]*(?:\.\d+)?)( s)?")
 
 
-def bench() -> object:
-    spec = importlib.util.spec_from_file_location("sim_whatifs", ROOT / "bench" / "sim_whatifs.py")
+def bench(name: str = "sim_whatifs") -> object:
+    """bench/NAME.py as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up

@@ -1,0 +1,77 @@
+"""A capture with the server's own timings beside the client's: the engine is fitted to the
+server's, and the front end (a serial API server) to the gap between the client's TTFT and
+the engine's, so the twin predicts what the caller sees as well as what the server does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadgen.sim import twin
+from loadgen.sim.model import presets
+from loadgen.sim.twin import capture, fit, verdict
+
+PRESET = "llama-70b-bf16-tp4-a100"
+HIDDEN = {"frontend_request": 0.06, "frontend_token": 2e-5}  # 60 ms + 20 µs a prompt token
+
+
+def _requests(rate: float, n: int, seed: int) -> list[twin.Request]:
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1 / rate, n))
+    prompts = rng.integers(600, 1500, n)
+    outputs = rng.integers(20, 60, n)
+    return [
+        twin.Request(float(a), int(p), int(o))
+        for a, p, o in zip(arrivals, prompts, outputs, strict=True)
+    ]
+
+
+def _capture(path: Path, served: twin.Result, requests: list[twin.Request]) -> capture.Capture:
+    lines = []
+    for r, t in zip(requests, served.timings, strict=True):
+        server = {
+            "server_queue_s": t.queue,
+            "server_ttft_s": t.prefill,
+            "server_decode_s": t.decode,
+        }
+        lines.append(capture.log_line(r, t, model="m", epoch=1.7e9, **server))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return capture.read([str(path)])
+
+
+def _p(values: list[float], q: float) -> float:
+    return verdict.percentile(values, q)
+
+
+def test_the_front_end_is_fitted_to_the_clients_ttft(tmp_path: Path) -> None:
+    base = presets.load(PRESET)
+    hidden = fit.with_terms(base, HIDDEN)
+    requests = _requests(2.5, 240, seed=3)
+    captured = _capture(tmp_path / "proxy.log", twin.run(hidden, requests), requests)
+    report = verdict.calibrate(base, captured)
+    assert report.frontend["kept"] is True, report.frontend
+    # the two terms trade off over prompts of 600-1,500 tokens: one carries both
+    mean = float(np.mean([r.prompt_tokens for r in requests]))
+    cost = report.values["frontend_request"] + report.values["frontend_token"] * mean
+    assert cost == pytest.approx(
+        HIDDEN["frontend_request"] + HIDDEN["frontend_token"] * mean, rel=0.2
+    )
+    # the server's own figures are judged beside the client's
+    assert set(report.held_out_server) == {"ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90"}
+    assert all(abs(row["error"]) < 0.15 for row in report.held_out_server.values())
+
+    faster = [twin.Request(r.arrival / 1.5, r.prompt_tokens, r.output_tokens) for r in requests]
+    truth = twin.run(hidden, faster).timings
+    fitted = twin.run(fit.with_terms(base, report.values), faster).timings
+    engine_only = report.values | {"frontend_request": 0.0, "frontend_token": 0.0}
+    without = twin.run(fit.with_terms(base, engine_only), faster).timings
+    for q in (50, 90):
+        measured = _p([t.ttft for t in truth], q)
+        predicted = _p([t.ttft for t in fitted], q)
+        assert predicted == pytest.approx(measured, rel=0.1)
+        if q == 50:  # the engine alone, as the fit left it before: short by the front end
+            assert abs(predicted - measured) < 0.5 * (measured - _p([t.ttft for t in without], q))
+        server = _p([t.queue + t.prefill for t in truth], q)
+        assert _p([t.queue + t.prefill for t in fitted], q) == pytest.approx(server, rel=0.15)
