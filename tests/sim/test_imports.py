@@ -17,7 +17,14 @@ from pathlib import Path
 import loadgen.sim
 
 SIM = Path(loadgen.sim.__file__).parent
-PROXY_CORE = ("latency_proxy.units", "latency_proxy.measure.sse", "latency_proxy.setting_types")
+# latency_proxy.native comes with the package itself: its root chooses compiled or pure
+# before any module of it loads
+PROXY_CORE = (
+    "latency_proxy.units",
+    "latency_proxy.measure.sse",
+    "latency_proxy.setting_types",
+    "latency_proxy.native",
+)
 LEAVES = ("loadgen.jsonl",)
 
 
