@@ -95,13 +95,9 @@ def calibrate(
     pinned = at_ceiling(fitted, free)
     reasons |= unidentified(fitted, pinned)
     hull = dict(fitted.intervals)
-    kept = dict(start)
     while any(name in reasons for name in fitted.free):
-        for name in fitted.free:
-            if name in reasons:
-                kept[name], reasons[name] = _kept(name, start, fitted, hull, reasons[name])
         free = [t for t in free if t.name not in reasons]
-        kept |= {k: v for k, v in fitted.values.items() if k in {t.name for t in free}}
+        kept = start | {k: v for k, v in fitted.values.items() if k in {t.name for t in free}}
         fitted = fit.fit(search, kept, free)
         pinned = at_ceiling(fitted, free)
         reasons |= unidentified(fitted, pinned)
@@ -260,26 +256,6 @@ def at_ceiling(fitted: Fitted, free: list[fit.Term]) -> dict[str, dict[str, Any]
             ),
         }
     return out
-
-
-def _kept(
-    name: str,
-    start: dict[str, float],
-    fitted: Fitted,
-    hull: dict[str, tuple[float, float]],
-    why: str,
-) -> tuple[float, str]:
-    """The value an unidentified term is fixed at, and why: the base preset's, unless the
-    capture contradicts it (it lies outside the term's 95% interval): then the fitted one."""
-    lo, hi = hull.get(name, (0.0, math.inf))
-    if lo <= start[name] <= hi or name not in fitted.values:
-        return start[name], why
-    value = fitted.values[name]
-    return value, why.replace(
-        "kept from the base preset",
-        f"kept at the fitted {value:.4g}, since the base preset's {start[name]:.4g} lies "
-        f"outside its 95% interval [{lo:.4g}, {hi:.4g}]",
-    )
 
 
 def unidentified(fitted: Fitted, pinned: dict[str, Any] | None = None) -> dict[str, str]:
