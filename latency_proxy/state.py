@@ -12,7 +12,7 @@ from latency_proxy.telemetry.instruments import LOOP_LAG, SESSIONS_EXPIRED
 from latency_proxy.telemetry.loop_lag import LoopLag
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.redact import ContentPolicy
-from latency_proxy.telemetry.sessions import SessionTable
+from latency_proxy.telemetry.sessions import EXPIRED_REASONS, SessionTable
 from latency_proxy.upstream.routes import Upstreams
 
 
@@ -34,6 +34,8 @@ class ProxyState:
     def __post_init__(self) -> None:
         self.loop_lag = LoopLag(self.telemetry.instrument(LOOP_LAG))
         expired = self.telemetry.instrument(SESSIONS_EXPIRED)
+        for reason in EXPIRED_REASONS:  # at 0 from the start: no series is no data
+            expired.record(0, (reason,))
         self.sessions = SessionTable(
             self.session_key,
             self.settings.max_sessions,

@@ -30,6 +30,7 @@ from latency_proxy.record.session import Placement
 MAX_CALLS_KEPT = 64  # a session's most recent answers a later call may continue
 EXPIRED_IDLE = "idle"
 EXPIRED_CAPACITY = "capacity"
+EXPIRED_REASONS = (EXPIRED_IDLE, EXPIRED_CAPACITY)
 
 
 @dataclass(frozen=True, slots=True)

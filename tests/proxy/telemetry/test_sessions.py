@@ -6,8 +6,11 @@ from __future__ import annotations
 import gc
 import itertools
 import json
+import re
+import time
 import tracemalloc
 
+import httpx
 import orjson
 import pytest
 from hypothesis import given
@@ -232,3 +235,32 @@ def test_block_hashes_share_exactly_the_common_whole_blocks_and_are_keyed() -> N
     assert a[:2] == b[:2] and a[2] != b[2]  # the partial block grew: it differs
     assert block_hashes(base, b"other" * 8)[0] != a[0]
     assert block_hashes("y" + base[1:], KEY)[1] != a[1]  # chained: a change carries on
+
+
+def test_expired_sessions_are_counted_on_metrics_from_zero(start_proxy, upstream) -> None:
+    """Both reasons are series from the start (a panel of rates shows 0, not no data), and
+    every session dropped past --max-sessions or idle past --session-idle counts."""
+    proxy = start_proxy("--upstream", upstream.url, "--max-sessions", "2", "--session-idle", "1s")
+    series = r'^latency_proxy_sessions_expired_total\{reason="(\w+)"\} (\S+)$'
+
+    def expired() -> dict[str, float]:
+        return {k: float(v) for k, v in re.findall(series, proxy.metrics(), re.M)}
+
+    def call(session: str) -> None:
+        body = {"model": "scripted", "messages": [{"role": "user", "content": session}]}
+        sent = httpx.post(proxy.url + "/v1/chat/completions", json=body,
+                          headers={"x-session-id": session}, timeout=10)  # fmt: skip
+        assert sent.status_code == 200
+
+    assert expired() == {"idle": 0.0, "capacity": 0.0}
+    for session in ("a", "b", "c", "d"):
+        call(session)
+    deadline = time.monotonic() + 10
+    while expired()["capacity"] < 2:  # the records are written as the answers end
+        assert time.monotonic() < deadline, expired()
+        time.sleep(0.05)
+    time.sleep(1.2)
+    call("e")  # c and d idle past 1 s
+    while expired() != {"idle": 2.0, "capacity": 2.0}:
+        assert time.monotonic() < deadline, expired()
+        time.sleep(0.05)
