@@ -1,6 +1,6 @@
 """The build: pyproject.toml says what the package is; this file only compiles its hot path.
 
-The modules latency_proxy/native.py lists are compiled with mypyc when mypy (mypyc) and a
+The modules latency_proxy/base/build.py lists are compiled with mypyc when mypy (mypyc) and a
 C compiler are there at build time; otherwise, or with LATENCY_PROXY_PURE=1, or when the
 compilation fails, the package is built pure: the .py files always ship and always work.
 """
@@ -18,7 +18,7 @@ from setuptools import Distribution, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NATIVE = runpy.run_path(os.path.join(HERE, "latency_proxy", "native.py"))
+BUILD = runpy.run_path(os.path.join(HERE, "latency_proxy", "base", "build.py"))
 
 
 def _note(message: str) -> None:
@@ -67,7 +67,7 @@ class BuildHotPath(build_ext):
             return
         root = HERE if self.inplace else self.build_lib
         suffixes = tuple(EXTENSION_SUFFIXES)
-        for name in (*NATIVE["COMPILED"], "latency_proxy.native__mypyc"):
+        for name in (*BUILD["COMPILED"], "latency_proxy.native__mypyc"):
             base = os.path.join(root, *name.split("."))
             for path in glob.glob(glob.escape(base) + ".*"):
                 if path.endswith(suffixes):
@@ -75,8 +75,8 @@ class BuildHotPath(build_ext):
 
 
 def _extensions() -> list:
-    if NATIVE["pure_requested"]():
-        _note(f"{NATIVE['PURE_ENV']} is set: building pure")
+    if BUILD["pure_requested"]():
+        _note(f"{BUILD['PURE_ENV']} is set: building pure")
         return []
     try:
         from mypyc.build import mypycify
@@ -86,8 +86,8 @@ def _extensions() -> list:
     if not _have_compiler():
         _note("no C compiler or Python headers: building pure")
         return []
-    paths = [name.replace(".", "/") + ".py" for name in NATIVE["COMPILED"]]
-    return mypycify(paths, opt_level="3", debug_level="0", group_name="latency_proxy.native")
+    paths = [name.replace(".", "/") + ".py" for name in BUILD["COMPILED"]]
+    return mypycify(paths, opt_level="3", debug_level="0", group_name="latency_proxy.base.build")
 
 
 def _have_compiler() -> bool:

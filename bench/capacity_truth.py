@@ -43,7 +43,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from latency_proxy.units import parse_duration
+from latency_proxy.base.units import parse_duration
 from loadgen.stack.processes import free_port, running
 
 ROOT = Path(__file__).resolve().parent.parent

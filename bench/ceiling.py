@@ -41,8 +41,8 @@ from overhead_client import Cell, CellResult, process_tree, run_cell
 from proxy_overhead import HERE, REPO, RESULTS, Pinning, _source, start_nginx, start_relay
 from proxy_overhead import start_proxy as start_latency_proxy
 
+from latency_proxy.base.units import parse_duration
 from latency_proxy.telemetry.instruments import LOOP_LAG
-from latency_proxy.units import parse_duration
 from loadgen.stack.processes import free_port, running
 
 CEILING_TARGETS = ("relay", "nginx", "nginx×2", "proxy", "proxy×2")

@@ -34,7 +34,7 @@ import numpy as np
 import orjson
 from overhead_client import Cell, run_cell  # bench/, beside this script
 
-from latency_proxy.units import parse_duration
+from latency_proxy.base.units import parse_duration
 from loadgen.stack.processes import free_port, running
 
 HERE = Path(__file__).resolve().parent

@@ -8,7 +8,7 @@ sample is charged to the layer of its innermost Python frame; a sample whose inn
 is the event loop's `run` is time in uvloop's C code (epoll, socket reads and writes,
 callbacks) with no Python frame above it.
 
-The compiled hot path (mypyc, latency_proxy/native.py) has no Python frames, so py-spy
+The compiled hot path (mypyc, latency_proxy/base/build.py) has no Python frames, so py-spy
 records with `--native`: a compiled function's C symbol (`CPyDef_sse___SSEParser___feed`)
 is read back as the Python function it was compiled from (`SSEParser.feed` in
 latency_proxy/measure/sse.py), and every other native frame (libc, the interpreter, uvloop's
@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from latency_proxy.native import COMPILED
+from latency_proxy.base.build import COMPILED
 
 _FRAME_FILE = re.compile(r"\(([^:()]+):\d+\)$")
 LOOP_C = "event loop: uvloop C (epoll, socket reads/writes, callbacks)"

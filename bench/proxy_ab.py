@@ -34,7 +34,7 @@ from overhead_client import Cell, process_tree, run_cell  # bench/, beside this 
 from overhead_figures import spread
 from proxy_overhead import Pinning, start_otlp_sink, start_upstream
 
-from latency_proxy.units import parse_duration
+from latency_proxy.base.units import parse_duration
 from loadgen.stack.processes import free_port, running
 
 HERE = Path(__file__).resolve().parent

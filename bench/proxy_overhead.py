@@ -14,7 +14,7 @@ at 50 ms, then one every 10 ms) reached six ways:
 - proxy+otlp: the same exporting its spans over OTLP/HTTP as deploy/ configures it (metrics
   scraped, not pushed) to bench/otlp_sink.py, which discards them — what tracing costs;
 - proxy-pure, proxy-pure+otlp: the same two with LATENCY_PROXY_PURE=1, the hot path's .py
-  files in place of its compiled extensions (latency_proxy/native.py) — what compiling
+  files in place of its compiled extensions (latency_proxy/base/build.py) — what compiling
   saves. The proxy targets run whatever this tree has: build it in place first
   (`python setup.py build_ext --inplace`), or "proxy" is pure too and says so in the JSON.
 
@@ -58,8 +58,8 @@ import performance_tables as tables
 from overhead_client import Cell, CellResult, process_tree, run_cell
 from profile_layers import by_layer, parts, record_later
 
-from latency_proxy import native
-from latency_proxy.units import parse_duration
+from latency_proxy.base import build
+from latency_proxy.base.units import parse_duration
 from loadgen.stack.processes import free_port, running
 
 HERE = Path(__file__).resolve().parent
@@ -185,7 +185,7 @@ def start_proxy(
     processes (--workers); its admin port `admin` when the caller reads /metrics; `pure`:
     the hot path's .py files even where this tree has it compiled."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env[native.PURE_ENV] = "1" if pure else ""
+    env[build.PURE_ENV] = "1" if pure else ""
     if otlp is not None:
         env |= {
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp}",
@@ -382,7 +382,7 @@ def assemble(
         **source,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "pinning": pin.describe()},
-        "hot_path": native.running(),  # what "proxy" ran; "proxy-pure" is pure whatever this says
+        "hot_path": build.running(),  # what "proxy" ran; "proxy-pure" is pure whatever this says
         "settings": settings,
         "runs": runs,
         "fits": fits,

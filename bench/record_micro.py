@@ -42,7 +42,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace import SpanKind
 
-from latency_proxy.config import Route
+from latency_proxy.base.config import Route
 from latency_proxy.measure.conversation import KEY_BYTES
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import SSEParser

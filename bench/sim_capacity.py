@@ -37,8 +37,8 @@ import numpy as np
 import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
+from latency_proxy.base.units import parse_duration
 from latency_proxy.measure.sse import SSEParser
-from latency_proxy.units import parse_duration
 from loadgen.stack.processes import NotReady, free_port, stop, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent

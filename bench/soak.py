@@ -55,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from latency_proxy.units import parse_duration
+from latency_proxy.base.units import parse_duration
 from loadgen.analysis.server_metrics import FIGURES, Histogram, parse
 from loadgen.engine import client
 from loadgen.engine.targets import Target

@@ -25,7 +25,7 @@ import orjson
 import uvloop
 from servers import add_address_flags, serve  # bench/, beside this script
 
-from latency_proxy.units import parse_duration
+from latency_proxy.base.units import parse_duration
 
 MODEL = "bench"
 DEFAULT_TOKENS = 64

@@ -151,7 +151,7 @@ def _flag(action: argparse.Action) -> str:
 
 
 def _shown(action: argparse.Action) -> str:
-    from latency_proxy.units import format_duration, format_size, parse_duration, parse_size
+    from latency_proxy.base.units import format_duration, format_size, parse_duration, parse_size
 
     value = action.default
     if isinstance(value, bool):
@@ -268,7 +268,7 @@ def key_table(types: dict[str, dict[str, Any]]) -> str:
 
 
 def _takes(kind: Any) -> str:
-    """A setting type's values in words (latency_proxy/setting_types.py, sim/model/keys.py)."""
+    """A setting type's values in words (latency_proxy/base/setting_types.py, sim/model/keys.py)."""
     name = type(kind).__name__
     if name == "Number":
         low = "above 0" if not kind.zero_ok and kind.low == 0 else _figure(kind.low)

@@ -1,5 +1,5 @@
 """`latency-proxy` / `python -m latency_proxy`: flags, environment and config file to Settings,
-then one process serves (serving.py), or a supervisor and its workers (workers/)."""
+then one process serves (process/), or a supervisor and its workers (workers/)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from latency_proxy import __version__, native
-from latency_proxy.app import ProxyApp
-from latency_proxy.config import (
+from latency_proxy.base import build
+from latency_proxy.base.config import (
     CONTENT_CAPTURE_MODES,
     FIELDS,
     LOG_FORMATS,
@@ -20,14 +19,15 @@ from latency_proxy.config import (
     SIZE_SETTINGS,
     ConfigError,
     admin_token,
-    content_policy,
     load_settings,
     session_key,
     upstream_credentials,
 )
-from latency_proxy.serving import serve
+from latency_proxy.base.units import format_duration, format_size
+from latency_proxy.process.app import ProxyApp
+from latency_proxy.process.serving import serve
 from latency_proxy.telemetry.logs import configure
-from latency_proxy.units import format_duration, format_size
+from latency_proxy.telemetry.redact import content_policy
 from latency_proxy.upstream.fd_limit import raise_soft_limit
 from latency_proxy.workers.supervisor import Supervisor
 
@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--version",
         action="version",
-        version=f"%(prog)s {__version__} ({native.running()})",  # compiled or pure
+        version=f"%(prog)s {build.VERSION} ({build.running()})",  # compiled or pure
         help="the version, and whether the hot path runs compiled or pure",
     )
     for action in p._actions:

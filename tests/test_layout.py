@@ -18,18 +18,19 @@ PACKAGES = sorted(
 NAMED = re.compile(r"^- `(\w+)(\.py|/)`", re.M)
 
 # What each layer may import beyond itself (packages by dotted name; a root module, such as
-# latency_proxy.cli, belongs to its top package). Shared by every layer: the settings, as
-# uvicorn's protocols read uvicorn.config; units and ASGI types; the telemetry names.
-SHARED = {
-    "latency_proxy.config",
-    "latency_proxy.types",
-    "latency_proxy.units",
-    "latency_proxy.telemetry.semconv",
-}
+# latency_proxy.cli, belongs to its top package, which composes and is imported by none).
+# Shared by every layer of the proxy: its base (the settings, as uvicorn's protocols read
+# uvicorn.config; units and ASGI types; the telemetry names).
 PROXY = "latency_proxy"
 LOADGEN = "loadgen"
+SHARED = {f"{PROXY}.base"}
 MAY_IMPORT: dict[str, set[str]] = {
     PROXY: {"*"},
+    f"{PROXY}.workers": {f"{PROXY}.{p}" for p in ("process", "upstream", "telemetry")},
+    f"{PROXY}.process": {
+        f"{PROXY}.{p}"
+        for p in ("forwarding", "server", "upstream", "telemetry", "record", "measure")
+    },
     f"{PROXY}.forwarding": {
         f"{PROXY}.{p}" for p in ("server", "upstream", "telemetry", "record", "measure")
     },
@@ -38,6 +39,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     f"{PROXY}.telemetry": {f"{PROXY}.record", f"{PROXY}.measure"},
     f"{PROXY}.record": {f"{PROXY}.measure"},
     f"{PROXY}.measure": set(),
+    f"{PROXY}.base": {f"{PROXY}.measure"},
     # the commands: the top level, and the two command folders
     LOADGEN: {"*"},
     f"{LOADGEN}.capacity": {"*"},
@@ -78,10 +80,12 @@ LEAVES = {f"{LOADGEN}.jsonl"}
 # (a flag's number is checked as a setting's is) it shares
 FROM_THE_PROXY = {
     f"{PROXY}.measure",
-    f"{PROXY}.units",
-    f"{PROXY}.setting_types",
-    f"{PROXY}.telemetry.semconv",
+    f"{PROXY}.base.units",
+    f"{PROXY}.base.setting_types",
+    f"{PROXY}.base.semconv",
 }
+# the packages whose folders are layers in one order: no two import each other
+ORDERED = (PROXY,)
 
 
 def _modules(package: Path) -> set[str]:
@@ -145,12 +149,35 @@ def _source_files() -> list[Path]:
     return sorted(p for top in (PROXY, LOADGEN) for p in (ROOT / top).rglob("*.py"))
 
 
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
 def test_imports_go_down_the_layers() -> None:
     wrong = []
     for path in _source_files():
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        module = _module(path)
         wrong += [f"{module} -> {t}" for t in sorted(_imports(path)) if not _allowed(module, t)]
     assert wrong == []
+
+
+def _two_way(edges: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    return sorted((a, b) for a, b in edges if a < b and (b, a) in edges)
+
+
+@pytest.mark.parametrize("top", ORDERED)
+def test_no_two_layers_import_each_other(top: str) -> None:
+    """What the rules allow and what the code does: neither has a pair of layers that each
+    import the other (a layer beside another is fine; one that leans both ways is a knot)."""
+    allowed = {(a, b) for a, targets in MAY_IMPORT.items() for b in targets if a.startswith(top)}
+    assert _two_way(allowed) == []
+    done = {
+        (_layer(_module(path)), _layer(target))
+        for path in (ROOT / top).rglob("*.py")
+        for target in _imports(path)
+        if target.startswith(top)
+    }
+    assert _two_way({(a, b) for a, b in done if a != b}) == []
 
 
 @pytest.mark.parametrize("leaf", sorted(LEAVES))
@@ -160,6 +187,9 @@ def test_a_leaf_imports_nothing_of_the_project(leaf: str) -> None:
 
 def test_the_layer_rules_catch_an_import_back_up() -> None:
     assert not _allowed("latency_proxy.measure.meter", "latency_proxy.forwarding.relay")
+    assert not _allowed("latency_proxy.telemetry.spans", "latency_proxy.cli")  # the root
+    assert not _allowed("latency_proxy.base.config", "latency_proxy.telemetry.redact")
+    assert _two_way({("a", "b"), ("b", "c"), ("b", "a")}) == [("a", "b")]
     assert not _allowed("loadgen.analysis.summary", "loadgen.engine.runner")
     assert not _allowed("loadgen.engine.runner", "latency_proxy.forwarding.relay")
     assert _allowed("latency_proxy.forwarding.relay", "latency_proxy.measure.meter")

@@ -13,7 +13,9 @@ import time
 import orjson
 from opentelemetry.propagate import inject
 
-from latency_proxy.config import Route
+from latency_proxy.base.asgi import Receive, Scope, Send
+from latency_proxy.base.config import Route
+from latency_proxy.base.semconv import OPERATION_CHAT
 from latency_proxy.forwarding.relay import (
     Backpressure,
     cancel_on_disconnect,
@@ -31,8 +33,6 @@ from latency_proxy.server.writers import abort_connection, client_writer
 from latency_proxy.telemetry.logs import cut_recorded
 from latency_proxy.telemetry.recording import Recording
 from latency_proxy.telemetry.redact import ContentPolicy, request_texts
-from latency_proxy.telemetry.semconv import OPERATION_CHAT
-from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream.connection import ConnectError, OutOfFiles, Response, UpstreamError
 from latency_proxy.upstream.pool import Attempt
 from latency_proxy.upstream.routes import (

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from opentelemetry.context import Context
 from opentelemetry.propagate import extract
 
-from latency_proxy.config import Route
+from latency_proxy.base.asgi import Receive, Scope, Send
+from latency_proxy.base.config import Route
 from latency_proxy.forwarding.call import UpstreamCaller
 from latency_proxy.forwarding.identity import request_id_from
 from latency_proxy.forwarding.models_list import list_models
@@ -36,11 +37,10 @@ from latency_proxy.server.extensions import BODY_AT_HAND, HEADERS_TOO_LARGE, Api
 from latency_proxy.telemetry.logs import bind_request, cut_recorded, escape
 from latency_proxy.telemetry.recorder import Recorder
 from latency_proxy.telemetry.recording import Recording
-from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream.routes import climbs_above_root
 
 if TYPE_CHECKING:  # the app hands its state down; forwarding/ never reaches back up
-    from latency_proxy.state import ProxyState
+    from latency_proxy.process.state import ProxyState
 
 log = logging.getLogger("latency_proxy.forward")
 perf_counter = time.perf_counter

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from latency_proxy.config import DEFAULT_ROUTE, Route
+from latency_proxy.base.config import DEFAULT_ROUTE, Route
 from latency_proxy.telemetry.providers import ModelLabels
 from latency_proxy.upstream.connection import UpstreamError
 from latency_proxy.upstream.routes import Upstreams

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from latency_proxy.base.asgi import Receive, Scope
 from latency_proxy.forwarding.usage_filter import InjectedUsageFilter
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import SSEParser
@@ -25,7 +26,6 @@ from latency_proxy.record.exchange import Exchange
 from latency_proxy.server.extensions import ON_GONE
 from latency_proxy.server.write_watch import WriteWatch
 from latency_proxy.server.writers import BodyWriter
-from latency_proxy.types import Receive, Scope
 from latency_proxy.upstream.connection import Response
 
 perf_counter = time.perf_counter

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from latency_proxy.types import Receive
+from latency_proxy.base.asgi import Receive
 
 
 class BodyTooLarge(Exception):

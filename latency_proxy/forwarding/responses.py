@@ -3,9 +3,9 @@ JSON, so a client sees the same error shape whoever refused it."""
 
 from __future__ import annotations
 
+from latency_proxy.base.asgi import Send
 from latency_proxy.record.exchange import Exchange
 from latency_proxy.server.extensions import ApiError
-from latency_proxy.types import Send
 
 Headers = list[tuple[bytes, bytes]]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from latency_proxy.config import Route
+from latency_proxy.base.config import Route
 from latency_proxy.measure.conversation import AnswerDigest
 from latency_proxy.measure.meter import RequestTiming, StreamMeter
 from latency_proxy.record.model_call import ModelCall

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from latency_proxy.telemetry import semconv as sc
+from latency_proxy.base import semconv as sc
 
 MEASURED_PATHS = {
     "/v1/chat/completions": sc.OPERATION_CHAT,

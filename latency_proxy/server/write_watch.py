@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from latency_proxy.types import Message, Send
+from latency_proxy.base.asgi import Message, Send
 
 
 class WriteWatch:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from latency_proxy.base.asgi import Scope, Send
 from latency_proxy.server.uvicorn_internals import RequestResponseCycle
-from latency_proxy.types import Scope, Send
 
 ABORT = "latency_proxy.abort"  # the scope extension abort_connection calls
 WRITER = "latency_proxy.writer"  # the scope extension client_writer returns

@@ -16,7 +16,6 @@ under the content policy, with every name defined once.
 - `logs.py` JSON log lines with the request's id and trace context
 - `providers.py` OTel export and meters from OTEL_*, and the Prometheus registry
 - `export.py` the span queue, and every span or metric point not delivered counted by why
-- `semconv.py` attribute, span and instrument names (OTel GenAI and HTTP conventions)
 - `loop_lag.py` the proxy's own event-loop lag, and the largest while a request ran
 - `worker_store.py` a worker's metric values in shared memory, for its supervisor
 - `sessions.py` agent sessions and call graphs from keyed hashes, in a bounded table

@@ -10,10 +10,10 @@ import logging
 from collections.abc import Callable
 from operator import attrgetter
 
+from latency_proxy.base import semconv as sc
 from latency_proxy.measure.meter import RequestTiming
 from latency_proxy.record.exchange import Finished
 from latency_proxy.record.session import Placement
-from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip, escape, write_fields
 from latency_proxy.telemetry.providers import ModelLabels
 from latency_proxy.telemetry.redact import ContentPolicy

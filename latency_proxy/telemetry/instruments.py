@@ -17,8 +17,8 @@ import prometheus_client
 from opentelemetry.context import Context
 from opentelemetry.metrics import Meter
 
+from latency_proxy.base import semconv as sc
 from latency_proxy.telemetry import buckets
-from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.histogram import Histogram
 from latency_proxy.telemetry.worker_store import SharedFamily, Store
 

@@ -24,9 +24,9 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics import exposition as openmetrics
 
-from latency_proxy.config import ConfigError
+from latency_proxy.base import semconv as sc
+from latency_proxy.base.config import ConfigError
 from latency_proxy.telemetry import instruments
-from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.export import CountingMetricExporter, Drops, SpanQueue, export_timeout
 from latency_proxy.telemetry.tracing import Tracing
 from latency_proxy.telemetry.worker_store import Store
@@ -147,9 +147,7 @@ class Telemetry:
         self._meter_provider: MeterProvider | None = None
         self._metric_exporter: CountingMetricExporter | None = None
         meter = None
-        dropped = instruments.Instrument(
-            instruments.TELEMETRY_DROPPED, self.registry, None, store
-        )
+        dropped = instruments.Instrument(instruments.TELEMETRY_DROPPED, self.registry, None, store)
         if _exporting("METRICS", env):
             drops = Drops(dropped, "metrics", export_timeout("METRICS", env))
             self._metric_exporter = CountingMetricExporter(_metric_exporter(env), drops)
@@ -202,9 +200,7 @@ class Telemetry:
             )
 
 
-def exposition(
-    registry: prometheus_client.CollectorRegistry, accept: str
-) -> tuple[bytes, str]:
+def exposition(registry: prometheus_client.CollectorRegistry, accept: str) -> tuple[bytes, str]:
     """The /metrics body: OpenMetrics (with exemplars) when asked for, else text 0.0.4."""
     if OPENMETRICS in accept:
         return openmetrics.generate_latest(registry), openmetrics.CONTENT_TYPE_LATEST

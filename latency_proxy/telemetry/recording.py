@@ -12,9 +12,9 @@ import logging
 
 import orjson
 
+from latency_proxy.base import semconv as sc
 from latency_proxy.measure.meter import RequestTiming
 from latency_proxy.record.exchange import Exchange, Finished
-from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.access_log import LogWriter
 from latency_proxy.telemetry.logs import bind_request
 from latency_proxy.telemetry.metrics import MetricsWriter

@@ -15,13 +15,16 @@ import hashlib
 import hmac
 import importlib
 import ipaddress
+import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-OFF, HASH, REDACTED, FULL = "off", "hash", "redacted", "full"
-MODES = (OFF, HASH, REDACTED, FULL)
+from latency_proxy.base.config import CONTENT_CAPTURE_MODES, ConfigError, Settings, secret_key
+
+MODES = CONTENT_CAPTURE_MODES
+OFF, HASH, REDACTED, FULL = MODES
 
 AuditHook = Callable[[str], str | None]
 
@@ -266,3 +269,20 @@ def request_texts(payload: Any) -> list[tuple[str, str]]:
     elif isinstance(prompt, list):
         texts.extend(("user", p) for p in prompt if isinstance(p, str))
     return texts
+
+
+def content_policy(s: Settings, environ: Mapping[str, str] = os.environ) -> ContentPolicy:
+    """The content policy the settings describe; refuses what cannot work (hash without key)."""
+    flag, variable = "--content-hash-key-file", "CONTENT_HASH_KEY"
+    key = secret_key(s.content_hash_key_file, flag, variable, environ)
+    try:
+        hook = load_audit_hook(s.audit_hook) if s.audit_hook else None
+        return ContentPolicy(
+            s.content_capture,
+            hash_key=key,
+            patterns=s.redact_pattern,
+            audit_hook=hook,
+            max_chars=s.content_max_chars,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

@@ -11,16 +11,16 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event
 from opentelemetry.trace import Link, SpanKind
 
-from latency_proxy.config import Route
+from latency_proxy.base import semconv as sc
+from latency_proxy.base.asgi import Scope
+from latency_proxy.base.config import Route
 from latency_proxy.measure.meter import RequestTiming
 from latency_proxy.record.exchange import Exchange, Finished
 from latency_proxy.record.outcome import Outcome
 from latency_proxy.record.session import Placement
-from latency_proxy.telemetry import semconv as sc
 from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.tracing import RequestSpan
-from latency_proxy.types import Scope
 
 
 class SpanWriter:

@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from latency_proxy.config import Route
+from latency_proxy.base.config import Route
 from latency_proxy.upstream.connection import (
     ConnectError,
     Connection,

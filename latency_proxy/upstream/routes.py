@@ -13,8 +13,8 @@ import ssl
 from collections.abc import Iterable
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
-from latency_proxy.config import Route, Settings
-from latency_proxy.types import Scope
+from latency_proxy.base.asgi import Scope
+from latency_proxy.base.config import Route, Settings
 from latency_proxy.upstream.connection import Response
 from latency_proxy.upstream.pool import Attempt, Origin, Pool, Timeouts
 from latency_proxy.upstream.probe import probe

@@ -3,6 +3,5 @@ restarts and drains them, and the sum of their metric stores that its admin port
 
 - `supervisor.py` starts the workers, restarts one that dies, drains them, serves admin
 - `worker.py` one worker process: the main port on a socket its supervisor made
-- `count.py` how many workers: a count, or auto from the CPUs the process may use
 - `merged.py` the workers' stores summed into one process's /metrics page
 """

@@ -33,11 +33,11 @@ from typing import Any
 
 import uvloop
 
-from latency_proxy.admin import create_admin_app
-from latency_proxy.config import Settings
-from latency_proxy.serving import admin_server, bind, bind_shared, log_listening
-from latency_proxy.state import ProxyState
-from latency_proxy.telemetry import semconv as sc
+from latency_proxy.base import semconv as sc
+from latency_proxy.base.config import Settings
+from latency_proxy.process.admin import create_admin_app
+from latency_proxy.process.serving import admin_server, bind, bind_shared, log_listening
+from latency_proxy.process.state import ProxyState
 from latency_proxy.telemetry.providers import Telemetry, exposition
 from latency_proxy.telemetry.worker_store import records
 from latency_proxy.upstream.routes import Upstreams

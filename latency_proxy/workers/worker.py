@@ -16,16 +16,16 @@ from typing import Any
 
 import uvloop
 
-from latency_proxy.app import ProxyApp
-from latency_proxy.config import (
+from latency_proxy.base.config import (
     admin_token,
-    content_policy,
     load_settings,
     session_key,
     upstream_credentials,
 )
-from latency_proxy.serving import main_server, quiet_signals
+from latency_proxy.process.app import ProxyApp
+from latency_proxy.process.serving import main_server, quiet_signals
 from latency_proxy.telemetry.logs import configure
+from latency_proxy.telemetry.redact import content_policy
 from latency_proxy.telemetry.worker_store import Store
 
 ALIVE = b"alive"  # the first says it serves, each after that its loop still runs

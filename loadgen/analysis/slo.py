@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from latency_proxy.units import parse_duration
+from latency_proxy.base.units import parse_duration
 from loadgen.analysis.stats import PERCENTILES
 
 DEFAULT_SLO = {"ttft": 0.8, "tpot": 0.05}

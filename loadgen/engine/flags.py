@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from latency_proxy.base.units import format_duration
 from latency_proxy.measure.meter import STALL_THRESHOLD_S
-from latency_proxy.units import format_duration
 from loadgen.analysis.slo import default_slos
 from loadgen.engine import bounds
 from loadgen.engine.schedule import ARRIVALS

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from latency_proxy.setting_types import WEEK_S
+from latency_proxy.base.setting_types import WEEK_S
 from loadgen.replay import sessions
 from loadgen.replay.formats import BadRow, Parsed, parse
 from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS, PromptBook

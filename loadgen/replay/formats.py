@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from latency_proxy.telemetry.semconv import OTHER_MODEL
+from latency_proxy.base.semconv import OTHER_MODEL
 from loadgen import jsonl
 from loadgen.engine.bounds import MAX_TOKENS
 from loadgen.replay import otlp

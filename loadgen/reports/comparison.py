@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from latency_proxy.units import parse_duration
+from latency_proxy.base.units import parse_duration
 from loadgen.analysis import stats, steady
 from loadgen.analysis.records import Record, RunData
 from loadgen.analysis.slo import LABELS, Slos, check, percentile_label

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 import uvicorn
 
-from latency_proxy.units import parse_duration
+from latency_proxy.base.units import parse_duration
 from loadgen.sim.model import catalogue, presets
 from loadgen.sim.wire import faults, vllm_args
 from loadgen.sim.wire.app import create_app

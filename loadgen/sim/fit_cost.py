@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from latency_proxy.units import parse_duration
+from latency_proxy.base.units import parse_duration
 
 MAX_CAPTURE_BYTES = 128 << 20  # ~300,000 proxy log lines: a fit needs thousands of requests
 MAX_LINE_BYTES = 64 << 10

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from latency_proxy.config import ConfigError, Route, load_settings, upstream_credentials
+from latency_proxy.base.config import ConfigError, Route, load_settings, upstream_credentials
 from tests.support import ROOT
 
 
@@ -164,7 +164,7 @@ def test_content_settings_are_flags_too() -> None:
     ("seconds", "text"), [(600.0, "10m"), (0.025, "25ms"), (1.5, "1500ms"), (300.0, "5m")]
 )
 def test_durations_format_as_they_parse(seconds: float, text: str) -> None:
-    from latency_proxy.units import format_duration, format_size, parse_duration, parse_size
+    from latency_proxy.base.units import format_duration, format_size, parse_duration, parse_size
 
     assert format_duration(seconds) == text and parse_duration(text) == seconds
     assert parse_size(format_size(16 * 2**20)) == 16 * 2**20 and format_size(1000) == "1000"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from latency_proxy import native
+from latency_proxy.base import build
 from tests.deploy.test_install import wait_ok
 from tests.support import ROOT
 
@@ -21,7 +21,7 @@ EXPECT_ENV = "LATENCY_PROXY_EXPECT_HOT_PATH"  # .ci/run: the build each suite ru
 
 def _environ(**env: str) -> dict[str, str]:
     """This process's environment without the proxy's settings or an OTLP exporter's."""
-    own = (native.PURE_ENV, "LATENCY_PROXY_", "OTEL_")
+    own = (build.PURE_ENV, "LATENCY_PROXY_", "OTEL_")
     return {k: v for k, v in os.environ.items() if not k.startswith(own)} | env
 
 
@@ -36,19 +36,19 @@ def _python(code: str, **env: str) -> str:
 def _built() -> bool:
     """Whether this tree has the extensions beside the sources (a compiled build)."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    first = ROOT / (native.COMPILED[0].replace(".", "/") + ".py")
+    first = ROOT / (build.COMPILED[0].replace(".", "/") + ".py")
     return first.with_suffix(suffix).exists()
 
 
 def test_every_compiled_module_has_its_source() -> None:
-    for name in native.COMPILED:
+    for name in build.COMPILED:
         assert (ROOT / (name.replace(".", "/") + ".py")).is_file(), name
 
 
 @pytest.mark.parametrize("value", ["1", "yes"])
 def test_pure_loads_every_module_from_source(value: str) -> None:
     code = (
-        "import importlib, latency_proxy.native as n\n"
+        "import importlib, latency_proxy.base.build as n\n"
         "files = [importlib.import_module(m).__file__ for m in n.COMPILED]\n"
         "print(n.running(), all(f.endswith('.py') for f in files))"
     )
@@ -56,7 +56,7 @@ def test_pure_loads_every_module_from_source(value: str) -> None:
 
 
 def test_without_the_switch_the_build_decides() -> None:
-    code = "import latency_proxy.native as n; print(n.running())"
+    code = "import latency_proxy.base.build as n; print(n.running())"
     for off in ("", "0"):
         assert _python(code, LATENCY_PROXY_PURE=off) == ("compiled" if _built() else "pure")
 
@@ -64,7 +64,7 @@ def test_without_the_switch_the_build_decides() -> None:
 def test_version_and_the_listening_line_say_which_runs() -> None:
     expected = "compiled" if _built() else "pure"
     cli = [sys.executable, "-m", "latency_proxy"]
-    for env, kind in (({}, expected), ({native.PURE_ENV: "1"}, "pure")):
+    for env, kind in (({}, expected), ({build.PURE_ENV: "1"}, "pure")):
         environ = _environ(**env)
         done = subprocess.run(
             [*cli, "--version"], capture_output=True, text=True, env=environ, cwd=ROOT
@@ -92,11 +92,11 @@ def test_the_hot_path_is_the_build_this_run_expects() -> None:
     expected = os.environ.get(EXPECT_ENV)
     if expected is None:
         pytest.skip(f"{EXPECT_ENV} not set (.ci/run sets it)")
-    assert native.running() == expected
+    assert build.running() == expected
 
 
 def test_finder_ignores_modules_it_does_not_own(tmp_path: Path) -> None:
-    finder = native._SourceFirst()
-    assert finder.find_spec("latency_proxy.config", [str(ROOT / "latency_proxy")]) is None
-    spec = finder.find_spec(native.COMPILED[0], [str(tmp_path)])
+    finder = build._SourceFirst()
+    assert finder.find_spec("latency_proxy.base.config", [str(ROOT / "latency_proxy")]) is None
+    spec = finder.find_spec(build.COMPILED[0], [str(tmp_path)])
     assert spec is None  # no source in that directory: the next finder decides

@@ -18,14 +18,14 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from latency_proxy.config import (
+from latency_proxy.base.config import (
     SETTING_TYPES,
     ConfigError,
     api_key_source,
     load_settings,
     parse_route,
 )
-from latency_proxy.setting_types import (
+from latency_proxy.base.setting_types import (
     Duration,
     ExistingFile,
     Flag,
@@ -35,7 +35,7 @@ from latency_proxy.setting_types import (
     Text,
     regular_expression,
 )
-from latency_proxy.workers.count import WorkerCount
+from latency_proxy.base.worker_count import WorkerCount
 from tests.support import ROOT
 
 NAN, INF = math.nan, math.inf
@@ -233,7 +233,7 @@ def test_a_bad_value_is_refused_naming_its_source(
 
 
 def test_every_setting_has_a_type_with_bad_values() -> None:
-    from latency_proxy.config import FIELDS
+    from latency_proxy.base.config import FIELDS
 
     assert set(SETTING_TYPES) == set(FIELDS)
     assert all(type(kind) in BAD_VALUES for kind in SETTING_TYPES.values())

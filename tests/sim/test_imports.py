@@ -17,13 +17,13 @@ from pathlib import Path
 import loadgen.sim
 
 SIM = Path(loadgen.sim.__file__).parent
-# latency_proxy.native comes with the package itself: its root chooses compiled or pure
+# latency_proxy.base.build comes with the package itself: its root chooses compiled or pure
 # before any module of it loads
 PROXY_CORE = (
-    "latency_proxy.units",
+    "latency_proxy.base.units",
     "latency_proxy.measure.sse",
-    "latency_proxy.setting_types",
-    "latency_proxy.native",
+    "latency_proxy.base.setting_types",
+    "latency_proxy.base.build",
 )
 LEAVES = ("loadgen.jsonl",)
 

@@ -21,7 +21,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
-from latency_proxy.setting_types import ListOf, Number, SettingType, Text
+from latency_proxy.base.setting_types import ListOf, Number, SettingType, Text
 from loadgen.sim.model import keys
 from loadgen.sim.model.roofline import MBU_CEILING, MFU_CEILING, Hardware
 

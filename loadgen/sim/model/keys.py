@@ -1,5 +1,5 @@
 """The simulator's data files' keys read as the proxy's settings are: each key a declared type
-and range (latency_proxy/setting_types.py), a value outside it one line naming the file, the
+and range (latency_proxy/base/setting_types.py), a value outside it one line naming the file, the
 table and the key. So no value a model cannot run with (a zero that divides, a NaN, a
 boolean read as a number) gets past loading.
 """
@@ -10,8 +10,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from latency_proxy.setting_types import Duration, Number, SettingType, shown
-from latency_proxy.units import format_size, parse_size
+from latency_proxy.base.setting_types import Duration, Number, SettingType, shown
+from latency_proxy.base.units import format_size, parse_size
 
 MAX_BYTES = 2**42  # 4 TiB: more memory than any accelerator has
 # a GPU's figures, as the catalogue and a preset's [hardware] table both hold them

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from latency_proxy.setting_types import Duration, Flag, Number, SettingType, Text
+from latency_proxy.base.setting_types import Duration, Flag, Number, SettingType, Text
 from loadgen.sim.model import catalogue, keys
 from loadgen.sim.model.roofline import Efficiency, Hardware, ModelSpec, PerfModel
 from loadgen.sim.model.scheduler import BLOCK_SIZES, EngineConfig

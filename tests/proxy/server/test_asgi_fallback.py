@@ -14,8 +14,8 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 
-from latency_proxy.app import ProxyApp
-from latency_proxy.config import load_settings
+from latency_proxy.base.config import load_settings
+from latency_proxy.process.app import ProxyApp
 from latency_proxy.server.writers import AsgiWriter
 
 

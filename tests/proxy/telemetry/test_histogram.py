@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from opentelemetry.trace import SpanKind
 from prometheus_client.openmetrics import exposition as openmetrics
 
-from latency_proxy.config import Route
+from latency_proxy.base.config import Route
 from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import SSEParser
 from latency_proxy.record.exchange import Exchange

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from latency_proxy.app import ProxyApp
-from latency_proxy.config import load_settings
+from latency_proxy.base.config import load_settings
+from latency_proxy.process.app import ProxyApp
 from latency_proxy.telemetry import instruments as ins
 from latency_proxy.telemetry.instruments import Instrument
 from latency_proxy.telemetry.loop_lag import BLOCK, RING, LoopLag

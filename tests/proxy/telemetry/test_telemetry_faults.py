@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from latency_proxy.app import FLUSH_TIMEOUT
+from latency_proxy.process.app import FLUSH_TIMEOUT
 from loadgen.stack.processes import free_port
 from tests.support.otlp_receiver import OTLPReceiver
 from tests.support.proxy import proxy_env

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import pytest
 import uvloop
 
-from latency_proxy.config import Route
+from latency_proxy.base.config import Route
 from latency_proxy.upstream import connection as upstream_connection
 from latency_proxy.upstream import pool as upstream_pool
 from latency_proxy.upstream.connection import (

@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from latency_proxy.config import ConfigError, load_settings
-from latency_proxy.workers.count import usable_cpus
+from latency_proxy.base.config import ConfigError, load_settings
+from latency_proxy.base.worker_count import usable_cpus
 from loadgen.stack.processes import free_port
 from tests.support import ROOT
 from tests.support.proxy import ProxyProcess, read_raw

@@ -68,7 +68,7 @@ def test_one_request_at_a_time_cannot_show_mfu_nor_a_cost_per_sequence(
 @pytest.mark.parametrize(
     ("lines", "says"),
     [
-        ([b'{"logger": "latency_proxy.app", "msg": "started"}'], "no request lines"),
+        ([b'{"logger": "latency_proxy.process.app", "msg": "started"}'], "no request lines"),
         ("models", "several models (a, b): choose one with --model"),
         ("few", "49 requests with timings; a fit needs at least 50"),
         ("failed", "errors only: none of its 60 requests completed"),

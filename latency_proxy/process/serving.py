@@ -16,16 +16,16 @@ from typing import Literal
 import uvicorn
 import uvloop
 
-from latency_proxy import __version__, native
-from latency_proxy.app import ProxyApp
-from latency_proxy.config import Settings
+from latency_proxy.base import build
+from latency_proxy.base.asgi import ASGIApp
+from latency_proxy.base.config import Settings
+from latency_proxy.process.app import ProxyApp
+from latency_proxy.process.state import ProxyState
 from latency_proxy.server.http_protocol import (
     REQUEST_LINE_ALLOWANCE,
     ConnectionLimits,
     protocol_class,
 )
-from latency_proxy.state import ProxyState
-from latency_proxy.types import ASGIApp
 
 log = logging.getLogger("latency_proxy")
 HEARTBEAT_TICKS = 5  # of uvicorn's 0.1 s ticks: a worker's heartbeat every 0.5 s
@@ -162,8 +162,8 @@ def log_listening(
                 "open_files_limit": open_files[0],  # the soft limit, raised to the hard one
                 "open_files_limit_raised_from": open_files[1],  # the same when nothing to raise
                 "workers": settings.workers,
-                "version": __version__,
-                "hot_path": native.running(),  # compiled (mypyc) or pure
+                "version": build.VERSION,
+                "hot_path": build.running(),  # compiled (mypyc) or pure
             }
         },
     )

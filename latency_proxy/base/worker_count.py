@@ -13,7 +13,7 @@ import os
 import resource
 from pathlib import Path
 
-from latency_proxy.setting_types import Number
+from latency_proxy.base.setting_types import Number
 
 # descriptors the supervisor holds per worker: its listening socket, its process sentinel,
 # the pipe it says it is ready on, its metric store

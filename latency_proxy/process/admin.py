@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from latency_proxy.config import Route as UpstreamRoute
-from latency_proxy.state import ProxyState
+from latency_proxy.base.config import Route as UpstreamRoute
+from latency_proxy.process.state import ProxyState
 from latency_proxy.upstream.connection import UpstreamError
 
 

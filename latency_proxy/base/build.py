@@ -1,4 +1,5 @@
-"""Which modules are compiled, and whether this process runs them compiled or pure.
+"""What this build is: its version, which modules are compiled, and whether this process
+runs them compiled or pure.
 
 The hot path (the measuring core, the request's way through forwarding/ and the relay,
 the upstream client, the client-side writers, the per-request record and its writers) is
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+VERSION = "0.1.0"
 PURE_ENV = "LATENCY_PROXY_PURE"  # at build time: build no extension; at run time: load none
 COMPILED = (
     "latency_proxy.measure.coalescing",

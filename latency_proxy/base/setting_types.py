@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from latency_proxy.units import format_duration, format_size, parse_duration, parse_size
+from latency_proxy.base.units import format_duration, format_size, parse_duration, parse_size
 
 WEEK_S = 7 * 24 * 3600.0  # longer than any timeout a proxy needs; bounds the loop's timers
 MAX_SIZE = 2**32  # 4 GiB: past any body, head or event a proxy should hold

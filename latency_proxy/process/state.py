@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from latency_proxy.config import Settings
+from latency_proxy.base.config import Settings
 from latency_proxy.measure.conversation import KEY_BYTES
 from latency_proxy.telemetry.instruments import LOOP_LAG, SESSIONS_EXPIRED
 from latency_proxy.telemetry.loop_lag import LoopLag

@@ -14,16 +14,16 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from latency_proxy.admin import create_admin_app
-from latency_proxy.config import Settings
+from latency_proxy.base.asgi import Receive, Scope, Send
+from latency_proxy.base.config import Settings
 from latency_proxy.forwarding.forward import Forwarder
 from latency_proxy.forwarding.models_list import learn_models
 from latency_proxy.measure.conversation import KEY_BYTES
-from latency_proxy.state import ProxyState
+from latency_proxy.process.admin import create_admin_app
+from latency_proxy.process.state import ProxyState
 from latency_proxy.telemetry.providers import Telemetry
 from latency_proxy.telemetry.redact import ContentPolicy
 from latency_proxy.telemetry.worker_store import Store
-from latency_proxy.types import Receive, Scope, Send
 from latency_proxy.upstream.routes import Upstreams
 
 FLUSH_TIMEOUT = 5.0

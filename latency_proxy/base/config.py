@@ -16,10 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from latency_proxy.measure.conversation import KEY_BYTES
-from latency_proxy.measure.meter import STALL_THRESHOLD_S
-from latency_proxy.measure.sse import MAX_EVENT_BYTES
-from latency_proxy.setting_types import (
+from latency_proxy.base.setting_types import (
     Duration,
     ExistingFile,
     Flag,
@@ -32,12 +29,15 @@ from latency_proxy.setting_types import (
     regular_expression,
     shown,
 )
-from latency_proxy.telemetry.redact import MODES, ContentPolicy, load_audit_hook
-from latency_proxy.workers.count import WorkerCount
+from latency_proxy.base.worker_count import WorkerCount
+from latency_proxy.measure.conversation import KEY_BYTES
+from latency_proxy.measure.meter import STALL_THRESHOLD_S
+from latency_proxy.measure.sse import MAX_EVENT_BYTES
 
 ENV_PREFIX = "LATENCY_PROXY_"
 DEFAULT_ROUTE = "default"
-CONTENT_CAPTURE_MODES = MODES
+# what of prompts and completions is recorded: telemetry/redact.py says what each records
+CONTENT_CAPTURE_MODES = ("off", "hash", "redacted", "full")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("json", "text")
 
@@ -329,7 +329,9 @@ def _read_secret(path: str, what: str) -> bytes:
     return value
 
 
-def _key(file: str | None, flag: str, variable: str, environ: Mapping[str, str]) -> bytes | None:
+def secret_key(
+    file: str | None, flag: str, variable: str, environ: Mapping[str, str]
+) -> bytes | None:
     """A key from its file (the flag's), else its environment variable, else None."""
     if file:
         return _read_secret(file, flag)
@@ -340,24 +342,8 @@ def _key(file: str | None, flag: str, variable: str, environ: Mapping[str, str])
 def session_key(s: Settings, environ: Mapping[str, str] = os.environ) -> bytes:
     """The key of every session hash: --session-key-file, LATENCY_PROXY_SESSION_KEY, or
     random for this process (then hashes agree within the process only). Never written."""
-    given = _key(s.session_key_file, "--session-key-file", "SESSION_KEY", environ)
+    given = secret_key(s.session_key_file, "--session-key-file", "SESSION_KEY", environ)
     return given if given is not None else os.urandom(KEY_BYTES)
-
-
-def content_policy(s: Settings, environ: Mapping[str, str] = os.environ) -> ContentPolicy:
-    """The content policy the settings describe; refuses what cannot work (hash without key)."""
-    key = _key(s.content_hash_key_file, "--content-hash-key-file", "CONTENT_HASH_KEY", environ)
-    try:
-        hook = load_audit_hook(s.audit_hook) if s.audit_hook else None
-        return ContentPolicy(
-            s.content_capture,
-            hash_key=key,
-            patterns=s.redact_pattern,
-            audit_hook=hook,
-            max_chars=s.content_max_chars,
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def upstream_credentials(s: Settings, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
