@@ -81,9 +81,9 @@ PARTS: tuple[tuple[str, str, str], ...] = (
     ("starting the SERVER span", "SpanWriter.start_server", "latency_proxy/telemetry/spans.py"),
     ("starting the CLIENT span", "SpanWriter.start_client", "latency_proxy/telemetry/spans.py"),
     (
-        "writing the record (recording.finish)",
-        "Recording.finish",
-        "latency_proxy/telemetry/recording.py",
+        "writing the record (RequestWriter.finish)",
+        "RequestWriter.finish",
+        "latency_proxy/telemetry/request_writer.py",
     ),
     (
         "— the meter's figures (StreamMeter.finish)",

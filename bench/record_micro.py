@@ -2,7 +2,7 @@
 
 One scripted streamed chat request (`--tokens` content events 10 ms apart, usage at the end)
 goes through the proxy's own code as the forwarder drives it: SpanWriter.start_server and
-start_client, a StreamMeter fed the events, then Recording.finish (the meter's figures, the
+start_client, a StreamMeter fed the events, then RequestWriter.finish (the meter's figures, the
 metric observations, ending both spans, the log line, written to /dev/null through the JSON
 handler). Beside it the OpenTelemetry SDK's floor: two spans started and ended with the same
 attributes passed in one dict, nothing else. The fastest of `--repeat` rounds of `--n`
@@ -50,8 +50,8 @@ from latency_proxy.record.exchange import Exchange, Finished
 from latency_proxy.record.model_call import ModelCall
 from latency_proxy.telemetry import logs, otlp_encoding
 from latency_proxy.telemetry.providers import Telemetry
-from latency_proxy.telemetry.recording import Recording
 from latency_proxy.telemetry.redact import ContentPolicy
+from latency_proxy.telemetry.request_writer import RequestWriter
 from latency_proxy.telemetry.sessions import SessionTable
 from latency_proxy.telemetry.tracing import Tracing
 
@@ -93,7 +93,7 @@ class Bookkeeping:
         if export:
             self.sdk.add_span_processor(SimpleSpanProcessor(sdk))
         sessions = SessionTable(b"k" * KEY_BYTES, 10_000, 600.0)
-        self.recording = Recording(self.telemetry, ContentPolicy(), sessions)
+        self.writer = RequestWriter(self.telemetry, ContentPolicy(), sessions)
         events = []
         parser = SSEParser()
         for t, data in stream_reads(tokens):
@@ -103,12 +103,12 @@ class Bookkeeping:
 
     def start(self) -> Exchange:
         t0, wall0 = time.perf_counter(), time.time_ns()
-        span = self.recording.spans.start_server(SCOPE, "rid", True, Context(), wall0)
+        span = self.writer.spans.start_server(SCOPE, "rid", True, Context(), wall0)
         exchange = Exchange("rid", "POST", SCOPE["path"], t0, wall0, span)
         exchange.call = ModelCall("chat", b"{}", model="bench", stream=True, max_tokens=64)
         exchange.route = ROUTE
         exchange.status = 200
-        self.recording.spans.start_client(exchange)
+        self.writer.spans.start_client(exchange)
         exchange.t_upstream_call = t0 + 0.0002
         return exchange
 
@@ -120,7 +120,7 @@ class Bookkeeping:
         exchange.overhead_event_sum, exchange.overhead_events = 1e-5 * len(self.events), 66
 
     def finish(self, exchange: Exchange) -> None:
-        self.recording.finish(exchange, exchange.t0 + self.end)
+        self.writer.finish(exchange, exchange.t0 + self.end)
 
     def sdk_floor(self) -> None:
         """Two spans, attributes in one dict each, started and ended: the SDK's own cost."""
@@ -192,7 +192,7 @@ def fastest(step: Callable[[], None], n: int, repeat: int) -> float:
 
 def measure(tokens: int, n: int, repeat: int, otlp_metrics: bool, export: bool) -> dict[str, float]:
     book = Bookkeeping(tokens, otlp_metrics, export)
-    recording = book.recording
+    writer = book.writer
 
     def prepared(finish: bool) -> tuple[Exchange, object, float]:
         exchange = book.start()
@@ -213,20 +213,20 @@ def measure(tokens: int, n: int, repeat: int, otlp_metrics: bool, export: bool) 
         return best * 1e6
 
     def whole(exchange: Exchange, timing: object, t_end: float) -> None:
-        recording.finish(exchange, t_end)
+        writer.finish(exchange, t_end)
 
     trace_id = "0" * 32
     return {
         "start both spans": fastest(book.start, n, repeat),
-        "record (Recording.finish, the meter's figures included)": per_prepared(whole, False),
+        "record (RequestWriter.finish, the meter's figures included)": per_prepared(whole, False),
         "  metric observations": per_prepared(
-            lambda x, t, end: recording.metrics.record(x, t, trace_id)
+            lambda x, t, end: writer.metrics.record(x, t, trace_id)
         ),
         "  ending the spans": per_prepared(
-            lambda x, t, end: recording.spans.end(Finished(x, t, end, {}))
+            lambda x, t, end: writer.spans.end(Finished(x, t, end, {}))
         ),
         "  the log line": per_prepared(
-            lambda x, t, end: recording._access_log.write(Finished(x, t, end, {}))
+            lambda x, t, end: writer._access_log.write(Finished(x, t, end, {}))
         ),
         "SDK floor: two spans, one attribute dict each": fastest(book.sdk_floor, n, repeat),
     }

@@ -49,8 +49,8 @@ COMPILED = (
     "latency_proxy.upstream.routes",
     "latency_proxy.telemetry.access_log",
     "latency_proxy.telemetry.metrics",
-    "latency_proxy.telemetry.recorder",
-    "latency_proxy.telemetry.recording",
+    "latency_proxy.telemetry.write_queue",
+    "latency_proxy.telemetry.request_writer",
     "latency_proxy.telemetry.spans",
 )
 

@@ -31,8 +31,8 @@ from latency_proxy.server.extensions import ApiError
 from latency_proxy.server.write_watch import WriteWatch
 from latency_proxy.server.writers import abort_connection, client_writer
 from latency_proxy.telemetry.logs import cut_recorded
-from latency_proxy.telemetry.recording import Recording
 from latency_proxy.telemetry.redact import ContentPolicy, request_texts
+from latency_proxy.telemetry.request_writer import RequestWriter
 from latency_proxy.upstream.connection import ConnectError, OutOfFiles, Response, UpstreamError
 from latency_proxy.upstream.pool import Attempt
 from latency_proxy.upstream.routes import (
@@ -72,7 +72,7 @@ class UpstreamCaller:
     def __init__(
         self,
         upstreams: Upstreams,
-        recording: Recording,
+        writer: RequestWriter,
         policy: ContentPolicy,
         meter_settings: tuple[tuple[int, ...], float],  # first-N token counts, stall threshold
         retry_after: float,
@@ -82,10 +82,10 @@ class UpstreamCaller:
         self._write_timeout = write_timeout
         self._upstreams = upstreams
         self._retry_after = retry_after_header(retry_after)
-        self._spans = recording.spans
-        self._metrics = recording.metrics
+        self._spans = writer.spans
+        self._metrics = writer.metrics
         self._captures = policy.captures
-        self._session_key = recording.sessions.key
+        self._session_key = writer.sessions.key
         self._first_n, self._stall_threshold = meter_settings
         self._max_event_bytes = max_event_bytes
         self.in_flight = 0

@@ -2,7 +2,7 @@
 
 Everything a request is refused for (header limits, body size, unknown model, concurrency)
 is decided here, before any upstream sees it; the call itself is upstream/call.py, the
-byte relay relay.py, and what is recorded about it telemetry/recording.py.
+byte relay relay.py, and what is recorded about it telemetry/request_writer.py.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from latency_proxy.record.model_call import MEASURED_PATHS, ModelCall, inspect, 
 from latency_proxy.record.outcome import Outcome
 from latency_proxy.server.extensions import BODY_AT_HAND, HEADERS_TOO_LARGE, ApiError
 from latency_proxy.telemetry.logs import bind_request, cut_recorded, escape
-from latency_proxy.telemetry.recorder import Recorder
-from latency_proxy.telemetry.recording import Recording
+from latency_proxy.telemetry.request_writer import RequestWriter
+from latency_proxy.telemetry.write_queue import WriteQueue
 from latency_proxy.upstream.routes import climbs_above_root
 
 if TYPE_CHECKING:  # the app hands its state down; forwarding/ never reaches back up
@@ -60,12 +60,12 @@ class Forwarder:
         self.upstreams = state.upstreams
         self.routes = {route.name: route for route in state.settings.routes}
         self.model_labels = state.telemetry.model_label
-        self.recording = Recording(state.telemetry, state.policy, state.sessions)
-        self.recorder = Recorder(self.recording.finish)
+        self.writer = RequestWriter(state.telemetry, state.policy, state.sessions)
+        self.write_queue = WriteQueue(self.writer.finish)
         self.loop_lag = state.loop_lag
         self.upstream_call = UpstreamCaller(
             state.upstreams,
-            self.recording,
+            self.writer,
             state.policy,
             (state.settings.first_n_tokens, state.settings.stall_threshold),
             state.settings.retry_after,
@@ -89,7 +89,7 @@ class Forwarder:
                 carrier[name] = value.decode("latin-1")
         # no trace headers: every propagator returns the empty context it was given
         parent = extract(carrier) if carrier else Context()
-        server_span = self.recording.spans.start_server(scope, request_id, measured, parent, wall0)
+        server_span = self.writer.spans.start_server(scope, request_id, measured, parent, wall0)
         bind_request(request_id, server_span.context)
         exchange = Exchange(request_id, method, path, t0, wall0, server_span)
         exchange.loop_mark = self.loop_lag.mark()
@@ -106,9 +106,9 @@ class Forwarder:
             if exchange.status == 0:
                 await answer_error(exchange, send, _INTERNAL)
         finally:
-            self.recording.metrics.ended(exchange)
+            self.writer.metrics.ended(exchange)
             exchange.loop_lag_max_s = self.loop_lag.worst_since(exchange.loop_mark)
-            self.recorder.submit(exchange, perf_counter())
+            self.write_queue.submit(exchange, perf_counter())
 
     async def _handle(
         self,

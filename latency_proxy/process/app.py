@@ -90,7 +90,7 @@ class ProxyApp:
                 self.state.loop_lag.stop()
                 await self.state.upstreams.close()
                 await asyncio.sleep(0)
-                self.forwarder.recorder.flush()
+                self.forwarder.write_queue.flush()
                 self.state.telemetry.shutdown(FLUSH_TIMEOUT)
                 await send({"type": "lifespan.shutdown.complete"})
                 return

@@ -1,7 +1,7 @@
 """One proxied request from arrival to last byte: what happened to it, nothing more.
 
 The exchange is plain per-request state, written while the request runs and read once at
-the end by recording.Recording, which turns it into spans, metric observations and a log
+the end by request_writer.RequestWriter, which turns it into spans, metric observations and a log
 line; process-wide configuration stays with those writers. The status, the bytes sent and
 how the request ended each have one writer below; the rest is set once by the part that
 learns it (routing, the upstream call, the relay).

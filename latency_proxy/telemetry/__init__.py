@@ -1,8 +1,8 @@
 """Telemetry: what a finished request leaves behind (spans, metric observations, one log line),
 under the content policy, with every name defined once.
 
-- `recording.py` the single place a finished request is recorded
-- `recorder.py` records written off the request path
+- `request_writer.py` the single place a finished request is written: spans, metrics, log line
+- `write_queue.py` finished requests written off the request path, one per loop turn
 - `redact.py` the content policy: what of prompts and completions is recorded
 - `spans.py` the request's SERVER and CLIENT spans
 - `tracing.py` spans as plain records, handed to the SDK only when exported

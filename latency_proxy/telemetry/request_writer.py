@@ -26,7 +26,7 @@ from latency_proxy.telemetry.spans import SpanWriter
 log = logging.getLogger("latency_proxy.access")
 
 
-class Recording:
+class RequestWriter:
     """The process's three writers; the forwarder starts spans and counts through them."""
 
     def __init__(self, telemetry: Telemetry, policy: ContentPolicy, sessions: SessionTable) -> None:

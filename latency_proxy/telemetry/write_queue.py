@@ -18,9 +18,9 @@ MAX_PENDING = 256  # covers a large batch of streams ending together
 Record = TypeVar("Record")  # the proxy's: record.exchange.Exchange
 
 
-class Recorder(Generic[Record]):
+class WriteQueue(Generic[Record]):
     def __init__(self, write: Callable[[Record, float], None]) -> None:
-        self._write = write  # recording.Recording.finish in the proxy
+        self._write = write  # request_writer.RequestWriter.finish in the proxy
         self._pending: deque[tuple[Record, float]] = deque()
         self._next: asyncio.Handle | None = None  # the next loop turn's write
 

@@ -1,23 +1,23 @@
-"""The recorder writes every record exactly once, in order, with a bounded queue."""
+"""The write queue writes every record exactly once, in order, with a bounded queue."""
 
 from __future__ import annotations
 
 import asyncio
 
-from latency_proxy.telemetry.recorder import MAX_PENDING, Recorder
+from latency_proxy.telemetry.write_queue import MAX_PENDING, WriteQueue
 
 
 def test_records_off_the_request_path_in_order_and_once() -> None:
     log: list[tuple[int, float]] = []
 
     async def go() -> None:
-        recorder: Recorder[int] = Recorder(lambda n, t_end: log.append((n, t_end)))
+        queue: WriteQueue[int] = WriteQueue(lambda n, t_end: log.append((n, t_end)))
         for n in range(10):
-            recorder.submit(n, float(n))
+            queue.submit(n, float(n))
         assert log == []  # nothing written inline
         await asyncio.sleep(0)
         assert len(log) == 1  # one record per loop turn
-        for _ in range(100):  # the recorder alone writes the rest: no flush here
+        for _ in range(100):  # the queue alone writes the rest: no flush here
             if len(log) == 10:
                 break
             await asyncio.sleep(0)
@@ -31,11 +31,11 @@ def test_queue_is_bounded_under_a_flood() -> None:
     log: list[tuple[int, float]] = []
 
     async def go() -> int:
-        recorder: Recorder[int] = Recorder(lambda n, t_end: log.append((n, t_end)))
+        queue: WriteQueue[int] = WriteQueue(lambda n, t_end: log.append((n, t_end)))
         for n in range(MAX_PENDING * 3):
-            recorder.submit(n, 0.0)
+            queue.submit(n, 0.0)
         written_inline = len(log)
-        recorder.flush()  # what shutdown does
+        queue.flush()  # what shutdown does
         return written_inline
 
     assert asyncio.run(go()) == MAX_PENDING * 2  # the oldest went out as new ones came in
