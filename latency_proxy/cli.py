@@ -41,7 +41,37 @@ def build_parser() -> argparse.ArgumentParser:
         "Every flag has an environment twin LATENCY_PROXY_<FLAG> (e.g. LATENCY_PROXY_UPSTREAM); "
         "flags win over the environment, which wins over --config.",
     )
-    add = p.add_argument
+    _listening(p.add_argument_group("listening"))
+    _upstream(p.add_argument_group("upstream"))
+    _clients(p.add_argument_group("client connections"))
+    _measuring(p.add_argument_group("measuring"))
+    _content(p.add_argument_group("content and secrets"))
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {build.VERSION} ({build.running()})",  # compiled or pure
+        help="the version, and whether the hot path runs compiled or pure",
+    )
+    _with_ranges_and_defaults(p)
+    return p
+
+
+def _with_ranges_and_defaults(p: argparse.ArgumentParser) -> None:
+    """Each setting flag's help ends with its range and default, from the one table."""
+    for action in p._actions:
+        kind = SETTING_TYPES.get(action.dest)
+        if kind is not None and action.metavar is None and kind.metavar:
+            action.metavar = kind.metavar
+        if kind is not None and kind.limits:
+            action.help = f"{action.help}; {kind.limits}"
+        shown = shown_default(action.dest)
+        if shown is not None:
+            action.help = f"{action.help} (default {shown})"
+
+
+def _listening(group: argparse._ArgumentGroup) -> None:
+    """Where the proxy listens, how many processes, its logs and settings file."""
+    add = group.add_argument
     add(
         "--upstream",
         action="append",
@@ -62,22 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
         "traffic): give 0.0.0.0 where the pod network may scrape it",
     )
     add("--admin-port", help="admin port: /metrics, /healthz, /readyz")
-    add(
-        "--content-capture",
-        choices=CONTENT_CAPTURE_MODES,
-        help="what prompt/completion text is recorded; off: none",
-    )
     add("--log-level", choices=LOG_LEVELS, help="log level")
     add("--log-format", choices=LOG_FORMATS, help="json: one object per line; text: for a terminal")
     add("--config", metavar="FILE.toml", help="settings file; keys are the flag names")
+
+
+def _upstream(group: argparse._ArgumentGroup) -> None:
+    """The proxy's own client: timeouts, pool, TLS and credentials."""
+    add = group.add_argument
     add("--connect-timeout", help="upstream connect timeout")
     add("--read-timeout", help="longest silence from the upstream, before or during a response")
-    add(
-        "--write-timeout",
-        help="longest a send to the client may wait for it to read; then the stream ends, "
-        "the connection is aborted, recorded client_abort; also how long a closing "
-        "connection may take to flush; 0: never",
-    )
     add("--pool-max-connections", help="upstream connections per route")
     add(
         "--upstream-keepalive",
@@ -85,21 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         "upstream's own keep-alive (vLLM: VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5s), or a request "
         "may go out as the upstream closes the connection and fail with 502",
     )
-    add("--max-body-size", help="largest request body; larger gets 413")
-    add("--drain-timeout", help="on SIGTERM, how long in-flight streams may take to finish")
+    add("--ca-bundle", help="CA certificates for https upstreams")
     add(
-        "--first-n-tokens",
-        metavar="N[,N…]",
-        help="token counts for time-to-first-N-tokens",
+        "--upstream-api-key",
+        action="append",
+        metavar="ROUTE=env:VAR|ROUTE=file:PATH",
+        help="API key sent upstream on that route as a bearer token (repeatable); never logged",
     )
-    add("--stall-threshold", help="a gap between tokens longer than this counts as a stall")
-    add(
-        "--session-key-file",
-        help="key of the hashes that follow agent sessions (one per deployment: processes "
-        "with the same key hash alike); default LATENCY_PROXY_SESSION_KEY, else random",
-    )
-    add("--max-sessions", help="agent sessions followed at once; past it the least recent ends")
-    add("--session-idle", help="an agent session with no call for this long ends")
     add(
         "--continuous-usage",
         action="store_const",
@@ -108,7 +124,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="ask vLLM upstreams for usage on every chunk (tokens per chunk) and strip it "
         "for clients that did not ask",
     )
-    add("--provider-name", help="gen_ai.provider.name on spans")
+
+
+def _clients(group: argparse._ArgumentGroup) -> None:
+    """What a client may send and how long it may take, enforced as bytes arrive."""
+    add = group.add_argument
+    add(
+        "--write-timeout",
+        help="longest a send to the client may wait for it to read; then the stream ends, "
+        "the connection is aborted, recorded client_abort; also how long a closing "
+        "connection may take to flush; 0: never",
+    )
+    add("--max-body-size", help="largest request body; larger gets 413")
+    add("--drain-timeout", help="on SIGTERM, how long in-flight streams may take to finish")
     add(
         "--max-concurrent-requests",
         help="model calls in flight before new ones get 503 + Retry-After; 0: no limit",
@@ -135,16 +163,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="an SSE event still incomplete past this size passes through unmetered and is "
         "counted in latency_proxy_oversized_events_total",
     )
-    add("--ca-bundle", help="CA certificates for https upstreams")
+
+
+def _measuring(group: argparse._ArgumentGroup) -> None:
+    """What is measured of a stream, and how agent sessions are followed."""
+    add = group.add_argument
     add(
-        "--upstream-api-key",
-        action="append",
-        metavar="ROUTE=env:VAR|ROUTE=file:PATH",
-        help="API key sent upstream on that route as a bearer token (repeatable); never logged",
+        "--first-n-tokens",
+        metavar="N[,N…]",
+        help="token counts for time-to-first-N-tokens",
     )
+    add("--stall-threshold", help="a gap between tokens longer than this counts as a stall")
+    add("--provider-name", help="gen_ai.provider.name on spans")
     add(
-        "--admin-token-file",
-        help="require this bearer token for /metrics (or LATENCY_PROXY_ADMIN_TOKEN)",
+        "--session-key-file",
+        help="key of the hashes that follow agent sessions (one per deployment: processes "
+        "with the same key hash alike); default LATENCY_PROXY_SESSION_KEY, else random",
+    )
+    add("--max-sessions", help="agent sessions followed at once; past it the least recent ends")
+    add("--session-idle", help="an agent session with no call for this long ends")
+
+
+def _content(group: argparse._ArgumentGroup) -> None:
+    """What of prompts and completions is recorded; the keys and tokens."""
+    add = group.add_argument
+    add(
+        "--content-capture",
+        choices=CONTENT_CAPTURE_MODES,
+        help="what prompt/completion text is recorded; off: none",
     )
     add(
         "--content-hash-key-file",
@@ -164,21 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--content-max-chars", help="longest text part recorded when --content-capture is not off")
     add(
-        "--version",
-        action="version",
-        version=f"%(prog)s {build.VERSION} ({build.running()})",  # compiled or pure
-        help="the version, and whether the hot path runs compiled or pure",
+        "--admin-token-file",
+        help="require this bearer token for /metrics (or LATENCY_PROXY_ADMIN_TOKEN)",
     )
-    for action in p._actions:
-        kind = SETTING_TYPES.get(action.dest)
-        if kind is not None and action.metavar is None and kind.metavar:
-            action.metavar = kind.metavar
-        if kind is not None and kind.limits:
-            action.help = f"{action.help}; {kind.limits}"
-        shown = shown_default(action.dest)
-        if shown is not None:
-            action.help = f"{action.help} (default {shown})"
-    return p
 
 
 def shown_default(name: str) -> str | None:
