@@ -25,6 +25,8 @@ PROXY_CORE = (
     "latency_proxy.base.setting_types",
     "latency_proxy.base.build",
 )
+# their folder, loaded with them: its __init__ is a docstring
+PROXY_FOLDERS = ("latency_proxy.base",)
 LEAVES = ("loadgen.jsonl",)
 
 
@@ -47,7 +49,8 @@ def outside_the_simulator(name: str) -> bool:
     in_loadgen = name == "loadgen" or name.startswith("loadgen.")
     in_sim = name == "loadgen.sim" or name.startswith("loadgen.sim.")
     in_proxy = name.startswith("latency_proxy.")
-    in_core = name in PROXY_CORE or name.startswith(tuple(f"{m}." for m in PROXY_CORE))
+    in_core = name in PROXY_CORE + PROXY_FOLDERS
+    in_core |= name.startswith(tuple(f"{m}." for m in PROXY_CORE))
     in_leaf = name in LEAVES or name.startswith(tuple(f"{m}." for m in LEAVES))
     return (in_loadgen and not in_sim and not in_leaf) or (in_proxy and not in_core)
 
