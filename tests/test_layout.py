@@ -64,12 +64,15 @@ MAY_IMPORT: dict[str, set[str]] = {
         f"{LOADGEN}.engine.bounds",
     },
     f"{LOADGEN}.analysis": set(),
-    # the simulator's commands compose its four layers: the engine model at the bottom, driven
-    # in real time behind vLLM's interface, or on a virtual clock as a deployment's twin (which
-    # reads vLLM's flags as the server does)
-    f"{LOADGEN}.sim": {f"{LOADGEN}.sim.{p}" for p in ("model", "realtime", "wire", "twin")},
-    f"{LOADGEN}.sim.twin": {f"{LOADGEN}.sim.model", f"{LOADGEN}.sim.wire.vllm_args"},
-    f"{LOADGEN}.sim.wire": {f"{LOADGEN}.sim.model", f"{LOADGEN}.sim.realtime"},
+    # the simulator's commands compose its five layers: the engine model at the bottom, vLLM's
+    # flags applied to it, driven in real time behind vLLM's interface, or on a virtual clock
+    # as a deployment's twin (which reads vLLM's flags as the server does)
+    f"{LOADGEN}.sim": {
+        f"{LOADGEN}.sim.{p}" for p in ("model", "vllm_flags", "realtime", "wire", "twin")
+    },
+    f"{LOADGEN}.sim.twin": {f"{LOADGEN}.sim.model", f"{LOADGEN}.sim.vllm_flags"},
+    f"{LOADGEN}.sim.wire": {f"{LOADGEN}.sim.{p}" for p in ("model", "vllm_flags", "realtime")},
+    f"{LOADGEN}.sim.vllm_flags": {f"{LOADGEN}.sim.model"},
     f"{LOADGEN}.sim.realtime": {f"{LOADGEN}.sim.model"},
     f"{LOADGEN}.sim.model": set(),
 }

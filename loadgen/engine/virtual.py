@@ -34,7 +34,8 @@ from loadgen.sim import twin
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import budget
-from loadgen.sim.wire import vllm_args
+from loadgen.sim.vllm_flags import engine as vllm_engine
+from loadgen.sim.vllm_flags.table import parse_text
 
 MAX_REQUESTS = 2_000_000  # a window asking for more is refused, not simulated for hours
 # what one request costs from plan to report, measured on a 70B preset at rate 3 (9,000
@@ -57,18 +58,18 @@ def bundled(spec: str) -> bool:
 
 def preset(spec: str, virtual_args: str = "") -> Preset:
     """The preset a `virtual:NAME` or `virtual:FILE.toml` names, or a bare `virtual:` with
-    --gpu and --model-config in --virtual-args derives (vllm_args.from_catalogue), with the
+    --gpu and --model-config in --virtual-args derives (vllm_engine.from_catalogue), with the
     rest of --virtual-args (vLLM's flags, as `python -m loadgen.sim` takes them) applied.
     ValueError naming what is wrong."""
-    flags = vllm_args.parse_text(virtual_args)
-    applied, _warnings = vllm_args.apply(base(spec, flags), flags)
+    flags = parse_text(virtual_args)
+    applied, _warnings = vllm_engine.apply_flags(base(spec, flags), flags)
     return applied
 
 
 def what_if(spec: str, virtual_args: str) -> str:
-    """The flags of --virtual-args that change the target's preset (vllm_args.what_if): the
+    """The flags of --virtual-args that change the target's preset (vllm_engine.what_if): the
     ones a fitted preset's held-out error does not cover."""
-    return vllm_args.what_if(base(spec, vllm_args.parse_text(virtual_args)), virtual_args)
+    return vllm_engine.what_if(base(spec, parse_text(virtual_args)), virtual_args)
 
 
 def base(spec: str, flags: argparse.Namespace) -> Preset:
@@ -76,7 +77,7 @@ def base(spec: str, flags: argparse.Namespace) -> Preset:
     the catalogue by --gpu and --model-config (then the target names none)."""
     name = spec.removeprefix(VIRTUAL)
     try:
-        derived = vllm_args.from_catalogue(flags)
+        derived = vllm_engine.from_catalogue(flags)
     except (ValueError, OSError) as exc:
         raise ValueError(f"--virtual-args: {exc}") from None
     if derived is not None:
@@ -158,7 +159,7 @@ def check_replicas(model: Preset, replicas: int) -> None:
 
 def stream_interval(virtual_args: str) -> int:
     """Tokens per streamed chunk after the first, as --virtual-args's --stream-interval says."""
-    return int(vllm_args.parse_text(virtual_args).stream_interval)
+    return int(parse_text(virtual_args).stream_interval)
 
 
 class Window:

@@ -21,7 +21,8 @@ import math
 from dataclasses import dataclass
 
 from loadgen.sim.model.presets import Preset
-from loadgen.sim.wire import vllm_args
+from loadgen.sim.vllm_flags.engine import apply_flags
+from loadgen.sim.vllm_flags.table import parse_text
 
 GIB = 2**30
 
@@ -40,8 +41,8 @@ def fit(base: Preset, args: str) -> tuple[Preset | None, str]:
     """The preset with the flags applied, or None and why it cannot be served (vLLM's own
     words when the weights or one request's KV cache do not fit)."""
     try:
-        flags = vllm_args.parse_text(args)
-        applied, _warnings = vllm_args.apply(base, flags)
+        flags = parse_text(args)
+        applied, _warnings = apply_flags(base, flags)
     except ValueError as exc:
         if "do not fit" not in str(exc):
             return None, str(exc)

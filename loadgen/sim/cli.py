@@ -1,4 +1,4 @@
-"""`python -m loadgen.sim`: flags (the simulator's own, then vLLM's: vllm_args.py), then uvicorn."""
+"""`python -m loadgen.sim`: flags (the simulator's own, then vLLM's: vllm_flags/), then uvicorn."""
 
 from __future__ import annotations
 
@@ -13,9 +13,14 @@ import uvicorn
 
 from latency_proxy.base.units import parse_duration
 from loadgen.sim.model import catalogue, presets
-from loadgen.sim.wire import faults, vllm_args
+from loadgen.sim.vllm_flags.engine import apply_flags, from_catalogue
+from loadgen.sim.vllm_flags.kv_cache import startup_lines
+from loadgen.sim.vllm_flags.table import add_arguments, given, refuse
+from loadgen.sim.wire import faults
 from loadgen.sim.wire.app import create_app
+from loadgen.sim.wire.auth import api_keys
 from loadgen.sim.wire.connection import HttpProtocol
+from loadgen.sim.wire.serving import serving_from_flags
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         "error=P[:STATUS] spike=P:DUR cut=P[@N] reset=P[@N] stall=P[@N]:DUR "
         "malformed=P[@N][:text|shape] restart=P:DUR",
     )
-    vllm_args.add_arguments(p)
+    add_arguments(p)
     return p
 
 
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        _fail(vllm_args.refuse(unknown))
+        _fail(refuse(unknown))
     if args.list_presets:
         print("\n".join(presets.names()))
         return
@@ -93,10 +98,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         base = _base(args)
         if base is not None:
-            preset, warnings = vllm_args.apply(base, args)
-            for line in warnings + vllm_args.startup_lines(preset):
+            preset, warnings = apply_flags(base, args)
+            for line in warnings + startup_lines(preset):
                 print(f"loadgen.sim: {line}", file=sys.stderr)
-        elif flags := vllm_args.given(args):
+        elif flags := given(args):
             raise ValueError(f"{' '.join(flags)}: fixed timing has no engine; give a preset")
         app = create_app(
             preset,
@@ -108,8 +113,8 @@ def main(argv: list[str] | None = None) -> None:
             jitter=args.jitter,
             script=args.script,
             faults=args.fault,
-            serving=vllm_args.serving(args),
-            api_keys=vllm_args.api_keys(args, os.environ),
+            serving=serving_from_flags(args),
+            api_keys=api_keys(args, os.environ),
         )
     except (ValueError, OSError) as exc:
         _fail(str(exc))
@@ -141,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
 def _base(args: argparse.Namespace) -> presets.Preset | None:
     """The preset --preset, --preset-file or --gpu with --model-config names; None: fixed
     timing. ValueError for none of them (nor --ttft), or a preset with --gpu."""
-    derived = vllm_args.from_catalogue(args)
+    derived = from_catalogue(args)
     named = args.preset_file or args.preset
     if derived is not None and (named or args.ttft is not None):
         other = "--preset-file" if args.preset_file else "--preset" if args.preset else "--ttft"

@@ -23,7 +23,8 @@ from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import budget, capture, verdict
 from loadgen.sim.twin.fit import with_terms
-from loadgen.sim.wire import vllm_args
+from loadgen.sim.vllm_flags.engine import apply_flags, from_catalogue
+from loadgen.sim.vllm_flags.table import add_model_arguments, parse_text
 
 DEFAULT_HOLDOUT = 0.3
 AT_CEILING = 3  # the exit status of a fit that wrote its files with a term at its ceiling
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     base = p.add_mutually_exclusive_group()
     base.add_argument("--preset", help="the bundled preset to start from (the model and GPUs)")
     base.add_argument("--preset-file", help="a preset TOML file to start from")
-    vllm_args.add_model_arguments(p)
+    add_model_arguments(p)
     p.add_argument("--out", required=True, metavar="FITTED.toml", help="the fitted preset")
     p.add_argument(
         "--virtual-args",
@@ -147,19 +148,19 @@ def _held_out(report: verdict.Report) -> dict[str, float] | None:
 def _base(args: argparse.Namespace) -> Preset:
     """The base preset with --virtual-args applied, as the simulator applies vLLM's flags."""
     try:
-        flags = vllm_args.parse_text(args.virtual_args)
+        flags = parse_text(args.virtual_args)
         for key in ("gpu", "model_config", "dtype"):
             mine, theirs = getattr(args, key), getattr(flags, key)
             if mine is not None and theirs not in (None, mine):
                 flag = "--" + key.replace("_", "-")
                 raise ValueError(f"{flag} {mine} and --virtual-args' {flag} {theirs}: give one")
             setattr(flags, key, mine or theirs)
-        derived = vllm_args.from_catalogue(flags)
+        derived = from_catalogue(flags)
         named = args.preset_file or args.preset
         if (derived is None) == (named is None):
             raise ValueError("give --preset, --preset-file, or --gpu with --model-config")
         loaded = presets.load_file(args.preset_file) if args.preset_file else derived
-        preset, _warnings = vllm_args.apply(loaded or presets.load(args.preset), flags)
+        preset, _warnings = apply_flags(loaded or presets.load(args.preset), flags)
         if preset.engine.speculation is not None:
             raise ValueError(
                 "--speculative-config: fit a capture of the engine without it, then give it "

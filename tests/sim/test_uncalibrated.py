@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from loadgen.sim.model import presets
-from loadgen.sim.wire import vllm_args
+from loadgen.sim.vllm_flags.engine import apply_flags
+from loadgen.sim.vllm_flags.table import parse_text
 
 ASCEND = "ascend-910b-llama-70b-int8-tp8"
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,14 +24,14 @@ def test_the_ascend_preset_is_a_datasheet_estimate_that_says_so() -> None:
     assert (hw.tensor_parallel, hw.peak_flops, hw.hbm_bandwidth) == (8, 353.9e12, 1.6e12)
     assert "datasheet estimate" in ascend.uncalibrated
     assert ascend.warning.startswith(f"preset {ASCEND} is not calibrated against any measurement")
-    _applied, warnings = vllm_args.apply(ascend, vllm_args.parse_text("--max-model-len 2048"))
+    _applied, warnings = apply_flags(ascend, parse_text("--max-model-len 2048"))
     assert warnings[0] == ascend.warning
 
 
 def test_a_calibrated_preset_warns_of_nothing() -> None:
     qwen = presets.load("qwen-72b-bf16-tp4-a100")
     assert qwen.uncalibrated == "" and qwen.warning == ""
-    assert vllm_args.apply(qwen, vllm_args.parse_text(""))[1] == []
+    assert apply_flags(qwen, parse_text(""))[1] == []
 
 
 def test_the_simulator_prints_it_before_serving() -> None:

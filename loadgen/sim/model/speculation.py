@@ -11,7 +11,7 @@ by about the mean acceptance length; compute-bound steps gain less.
 With `"method": "draft_model"` a separate draft model proposes the drafts, and costs time:
 each step runs it k times after the target's forward (once over the step's tokens, then once
 per further draft), on the same GPUs. Its shape is a preset's [model] table, named by
-`model` (a bundled preset or a preset file, resolved by vllm_args), and its weights and KV
+`model` (a bundled preset or a preset file, resolved by vllm_flags/table.py), and its weights and KV
 cache take GPU memory beside the target's. The other methods' proposers (n-gram lookup,
 EAGLE/Medusa/MTP heads) are taken as free.
 

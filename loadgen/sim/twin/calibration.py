@@ -57,7 +57,8 @@ from loadgen.sim.model.roofline import StepTime
 from loadgen.sim.model.scheduler import Batch, EngineConfig
 from loadgen.sim.model.sequence import Seq
 from loadgen.sim.twin import cluster
-from loadgen.sim.wire import vllm_args
+from loadgen.sim.vllm_flags.engine import apply_flags
+from loadgen.sim.vllm_flags.table import add_arguments
 
 TOLERANCE = 0.10  # the simulator must land within 10% of every Qwen point (and see below)
 QWEN_SOURCE = "QwenLM/Qwen2.5 docs/source/benchmark/speed_benchmark.rst, 72B (vLLM), BF16, 4 GPUs"
@@ -228,8 +229,8 @@ def vllm_063_offline(preset: Preset, max_model_len: int) -> Preset:
     if chunked:
         flags += ["--hf-overrides", json.dumps({"rope_scaling": QWEN_YARN})]
     parser = argparse.ArgumentParser()
-    vllm_args.add_arguments(parser)
-    preset, _ = vllm_args.apply(preset, parser.parse_args(flags), env={})
+    add_arguments(parser)
+    preset, _ = apply_flags(preset, parser.parse_args(flags), env={})
     engine = EngineConfig(
         max_num_seqs=256,
         max_num_batched_tokens=512 if chunked else max(max_model_len, 2048),

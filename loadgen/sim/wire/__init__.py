@@ -1,8 +1,7 @@
 """vLLM's interface, as the simulator plays it: the OpenAI-compatible routes, the bodies and
-errors vLLM writes, the faults a test can inject, and `vllm serve`'s flags.
+errors vLLM writes, and the faults a test can inject.
 
 - `app.py` vLLM's OpenAI-compatible routes over a simulated engine
-- `vllm_args.py` vLLM's engine flags, with vLLM's names and meaning
 - `serving.py` serving flags that change what an answer says
 - `auth.py` vLLM's --api-key
 - `requests.py` a request read as vLLM reads it: parsing and admission

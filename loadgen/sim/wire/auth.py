@@ -7,9 +7,10 @@ with `{"error": "Unauthorized"}`; keys are compared as SHA-256 digests in consta
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
@@ -38,3 +39,8 @@ class AuthenticationMiddleware:
                 await JSONResponse({"error": "Unauthorized"}, status_code=401)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def api_keys(args: argparse.Namespace, environ: Mapping[str, str]) -> list[str]:
+    """The keys /v1 paths require, as vLLM takes them: --api-key, else $VLLM_API_KEY."""
+    return [key for key in (args.api_key or [environ.get("VLLM_API_KEY", "")]) if key]

@@ -17,11 +17,13 @@ vllm/entrypoints/generate/base/{protocol,serving}.py):
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from loadgen.sim.model.sequence import Seq
+from loadgen.sim.vllm_flags.table import DEFAULT_REASONING_TOKENS
 
 # vLLM 0.32's registered reasoning parsers (vllm/reasoning/__init__.py)
 REASONING_PARSERS = (
@@ -33,7 +35,6 @@ REASONING_PARSERS = (
     "olmo3", "openai_gptoss", "plamo3", "poolside_v1", "qwen3", "seed_oss", "step3",
     "step3p5",
 )  # fmt: skip
-DEFAULT_REASONING_TOKENS = 256  # mean reasoning length with a parser and no --reasoning-tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,3 +123,14 @@ def reasoning_delta(reasoning: str, answer: str) -> dict[str, Any]:
     if not answer and reasoning:
         return {"reasoning": reasoning}
     return {"content": answer or None, "reasoning": reasoning}
+
+
+def serving_from_flags(args: argparse.Namespace) -> Serving:
+    """The serving flags of the command line; ValueError for a parser vLLM does not have."""
+    return Serving(
+        reasoning_parser=args.reasoning_parser,
+        reasoning_tokens=args.reasoning_tokens,
+        prompt_tokens_details=args.enable_prompt_tokens_details,
+        per_request_metrics=args.enable_per_request_metrics,
+        spec_metrics=args.per_request_spec_decode_metrics == "summary",
+    )

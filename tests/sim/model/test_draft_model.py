@@ -11,7 +11,8 @@ from loadgen.sim import twin
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.model.scheduler import Batch
-from loadgen.sim.wire import vllm_args
+from loadgen.sim.vllm_flags.engine import apply_flags
+from loadgen.sim.vllm_flags.table import parse_text
 
 TARGET = "llama-70b-awq-tp4-a100"
 DRAFT = (
@@ -22,7 +23,7 @@ NGRAM = '{"method": "ngram", "num_speculative_tokens": 5, "acceptance_rate": 0.7
 
 
 def preset(flags: str) -> Preset:
-    applied, _warnings = vllm_args.apply(presets.load(TARGET), vllm_args.parse_text(flags))
+    applied, _warnings = apply_flags(presets.load(TARGET), parse_text(flags))
     return applied
 
 
@@ -60,10 +61,10 @@ def test_a_bf16_70b_with_a_draft_does_not_fit_two_a100s() -> None:
     left, and an int4 8B draft's 2.2 GB leaves too little for one 2,048-token request."""
     flags = "--tensor-parallel-size 2 --max-model-len 2048 --gpu-memory-utilization 0.85"
     bf16 = presets.load("llama-70b-bf16-tp4-a100")
-    alone, _ = vllm_args.apply(bf16, vllm_args.parse_text(flags))
+    alone, _ = apply_flags(bf16, parse_text(flags))
     assert 2048 < alone.kv_capacity_tokens < 20_000  # the weights alone fit, barely
     with pytest.raises(ValueError, match=r"larger than the available KV cache memory"):
-        vllm_args.apply(bf16, vllm_args.parse_text(f"{flags} --speculative-config '{DRAFT}'"))
+        apply_flags(bf16, parse_text(f"{flags} --speculative-config '{DRAFT}'"))
 
 
 def tpot(model: Preset) -> float:
@@ -84,7 +85,7 @@ def test_a_draft_models_cost_eats_into_what_speculation_saves() -> None:
 @pytest.mark.parametrize(
     "config, message",
     [
-        ('{"method": "draft_model", "num_speculative_tokens": 3}', "needs \"model\""),
+        ('{"method": "draft_model", "num_speculative_tokens": 3}', 'needs "model"'),
         (
             '{"method": "draft_model", "model": "Qwen/Qwen-7B", "num_speculative_tokens": 3}',
             "draft \"model\" 'Qwen/Qwen-7B'.*bundled preset or a preset file",

@@ -15,8 +15,9 @@ from latency_proxy.measure.meter import StreamMeter
 from latency_proxy.measure.sse import SSEParser
 from loadgen.sim import cli
 from loadgen.sim.model import presets, speculation
-from loadgen.sim.wire import vllm_args
+from loadgen.sim.vllm_flags.engine import apply_flags
 from loadgen.sim.wire.app import create_app
+from loadgen.sim.wire.serving import serving_from_flags
 
 PRESET = "llama-2-7b-bf16-h200"
 SPEC = '{"method": "ngram", "num_speculative_tokens": 3, "acceptance_rate": 0.7}'
@@ -35,10 +36,10 @@ def final_chunk(*flags: str) -> tuple[dict[str, Any], Any]:
     args = cli.build_parser().parse_args(
         ["--preset", PRESET, "--enable-per-request-metrics", *flags]
     )
-    preset, _ = vllm_args.apply(presets.load(PRESET), args)
+    preset, _ = apply_flags(presets.load(PRESET), args)
 
     async def go() -> str:
-        app = create_app(preset, serving=vllm_args.serving(args))
+        app = create_app(preset, serving=serving_from_flags(args))
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://sim") as client:

@@ -8,7 +8,8 @@ import pytest
 
 from loadgen.sim.cli import build_parser, main
 from loadgen.sim.model import presets
-from loadgen.sim.wire import vllm_args
+from loadgen.sim.vllm_flags.engine import apply_flags
+from loadgen.sim.vllm_flags.kv_cache import startup_lines
 
 SEED_LINE = (
     "--tensor-parallel-size 4 --max-num-batched-tokens 8192 --max-model-len 2048 "
@@ -18,7 +19,7 @@ SEED_LINE = (
 
 def applied(preset: str, line: str) -> tuple[presets.Preset, list[str]]:
     args = build_parser().parse_args(["--preset", preset, *shlex.split(line)])
-    return vllm_args.apply(presets.load(preset), args)
+    return apply_flags(presets.load(preset), args)
 
 
 def test_the_seeds_vllm_serve_line_overrides_the_preset() -> None:
@@ -81,7 +82,7 @@ def test_what_vllm_refuses_is_refused_in_its_words(preset: str, line: str, messa
 
 def test_startup_prints_the_kv_cache_as_vllm_logs_it() -> None:
     preset, _ = applied("llama-70b-awq-tp4-a100", SEED_LINE)
-    lines = vllm_args.startup_lines(preset)
+    lines = startup_lines(preset)
     blocks = preset.kv_capacity_tokens // 16
     assert "Chunked prefill is enabled with max_num_batched_tokens=8192." in lines
     assert f"GPU KV cache size: {blocks * 16:,} tokens" in lines
@@ -136,8 +137,8 @@ def test_allow_long_max_model_len_turns_vllms_refusal_into_its_warning() -> None
     )
     base = presets.load("qwen-72b-bf16-tp4-a100")
     with pytest.raises(ValueError, match="To allow overriding this maximum"):
-        vllm_args.apply(base, args, env={})
-    preset, warnings = vllm_args.apply(base, args, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+        apply_flags(base, args, env={})
+    preset, warnings = apply_flags(base, args, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
     assert preset.max_model_len == 65536
     assert any("must be used with extreme caution" in w for w in warnings)
 

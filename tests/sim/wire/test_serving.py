@@ -11,9 +11,8 @@ import pytest
 
 from loadgen.sim import cli
 from loadgen.sim.model.sequence import Seq
-from loadgen.sim.wire import vllm_args
 from loadgen.sim.wire.app import create_app
-from loadgen.sim.wire.serving import Serving, timing_metrics
+from loadgen.sim.wire.serving import Serving, serving_from_flags, timing_metrics
 
 CHAT = {"messages": [{"role": "user", "content": "hi there"}], "max_tokens": 8}
 STREAM = {"stream": True, "stream_options": {"include_usage": True}}
@@ -116,4 +115,4 @@ def test_the_flags_on_the_command_line() -> None:
         ["--ttft", "0", "--itl", "0", "--reasoning-parser", "qwen3", "--reasoning-tokens", "64",
          "--enable-prompt-tokens-details", "--enable-per-request-metrics"]
     )  # fmt: skip
-    assert vllm_args.serving(args) == Serving("qwen3", 64, True, True)
+    assert serving_from_flags(args) == Serving("qwen3", 64, True, True)
