@@ -252,6 +252,29 @@ class ChunkWriter:
         return sse(payload)
 
 
+def _message_choice(
+    text: str, finish_reason: str, stop_reason: str | None, reasoning: str | None
+) -> dict[str, Any]:
+    """A chat answer's one choice, whole."""
+    return {
+        "index": 0,
+        "message": {  # vLLM drops tool_calls when empty
+            "role": "assistant",
+            "content": text,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
+            "reasoning": reasoning,
+        },
+        "logprobs": None,
+        "finish_reason": finish_reason,
+        "stop_reason": stop_reason,
+        "token_ids": None,
+        "routed_experts": None,
+    }
+
+
 def full_response(
     req: GenerationRequest,
     response_id: str,
@@ -278,23 +301,7 @@ def full_response(
         completion_details = {"reasoning_tokens": reasoning[0]}
         reasoning_text = reasoning[1] or None
     if req.chat:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {  # vLLM drops tool_calls when empty
-                "role": "assistant",
-                "content": text,
-                "refusal": None,
-                "annotations": None,
-                "audio": None,
-                "function_call": None,
-                "reasoning": reasoning_text,
-            },
-            "logprobs": None,
-            "finish_reason": finish_reason,
-            "stop_reason": stop_reason,
-            "token_ids": None,
-            "routed_experts": None,
-        }
+        choice = _message_choice(text, finish_reason, stop_reason, reasoning_text)
         prompt_fields = {"prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None}
     else:
         choice = _text_choice(  # completions carry the prompt's fields per choice
