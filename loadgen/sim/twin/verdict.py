@@ -7,7 +7,7 @@ fitted twin replays the whole capture and its P50 and P90 of TTFT and TPOT over 
 requests are set against the measured ones, over all of them and per source. That is the
 error a user should expect of a what-if, and it decides the front end: its two terms are
 kept only when they lower it. When the capture has the server's own timings, the engine is
-fitted to those (fit._engine_timed) and the front end, with the engine's terms held, to the
+fitted to those (targets.engine_timed) and the front end, with the engine's terms held, to the
 client's TTFT alone: the time between the client and the engine (API server, network,
 proxy) is what it stands for. The server's own TTFT and TPOT are then judged on the
 held-out requests too (`held_out_server`).
@@ -23,7 +23,8 @@ from typing import Any
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import deployment, fit
 from loadgen.sim.twin.capture import Capture, Captured
-from loadgen.sim.twin.fit import FRONTEND, TERMS, Fitted, Search, Targets
+from loadgen.sim.twin.fit import FRONTEND, TERMS, Fitted, Search
+from loadgen.sim.twin.targets import SLICES, Targets, engine_timed
 
 QUIET = 0.002  # a term whose STEP change moves the fitted figures less (rms, log) is unseen
 FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6}
@@ -110,7 +111,7 @@ def calibrate(
     _judge(report, search, capture, held)
     without = report.held_out_error()
     fitted_to = [i for i in range(len(capture.requests)) if i not in held]
-    if any(fit._engine_timed(capture.requests[i]) for i in fitted_to):  # the engine's held
+    if any(engine_timed(capture.requests[i]) for i in fitted_to):  # the engine's held
         with_frontend, tied, replays = _front_end(base, capture, fitted_to, replicas, report)
         search.replays += replays
         trial = _report(report.values, with_frontend, tied, search.replays)
@@ -349,12 +350,13 @@ def _judge(report: Report, search: Search, capture: Capture, held: set[int]) -> 
         )
     end = capture.requests[-1].arrival or 1.0
     report.slices = []
-    for s in range(fit.SLICES):
-        lo, hi = s * end / fit.SLICES, (s + 1) * end / fit.SLICES
+    for s in range(SLICES):
+        lo, hi = s * end / SLICES, (s + 1) * end / SLICES
         inside = [
             (i, r, t)
             for i, (r, t) in enumerate(pairs)
-            if r.measured and (lo <= r.arrival < hi or (s == fit.SLICES - 1 and r.arrival == end))
+            if r.measured
+            and (lo <= r.arrival < hi or (s == SLICES - 1 and r.arrival == end))
         ]
         row: dict[str, Any] = {
             "start_s": lo,
