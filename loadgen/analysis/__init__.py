@@ -3,6 +3,8 @@ verdicts out.
 
 - `records.py` the raw data of a run
 - `summary.py` records in, summary.json out
+- `compat.py` the same requests under vLLM bench serve's and AIPerf's definitions
+- `server_signals.py` reasoning, prefix cache, stalls and GPU memory and power
 - `stats.py` percentiles, confidence intervals, goodput, MBU
 - `steady.py` steady state or saturated
 - `settle.py` when a warm-up has reached its steady state

@@ -17,6 +17,7 @@ import numpy as np
 
 from latency_proxy.measure.coalescing import stream_shape
 from loadgen.analysis import consistency, cost, quality, server_metrics, slices, stats, steady
+from loadgen.analysis.compat import compat
 from loadgen.analysis.records import (
     FIRST_N,
     UNFINISHED,
@@ -27,6 +28,7 @@ from loadgen.analysis.records import (
     SummarySettings,
 )
 from loadgen.analysis.server_metrics import ServerWindow
+from loadgen.analysis.server_signals import gpus, signals
 
 # the client's CPU share over a block (a core's) from which its own work explains its lag
 CLIENT_BUSY = 0.8
@@ -92,70 +94,6 @@ def figures(record: Record, metric: str) -> list[float]:
     return [] if value is None else [value]
 
 
-def _compat(ok: Sequence[Record]) -> dict[str, Any]:
-    """The same requests under vLLM bench serve's and AIPerf's definitions (from actual send)."""
-    ttft = [r.ttft_s - r.send_lag_s for r in ok if r.ttft_s is not None]
-    e2e = [r.e2e_s - r.send_lag_s for r in ok if r.e2e_s is not None]
-    decode = [
-        (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
-        for r in ok
-        if r.ttft_s is not None
-        and r.e2e_s is not None
-        and r.output_tokens is not None
-        and r.output_tokens >= 2
-    ]
-    itl = [gap for r in ok for gap in r.itl_s]
-    # both tools define these three alike: described once, shown under each tool's names
-    first, per_token, whole = (stats.describe(v, ci=False) for v in (ttft, decode, e2e))
-    return {
-        "vllm_bench": {
-            "definition": "from actual send; tpot = (e2e - ttft) / (output_tokens - 1); "
-            "itl = gaps between chunks",
-            "ttft_s": first,
-            "tpot_s": per_token,
-            "itl_s": stats.describe(itl, ci=False),
-            "e2el_s": whole,
-        },
-        "aiperf": {
-            "definition": "from actual send; inter_token_latency = "
-            "(request_latency - ttft) / (output_tokens - 1)",
-            "time_to_first_token_s": first,
-            "inter_token_latency_s": per_token,
-            "request_latency_s": whole,
-        },
-    }
-
-
-def _gpu(
-    samples: Sequence[GpuSample], intervals: Sequence[tuple[float, float]]
-) -> dict[str, Any] | None:
-    per_gpu: dict[str, dict[str, list[float]]] = {}
-    for s in samples:
-        if not _within(s.at, intervals):
-            continue
-        entry = per_gpu.setdefault(f"{s.source} gpu={s.gpu}", {"memory": [], "power": []})
-        if s.memory_mib is not None:
-            entry["memory"].append(s.memory_mib)
-        if s.power_w is not None:
-            entry["power"].append(s.power_w)
-    if not per_gpu:
-        return None
-    gpus = {
-        key: {
-            "peak_memory_mib": max(v["memory"]) if v["memory"] else None,
-            "mean_power_w": float(np.mean(v["power"])) if v["power"] else None,
-        }
-        for key, v in per_gpu.items()
-    }
-    peaks = [g["peak_memory_mib"] for g in gpus.values() if g["peak_memory_mib"] is not None]
-    powers = [g["mean_power_w"] for g in gpus.values() if g["mean_power_w"] is not None]
-    return {
-        "gpus": gpus,
-        "peak_memory_mib": max(peaks) if peaks else None,
-        "mean_power_w_total": float(sum(powers)) if powers else None,
-    }
-
-
 def _target(name: str, data: RunData) -> dict[str, Any]:
     """One target's block at one load level (`data` holds that level's share alone)."""
     records, phases, settings = data.records, data.phases, data.settings
@@ -178,30 +116,8 @@ def _target(name: str, data: RunData) -> dict[str, Any]:
     )
     send_lag = _lag_block([r.send_lag_s for r in measured])
     loop = _lag_block([lag for at, lag in data.loop_lag if _within(at, intervals)])
-    reasons = []
-    cut = [p for p in phases if p.interrupted]
-    if cut:
-        when = time.strftime("%H:%M:%S UTC", time.gmtime(cut[0].done_at or cut[0].end_at))
-        reasons.append(
-            f"interrupted at {when} in block {cut[0].target}#{cut[0].block}: fewer blocks than "
-            "planned, and requests in flight then were cancelled and are not counted"
-        )
-    if not ok:
-        reasons.append("no successful requests")
     cpu = max((p.client_cpu for p in phases if p.target == name and p.client_cpu), default=None)
-    late = _starved(cpu)
-    if send_lag["p99"] is not None and send_lag["p99"] > settings.max_send_lag_s:
-        reasons.append(
-            f"client send lag P99 {send_lag['p99'] * 1e3:.1f} ms > "
-            f"{settings.max_send_lag_s * 1e3:.0f} ms: "
-            + (late or "the client was the bottleneck")
-        )
-    if loop["p99"] is not None and loop["p99"] > settings.max_loop_lag_s:
-        reasons.append(
-            f"client event-loop lag P99 {loop['p99'] * 1e3:.1f} ms > "
-            f"{settings.max_loop_lag_s * 1e3:.0f} ms: timings are blurred"
-            + (f" ({late})" if late else " by the client")
-        )
+    reasons = _invalid(phases, bool(ok), send_lag, loop, cpu, settings)
     per_s = (lambda n: n / active) if active > 0 else (lambda n: None)
     summary: dict[str, Any] = {
         "metrics": metrics,
@@ -230,8 +146,8 @@ def _target(name: str, data: RunData) -> dict[str, Any]:
         "client": {"send_lag_s": send_lag, "loop_lag_s": loop, "cpu": cpu},
         "valid": not reasons,
         "invalid_reasons": reasons,
-        "compat": _compat(ok),
-        "gpu": _gpu(data.gpu, intervals),
+        "compat": compat(ok),
+        "gpu": gpus(g for g in data.gpu if _within(g.at, intervals)),
         "mbu": _mbu(ok, active, metrics, settings),
         "server": server_metrics.server_block([w for w in data.server if w.target == name]),
         "stream": asdict(stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok)),
@@ -242,6 +158,40 @@ def _target(name: str, data: RunData) -> dict[str, Any]:
         mine = [p for p in phases if p.target == name]
         summary["slices"] = slices.slices(measured, mine, settings.slice_s, settings.slos)
     return summary
+
+
+def _invalid(
+    phases: Sequence[Phase],
+    any_ok: bool,
+    send_lag: dict[str, Any],
+    loop: dict[str, Any],
+    cpu: float | None,
+    settings: SummarySettings,
+) -> list[str]:
+    """Why a target's figures at this level cannot be trusted; none when they can."""
+    reasons = []
+    cut = [p for p in phases if p.interrupted]
+    if cut:
+        when = time.strftime("%H:%M:%S UTC", time.gmtime(cut[0].done_at or cut[0].end_at))
+        reasons.append(
+            f"interrupted at {when} in block {cut[0].target}#{cut[0].block}: fewer blocks than "
+            "planned, and requests in flight then were cancelled and are not counted"
+        )
+    if not any_ok:
+        reasons.append("no successful requests")
+    late = _starved(cpu)
+    if send_lag["p99"] is not None and send_lag["p99"] > settings.max_send_lag_s:
+        reasons.append(
+            f"client send lag P99 {send_lag['p99'] * 1e3:.1f} ms > "
+            f"{settings.max_send_lag_s * 1e3:.0f} ms: " + (late or "the client was the bottleneck")
+        )
+    if loop["p99"] is not None and loop["p99"] > settings.max_loop_lag_s:
+        reasons.append(
+            f"client event-loop lag P99 {loop['p99'] * 1e3:.1f} ms > "
+            f"{settings.max_loop_lag_s * 1e3:.0f} ms: timings are blurred"
+            + (f" ({late})" if late else " by the client")
+        )
+    return reasons
 
 
 def _checked(
@@ -289,45 +239,6 @@ def _checked(
         summary["goodput"]["requests_per_s"],
     )
     return {key: block for key, block in blocks.items() if block is not None}
-
-
-def signals(ok: Sequence[Record]) -> dict[str, Any]:
-    """What the servers said about the requests: reasoning, the prefix cache, stalls. A
-    figure over the requests that carried it; None when none did."""
-    reasoned = [r for r in ok if r.reasoning_tokens is not None and r.output_tokens]
-    cached = [r for r in ok if r.cached_tokens is not None and r.input_tokens]
-    streams = [r for r in ok if r.stalls is not None]
-    input_tokens = sum(r.input_tokens or 0 for r in cached)
-    return {
-        "reasoning": {
-            "requests": len(reasoned),
-            "share": (
-                sum(r.reasoning_tokens or 0 for r in reasoned)
-                / sum(r.output_tokens or 0 for r in reasoned)
-                if reasoned
-                else None
-            ),
-            "tokens": stats.describe([r.reasoning_tokens for r in reasoned], ci=False),
-            "reasoning_s": stats.describe(
-                [r.reasoning_s for r in ok if r.reasoning_s is not None], ci=False
-            ),
-        },
-        "cache": {
-            "requests": len(cached),
-            "hit_fraction": (
-                sum(r.cached_tokens or 0 for r in cached) / input_tokens if input_tokens else None
-            ),
-            "requests_with_hits": sum(1 for r in cached if r.cached_tokens),
-        },
-        "stalls": {
-            "streams": len(streams),
-            "stalls": sum(r.stalls or 0 for r in streams),
-            "streams_with_stalls": sum(1 for r in streams if r.stalls),
-            "max_itl_s": stats.describe(
-                [r.max_itl_s for r in streams if r.max_itl_s is not None], ci=False
-            ),
-        },
-    }
 
 
 def _mbu(
