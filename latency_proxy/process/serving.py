@@ -81,6 +81,11 @@ class DrainingServer(uvicorn.Server):
             self._heartbeat()
         return await super().on_tick(counter)
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if _KEPT_SIGNALS:  # came before uvicorn listened for it
+            self.handle_exit(_KEPT_SIGNALS[0], None)
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self._state.draining:
             log.info("draining", extra={"fields": {"signal": sig}})
@@ -169,11 +174,18 @@ def log_listening(
     )
 
 
-def quiet_signals() -> None:
-    """uvicorn re-raises the signal that stopped it once it is done; by then we have
-    drained and flushed, so that second delivery is a no-op and the exit code stays 0."""
+# SIGINT and SIGTERM received while uvicorn's own handlers are not in place
+_KEPT_SIGNALS: list[int] = []
+
+
+def keep_signals() -> None:
+    """Until uvicorn's handlers are in place, a SIGINT or SIGTERM is kept, and the main
+    server drains as soon as it has started (DrainingServer.startup): one sent right after
+    the start line is acted on, not lost. After uvicorn's handlers are gone, its re-raise
+    of the signal that stopped it is kept the same way and nothing more: by then we have
+    drained and flushed, and the exit code stays 0."""
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, frame: None)
+        signal.signal(sig, lambda signum, frame: _KEPT_SIGNALS.append(signum))
 
 
 def serve(settings: Settings, app: ProxyApp, open_files: tuple[int, int]) -> None:
@@ -181,6 +193,6 @@ def serve(settings: Settings, app: ProxyApp, open_files: tuple[int, int]) -> Non
     admin_sock = bind(settings.admin_host, settings.admin_port)
     main = main_server(settings, app)
     admin = admin_server(settings, app.admin)
+    keep_signals()
     log_listening(settings, main_sock, admin_sock, open_files)
-    quiet_signals()
     uvloop.run(_serve(main, main_sock, admin, admin_sock))

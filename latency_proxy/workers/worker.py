@@ -23,7 +23,7 @@ from latency_proxy.base.config import (
     upstream_credentials,
 )
 from latency_proxy.process.app import ProxyApp
-from latency_proxy.process.serving import main_server, quiet_signals
+from latency_proxy.process.serving import keep_signals, main_server
 from latency_proxy.telemetry.logs import configure
 from latency_proxy.telemetry.redact import content_policy
 from latency_proxy.telemetry.worker_store import Store
@@ -44,6 +44,7 @@ def run_worker(
     """The worker's life: the same flags and environment as its supervisor, so the same
     settings, content policy, keys and hooks."""
     _end_with(parent)
+    keep_signals()  # from the start: a drain asked while the worker starts is not lost
     _name_in_resource(number)
     settings = load_settings(flags)
     configure(settings.log_level, settings.log_format, worker=number)
@@ -56,7 +57,6 @@ def run_worker(
         session_key(settings),
     )
     server = main_server(settings, app, heartbeat=_heartbeat(ready))
-    quiet_signals()
     uvloop.run(server.serve(sockets=[sock]))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -90,3 +92,25 @@ def test_stream_longer_than_the_drain_is_cut_and_still_recorded(start_proxy, ups
     assert 0 < line["chunks"] < 100
     assert line["level"] == "warning"  # its one line; uvicorn's traceback of the cut is not
     assert "Exception in ASGI application" not in proxy.output()
+
+
+def test_sigterm_right_after_the_start_line_drains_and_exits_zero(tmp_path) -> None:
+    """A signal between the start line and uvicorn's own handlers is acted on once the
+    server has started, not lost (the proxy would otherwise run on after SIGTERM)."""
+    code = (
+        "import os, signal, sys\n"
+        "from latency_proxy import cli\n"
+        "from latency_proxy.process import serving\n"
+        "started = serving.log_listening\n"
+        "def listening(*args):\n"
+        "    started(*args)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "serving.log_listening = listening\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    flags = ["--upstream", "http://127.0.0.1:9", "--port", "0", "--admin-port", "0"]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *flags], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '"msg":"draining"' in done.stdout  # its log lines
