@@ -209,11 +209,11 @@ def plan(
         planned = Planned()
         for n, at in enumerate(window.due(arrivals(level, arrival, rng, gamma_shape))):
             if prompts.turns > 1:  # an arrival is a conversation's start
-                prompts.conversation(planned, f"c{n}", at, rng, f"c{n}")
+                prompts.conversation(planned, f"c{n}", at, rng)
             else:
                 prompts.one(planned, at, rng)
         if prompts.turns > 1:
-            planned = sent(model, window, planned, replicas, seed)[0]
+            planned = planned.only(sent(model, window, planned, replicas, seed))
     limit = model.max_model_len
     for r in planned.requests:
         if r.prompt_tokens + r.output_tokens > limit:
@@ -224,34 +224,35 @@ def plan(
     return planned
 
 
-def sent(
-    model: Preset, window: Window, planned: Planned, replicas: int, seed: int
-) -> tuple[Planned, set[str | None]]:
-    """The requests the window sends (the earliest-due first) and the twin's sessions of
-    those it does not. A request due after the window closed cannot change one due before,
-    so the first ones' arrivals hold when the rest are left out."""
+def sent(model: Preset, window: Window, planned: Planned, replicas: int, seed: int) -> list[int]:
+    """The indices of the requests the window sends: the earliest-due first. A request due
+    after the window closed cannot change one due before, so the first ones' arrivals hold
+    when the rest are left out (and a parent is due before the requests that wait on it)."""
     timings = twin.run(model, planned.requests, replicas, seed).timings
     order = sorted(range(len(timings)), key=lambda i: timings[i].arrival)
-    count = len(window.due(timings[i].arrival for i in order))
-    left = {planned.requests[i].session for i in order[count:]}
-    return planned.only(sorted(order[:count])), left
+    return sorted(order[: len(window.due(timings[i].arrival for i in order))])
 
 
 def closed_loop(
     model: Preset, window: Window, streams: int, prompts: Prompts, rng_seed: int, replicas: int
 ) -> Planned:
-    """`streams` streams of conversations back to back, as many as the window sends: more
-    are tried until every stream has one it does not send."""
+    """`streams` streams of conversations back to back (each conversation's first turn
+    waits on the stream's last one), as many as the window sends: more are tried until
+    every stream has one it does not send."""
     each = max(4, math.ceil((window.requests or 0) / (streams * prompts.turns)) + 1)
     while True:
         rng = np.random.default_rng(rng_seed)
         planned = Planned()
+        last: list[int | None] = [None] * streams
+        stream_of: list[int] = []  # each request's stream
         for n in range(each):
             for s in range(streams):
-                prompts.conversation(planned, f"s{s}-{n}", 0.0, rng, f"s{s}")
-        kept, left = sent(model, window, planned, replicas, rng_seed)
+                last[s] = prompts.conversation(planned, f"s{s}-{n}", 0.0, rng, last[s])
+                stream_of += [s] * (len(planned.requests) - len(stream_of))
+        kept = sent(model, window, planned, replicas, rng_seed)
+        left = {stream_of[i] for i in set(range(len(stream_of))) - set(kept)}
         if len(left) == streams:
-            return kept  # no stream ran out
+            return planned.only(kept)  # no stream ran out
         if len(planned.requests) * 2 > MAX_REQUESTS:
             raise ValueError(f"the window asks for more than {MAX_REQUESTS:,} virtual requests")
         each *= 2

@@ -14,6 +14,7 @@ so it finds what the turn before left in the prefix cache, that turn's answer in
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -74,7 +75,16 @@ class Planned:
         self.labels.append((session, turn))
 
     def only(self, kept: Sequence[int]) -> Planned:
-        return Planned([self.requests[i] for i in kept], [self.labels[i] for i in kept])
+        """The requests at `kept` (increasing), each parent renumbered; one whose parent is
+        left out waits on none and is due at its own arrival."""
+        at = {old: new for new, old in enumerate(kept)}
+        requests = []
+        for i in kept:
+            r = self.requests[i]
+            if r.parent is not None:
+                r = dataclasses.replace(r, parent=at.get(r.parent))
+            requests.append(r)
+        return Planned(requests, [self.labels[i] for i in kept])
 
 
 @dataclass(slots=True)
@@ -117,13 +127,19 @@ class Prompts:
         planned.add(twin.Request(at, prompt, output, prefix=self._shared(prompt)))
 
     def conversation(
-        self, planned: Planned, name: str, at: float, rng: np.random.Generator, chain: str
-    ) -> None:
-        """A conversation of `turns` requests, its first due `at`, each later one a think
-        time after the answer before; `chain` is the twin's session (a closed-loop stream
-        runs its conversations one after another)."""
+        self,
+        planned: Planned,
+        name: str,
+        at: float,
+        rng: np.random.Generator,
+        after: int | None = None,
+    ) -> int:
+        """A conversation of `turns` requests, its first due `at` (or as request `after`
+        ends: a closed-loop stream runs its conversations one after another), each later
+        one a think time after the answer before; the index of its last request."""
         parts: tuple[tuple[str, int], ...] = ()
         history = 0
+        parent = after
         for turn in range(1, self.turns + 1):
             think = self.think.draw(rng) if turn > 1 else 0.0
             prompt, output = self.draw(rng)
@@ -133,9 +149,11 @@ class Prompts:
                 own -= sum(n for _name, n in parts)
             if self.turns > 1:  # named, so the next turn finds it
                 parts += ((f"{name}:{turn}", own),)
-            request = twin.Request(at, history + prompt, output, parts, chain, think)
+            request = twin.Request(at, history + prompt, output, parts, parent, think)
             planned.add(request, *((name, turn) if self.turns > 1 else ()))
             history += prompt + output
+            parent = len(planned.requests) - 1
+        return len(planned.requests) - 1
 
 
 def replayed(trace: Sequence[Arrival], book: PromptBook, endpoint: str) -> Planned:

@@ -186,11 +186,12 @@ def replay(
     seqs = list(seqs)
     trace.sent = {seq: seq.arrival for seq in seqs}
 
-    def sending(done: Seq, now: float) -> Seq | None:
+    def sending(done: Seq, now: float) -> list[Seq]:
         nxt = follow_up(done, now)
-        if nxt is not None:
-            trace.sent[nxt] = nxt.arrival
-        return nxt
+        if nxt is None:
+            return []
+        trace.sent[nxt] = nxt.arrival
+        return [nxt]
 
     def observe(
         _replica: int, _batch: Batch, _step: StepTime, _now: float, sampled: cluster.Sampled

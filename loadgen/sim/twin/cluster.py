@@ -21,8 +21,9 @@ from loadgen.sim.model.roofline import StepTime
 from loadgen.sim.model.scheduler import Batch, Scheduler
 from loadgen.sim.model.sequence import Seq
 
-# told of each finished request and the time; may return the next request (its arrival set)
-FollowUp = Callable[[Seq, float], Seq | None]
+# told of each finished request and the time; returns the requests that waited on it, their
+# arrivals set
+FollowUp = Callable[[Seq, float], Iterable[Seq]]
 # told of each step as it ends: replica, the step's work, its time, the end, what it sampled
 Sampled = list[tuple[Seq, float | None]]  # a step's sequences that sampled, with their gap
 Observer = Callable[[int, Batch, StepTime, float, Sampled], None]
@@ -112,8 +113,7 @@ class Cluster:
                     if not done.finished:
                         continue
                     replica.outstanding -= 1
-                    nxt = follow_up(done, now) if follow_up is not None else None
-                    if nxt is not None:
+                    for nxt in follow_up(done, now) if follow_up is not None else ():
                         self.submit(nxt)
                 if replica.scheduler.idle:
                     replica.awake = False

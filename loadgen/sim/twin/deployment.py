@@ -7,15 +7,19 @@ output lengths, and what its context (prompt, then output) shares with other req
 parts agree up to a token have the same tokens up to there, as vLLM's chained block hashes
 say, so the replica's prefix cache serves them to the later one while they stay cached. A
 part may run on into the output: vLLM V1 caches an answer's blocks as they are computed, so
-a conversation's next turn, whose prompt repeats the answer, finds them too. A later turn
-of a session (same `session`, after it in the list) reaches the router `think_s` after the
-previous turn finished; its own `arrival` is then ignored.
+a conversation's next turn, whose prompt repeats the answer, finds them too.
+
+A request may wait on an earlier one, its `parent` (by index in the list): it reaches the
+router `gap_s` after the parent finished, and its own `arrival` is then ignored. That is a
+conversation's next turn (its parent the turn before, the gap the user's think time) and an
+agent's call after a tool ran; calls with one parent (a fan-out) arrive together and run in
+parallel, and a closed-loop stream is a chain of such requests.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import deque
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -33,8 +37,8 @@ class Request:
     prompt_tokens: int
     output_tokens: int
     prefix: tuple[tuple[str, int], ...] = ()  # the named parts its context opens with
-    session: str | None = None
-    think_s: float = 0.0  # a later turn: from the previous turn's end to this one's arrival
+    parent: int | None = None  # the earlier request it waits on, by index
+    gap_s: float = 0.0  # from its parent's end to its own arrival
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +202,8 @@ def run(
     """Every request through `replicas` engines of `preset`; ValueError for a request the
     model cannot take (longer than its context). `observe` is told of every step as it
     ends (virtual.Observer); a sequence's `index` is its request's, and its `released`
-    says when a streamed chunk ends (every `stream_interval` tokens after the first)."""
+    says when a streamed chunk ends (every `stream_interval` tokens after the first).
+    ValueError for a parent that is not an earlier request, or a gap that is no time."""
     if stream_interval < 1:
         raise ValueError(f"stream_interval must be ≥ 1, not {stream_interval}")
     limit = preset.max_model_len
@@ -210,29 +215,30 @@ def run(
                 f"request {i}: {r.prompt_tokens} + {r.output_tokens} tokens is more than the "
                 f"model's context ({limit})"
             )
+        if r.parent is not None and not 0 <= r.parent < i:
+            raise ValueError(f"request {i}: its parent {r.parent} is not an earlier request")
+        if not 0 <= r.gap_s < math.inf:
+            raise ValueError(f"request {i}: a gap of {r.gap_s} s")
     block = preset.engine.block_size
     seqs: list[_Seq | None] = [None] * len(requests)
-    later: dict[str, deque[int]] = {}
+    waiting: dict[int, list[int]] = {}  # a parent's index: its children's, in order
     cluster = Cluster.of(preset, replicas, seed)
     for i, r in enumerate(requests):
-        if r.session is not None and r.session in later:
-            later[r.session].append(i)
+        if r.parent is not None:
+            waiting.setdefault(r.parent, []).append(i)
             continue
-        if r.session is not None:
-            later[r.session] = deque()
         seqs[i] = seq = _seq(i, r, r.arrival, stream_interval, block)
         cluster.submit(seq)
     steps = Steps()
 
-    def follow_up(done: Seq, now: float) -> Seq | None:
+    def follow_up(done: Seq, now: float) -> list[Seq]:
         done.block_hashes = ()  # its blocks are freed: the pool keeps the hashes it caches
-        session = requests[done.index].session
-        turns = later.get(session) if session is not None else None
-        if not turns:
-            return None
-        i = turns.popleft()
-        seqs[i] = seq = _seq(i, requests[i], now + requests[i].think_s, stream_interval, block)
-        return seq
+        children: list[Seq] = []
+        for i in waiting.pop(done.index, ()):
+            at = now + requests[i].gap_s
+            seqs[i] = seq = _seq(i, requests[i], at, stream_interval, block)
+            children.append(seq)
+        return children
 
     def count(replica: int, batch: Batch, step: StepTime, now: float, sampled: Sampled) -> None:
         steps.add(batch, step)

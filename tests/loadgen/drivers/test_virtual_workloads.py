@@ -57,8 +57,8 @@ def test_turns_grow_their_prompts_and_are_the_twins_conversations(tmp_path: Path
                     r["input_tokens"],
                     r["output_tokens"],
                     prefix=((r["session"], r["input_tokens"] + r["output_tokens"]),),
-                    session=r["session"],
-                    think_s=think,
+                    parent=len(requests) - 1 if k else None,
+                    gap_s=think,
                 )
             )
     timings = twin.run(presets.load(PRESET), requests).timings

@@ -38,12 +38,44 @@ def test_a_burst_queues_on_one_replica_and_spreads_over_two() -> None:
 
 def test_a_later_turn_follows_the_previous_ones_end_and_hits_its_prefix() -> None:
     turns = [
-        Request(1.0, 600, 30, prefix=(("s", 600),), session="s"),
-        Request(0.0, 900, 30, prefix=(("s", 900),), session="s", think_s=2.0),
+        Request(1.0, 600, 30, prefix=(("s", 600),)),
+        Request(0.0, 900, 30, prefix=(("s", 900),), parent=0, gap_s=2.0),
     ]
     first, second = twin.run(PRESET, turns).timings
     assert second.arrival == pytest.approx(first.finished + 2.0)
     assert first.cached_tokens == 0 and second.cached_tokens == 592  # 37 whole blocks of 600
+
+
+def test_a_fan_out_waits_on_one_parent_and_runs_in_parallel() -> None:
+    """Three calls on one parent arrive together after its end and its gap, share its
+    context and overlap; a call on one of them waits for that one alone."""
+    context = (("p", 630),)
+    calls = [
+        Request(0.0, 600, 30, prefix=context),
+        *(Request(9.0, 800, 40, prefix=(*context, (f"b{j}", 210)), parent=0, gap_s=0.5)
+          for j in range(3)),
+        Request(0.0, 900, 10, prefix=(*context, ("b1", 210)), parent=2, gap_s=0.25),
+    ]  # fmt: skip
+    first, *fanned, last = twin.run(PRESET, calls).timings
+    assert [t.arrival for t in fanned] == pytest.approx([first.finished + 0.5] * 3)
+    assert max(t.first_token for t in fanned) < min(t.finished for t in fanned)  # together
+    assert all(t.cached_tokens == 624 for t in fanned)  # the parent's 629 tokens computed
+    assert last.arrival == pytest.approx(fanned[1].finished + 0.25)
+    assert last.cached_tokens == 832  # its parent's 839 tokens computed, in whole blocks
+
+
+@pytest.mark.parametrize(
+    ("request_", "says"),
+    [
+        (Request(0.0, 10, 10, parent=1), "request 1: its parent 1 is not an earlier request"),
+        (Request(0.0, 10, 10, parent=-1), "its parent -1 is not an earlier request"),
+        (Request(0.0, 10, 10, parent=0, gap_s=-1.0), "request 1: a gap of -1.0 s"),
+        (Request(0.0, 10, 10, parent=0, gap_s=float("nan")), "a gap of nan s"),
+    ],
+)
+def test_a_parent_must_come_before_and_a_gap_be_time(request_: Request, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        twin.run(PRESET, [Request(0.0, 10, 10), request_])
 
 
 def test_parts_are_shared_as_far_as_their_names_agree() -> None:
@@ -56,8 +88,8 @@ def test_parts_are_shared_as_far_as_their_names_agree() -> None:
 
 def test_a_turn_finds_the_answer_before_it_in_the_cache() -> None:
     turns = [
-        Request(0.0, 600, 30, prefix=(("s", 630),), session="s"),
-        Request(0.0, 900, 30, prefix=(("s", 930),), session="s", think_s=1.0),
+        Request(0.0, 600, 30, prefix=(("s", 630),)),
+        Request(0.0, 900, 30, prefix=(("s", 930),), parent=0, gap_s=1.0),
     ]
     _first, second = twin.run(PRESET, turns).timings
     assert second.cached_tokens == 624  # 39 whole blocks of the 629 tokens computed
