@@ -65,7 +65,8 @@ def drive(
         data.meta["replay"] = trace.meta
         sizing = virtual_requests.sizing(config.endpoint)
         book = replay.PromptBook(sizing, 0, config.replay.block_tokens)
-        replayed = virtual_requests.replayed(trace.arrivals, book, config.endpoint)
+        gap_scale = config.replay.gap_scale
+        replayed = virtual_requests.replayed(trace.arrivals, book, config.endpoint, gap_scale)
         lines = [a.record.line for a in trace.arrivals]
     served: dict[str, list[list[int]]] = {spec: [] for spec in models}
     interval = virtual.stream_interval(config.virtual_args)

@@ -14,7 +14,7 @@ request on the client side. It writes records; analysis/ judges them.
 - `sizing.py` synthetic prompts calibrated against a tokenizer
 - `targets.py` where load goes
 - `virtual.py` a virtual: target's load on the simulator's clock, its predictions as records
-- `virtual_requests.py` a virtual run's workload as the twin's requests: lengths, turns, sharing
+- `virtual_requests.py` the workload as the twin's requests: lengths, turns, sharing, call graphs
 - `virtual_stream.py` a virtual request's stream: its content events, their gaps on the record
 - `virtual_settle.py` a capacity probe's settling warm-up, read off the twin's timings
 - `flags.py` the flags both engines take, and loadgen's answer and cost flags, each defined once

@@ -5,10 +5,11 @@ the run directory a real one does. No sockets, no sleeping.
 
 Open loop draws its arrivals as the runner would (schedule.arrivals), each a request or a
 conversation's start; closed loop is N streams of back-to-back conversations; a replay
-keeps the trace window's arrivals at its speed, and a record longer than the context is
-refused 400 at once, as vLLM refuses it.
-Like a real run's window, a request due before the warm-up's end is kept as "warmup"; one
-due after the window closed is not sent; one still running a drain after it is UNFINISHED.
+keeps the trace window's arrivals at its speed (an agents' call waits on the one it
+continues), and a record longer than the context is refused 400 at once, as vLLM refuses it.
+Like a real run's window, a request due before the warm-up's end is kept as "warmup" (a
+replayed call that waits on another, when that one is); one due after the window closed is
+not sent; one still running a drain after it is UNFINISHED.
 What a live run scrapes from vLLM's /metrics as its window opens and closes (the waiting
 and running gauges, the preemptions between) is read off the twin's timings
 (`server_window`), so steady.py judges a virtual level on the same figures as a served one.
@@ -265,12 +266,13 @@ def records(
     level: float,
     start: float,
     drain: float | None,
-    labels: Sequence[tuple[str | None, int | None]],
+    planned: Planned,
     stream: Stream,
     stall_s: float,
 ) -> tuple[list[Record], Phase]:
     """The block's records and its phase, in epoch seconds from `start`."""
-    measured = [t.arrival for t in timings if t.arrival >= window.warmup_s]
+    warmed = planned.warm([t.arrival for t in timings], window.warmup_s)
+    measured = [t.arrival for t, warm in zip(timings, warmed, strict=True) if not warm]
     closes = (
         window.warmup_s + window.duration_s
         if window.duration_s is not None
@@ -278,8 +280,9 @@ def records(
     )
     cut = closes + drain_s(closes - window.warmup_s, drain)
     out, done = [], window.warmup_s
-    for i, (t, (session, turn)) in enumerate(zip(timings, labels, strict=True)):
-        warm = t.arrival < window.warmup_s
+    for i, (t, warm, (session, turn)) in enumerate(
+        zip(timings, warmed, planned.labels, strict=True)
+    ):
         finished = warm or t.finished <= cut
         end = t.finished if finished else cut
         if not warm:
@@ -381,7 +384,7 @@ def run_block(
     stream = Stream()
     result = twin.run(model, served.requests, replicas, seed, stream, stream_interval)
     kept, phase = records(
-        target, result.timings, window, level, start, drain, served.labels, stream, stall_s
+        target, result.timings, window, level, start, drain, served, stream, stall_s
     )
     answered = dict(zip(fits, kept, strict=True))
     out = [
@@ -390,6 +393,7 @@ def run_block(
     ]
     for i, record in enumerate(out):
         record.request_id = f"virtual-{i}"  # by the plan's order, refused ones counted
+        record.session, record.turn = planned.labels[i]
     for record, line in zip(out, lines, strict=False):
         record.replay_index = line
     gauges = server_window(target, result.timings, phase, start)

@@ -10,6 +10,14 @@ share. A conversation (`--turns`) sends its history again: turn k's prompt is ev
 turn's prompt and answer, then its new message (exact under the simulator's rule, where an
 answer's role header stands where its generation prompt stood), named by the conversation,
 so it finds what the turn before left in the prefix cache, that turn's answer included.
+
+A replay keeps an agent trace's call graph (replay/sessions.py): a call that continues
+another waits on it in the twin (its parent) and arrives its recorded gap, times
+--gap-scale, after that call's answer ended on the virtual clock, as a live replay sends it.
+Its context is the one a live replay's prompt has (replay/prompts.py's follow_up): its
+parent's whole context, the parent's answer included, then its own new tokens; a call that
+waits on none opens with its trace's shared parts (the prefix blocks, hash ids) and is due
+at its own offset.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from loadgen.engine.workload import (
     Sizing,
     user_messages,
 )
-from loadgen.replay import Arrival, PromptBook
+from loadgen.replay import Arrival, PromptBook, sessions
 from loadgen.sim import twin
 from loadgen.sim.model.tokenizer import SIMPLE
 
@@ -67,6 +75,9 @@ class Planned:
 
     requests: list[twin.Request] = field(default_factory=list)
     labels: list[tuple[str | None, int | None]] = field(default_factory=list)
+    # a replay's: a call is in the warm-up exactly when the call it waits on is (its
+    # session's first call), as a live replay keeps its sessions whole
+    warm_by_session: bool = False
 
     def add(
         self, request: twin.Request, session: str | None = None, turn: int | None = None
@@ -84,7 +95,15 @@ class Planned:
             if r.parent is not None:
                 r = dataclasses.replace(r, parent=at.get(r.parent))
             requests.append(r)
-        return Planned(requests, [self.labels[i] for i in kept])
+        return Planned(requests, [self.labels[i] for i in kept], self.warm_by_session)
+
+    def warm(self, arrivals: Sequence[float], warmup_s: float) -> list[bool]:
+        """Whether each request (arriving at `arrivals`) is in the warm-up."""
+        out: list[bool] = []
+        for r, at in zip(self.requests, arrivals, strict=True):
+            parent = r.parent if self.warm_by_session else None
+            out.append(at < warmup_s if parent is None else out[parent])
+        return out
 
 
 @dataclass(slots=True)
@@ -156,12 +175,33 @@ class Prompts:
         return len(planned.requests) - 1
 
 
-def replayed(trace: Sequence[Arrival], book: PromptBook, endpoint: str) -> Planned:
-    """A replay's window: each record's lengths, and the parts the trace says it shares."""
-    planned = Planned()
+def replayed(
+    trace: Sequence[Arrival], book: PromptBook, endpoint: str, gap_scale: float = 1.0
+) -> Planned:
+    """A replay's window: each record's lengths, the parts its context shares, and the call
+    it waits on, with its session and turn for its record."""
+    tree = sessions.graph(trace)
+    parent_of = {c.record.line: p for p, kids in tree.children.items() for c in kids}
     lead = opening(endpoint, 0)
+    index: dict[int, int] = {}  # a record's line: its request's index
+    context: dict[int, tuple[tuple[str, int], ...]] = {}  # an awaited call's, answer included
+    planned = Planned(warm_by_session=True)
     for a in trace:
-        named = enumerate(book.parts(a.record))
-        parts = tuple((name, words + lead * (i == 0)) for i, (name, words) in named)
-        planned.add(twin.Request(a.offset_s, a.record.input_tokens, a.record.output_tokens, parts))
+        record, line = a.record, a.record.line
+        parent = parent_of.get(line)
+        if parent is not None:
+            parts = context[parent]
+        else:
+            named = enumerate(book.parts(record))
+            parts = tuple((name, words + lead * (i == 0)) for i, (name, words) in named)
+        if line in tree.children:  # its own tokens and its answer: what its followers repeat
+            own = max(0, record.input_tokens - sum(n for _name, n in parts))
+            parts = (*parts, (f"own:{line}", own), (f"answer:{line}", record.output_tokens))
+            context[line] = parts
+        request = twin.Request(a.offset_s, record.input_tokens, record.output_tokens, parts)
+        if parent is not None:
+            gap = (record.gap_s or 0.0) * gap_scale
+            request = dataclasses.replace(request, parent=index[parent], gap_s=gap)
+        index[line] = len(planned.requests)
+        planned.add(request, record.session, record.turn)
     return planned

@@ -3,7 +3,7 @@ a fan-out of three parallel calls, a sub-agent) works against the simulator thro
 proxy, all real processes on loopback. The proxy's capture holds the agent's own sessions
 and parents and no prompt text; its replay through a second proxy to a fresh simulator
 sends no call before its parent's answer ended and finds the prefix cache hitting as
-often as the agent did."""
+often as the agent did; so does its replay on the simulator's twin (`virtual:`)."""
 
 from __future__ import annotations
 
@@ -121,3 +121,18 @@ def test_an_agent_is_captured_as_it_ran_and_replayed_in_its_order(
     assert original > 0.5  # an agent's prompts are mostly what it sent before
     assert abs(replay_share - original) <= 0.1 * original, (original, replay_share)
     assert CANARY not in proxy_b.output()
+    # the same capture on the simulator's twin: the same order on the virtual clock, and
+    # the prefix cache hitting as it did live
+    twin = tmp_path / "twin"
+    virtual = ["--target", "virtual:llama-70b-bf16-tp4-a100", *argv[2:], "--out", str(twin)]
+    assert main([*virtual, "--no-progress"]) == 0
+    predicted = {by_line[r.replay_index]["request_id"]: r for r in rundir.read(twin).records}
+    assert predicted.keys() == seen.keys()
+    for call_id, record in predicted.items():
+        parent = seen[call_id]["parent"]
+        if parent is not None:
+            gap = seen[call_id]["parent_gap_s"]
+            assert record.sent_at >= predicted[parent].end_at + gap - 1e-6
+    cached = sum(r.cached_tokens or 0 for r in predicted.values())
+    twin_share = cached / sum(r.input_tokens or 0 for r in predicted.values())
+    assert abs(twin_share - original) <= 0.1 * original, (original, twin_share)

@@ -93,3 +93,25 @@ def test_an_otlp_capture_replays_in_its_dependency_order(tmp_path: Path) -> None
         if trace_record.parent is not None:
             mine, theirs = records[trace_record.line], records[lines[trace_record.parent]]
             assert mine.sent_at >= theirs.end_at + (trace_record.gap_s or 0) - 0.02
+
+
+def test_an_otlp_capture_keeps_its_order_on_the_twin(tmp_path: Path) -> None:
+    """On `virtual:`, a call arrives its gap after its parent's end on the virtual clock,
+    and finds its parent's prompt and answer cached: spans carry no prefix hashes, the
+    dependencies alone make the shared prefix."""
+    trace = tmp_path / "spans.json"
+    trace.write_text(agent_spans())
+    argv = ["--target", "virtual:llama-70b-bf16-tp4-a100", "--replay", str(trace)]
+    assert main([*argv, "--out", str(tmp_path / "r"), "--no-progress", "--warmup", "0s"]) == 0
+    records = {r.replay_index: r for r in rundir.read(tmp_path / "r").records}
+    parsed = parse(trace.read_text()).records
+    lines = {r.call: r.line for r in parsed}
+    assert len(records) == 6 and all(r.ok for r in records.values())
+    linked = [r for r in parsed if r.parent is not None]
+    assert len(linked) == 4
+    for trace_record in linked:
+        mine, theirs = records[trace_record.line], records[lines[trace_record.parent]]
+        assert mine.sent_at == pytest.approx(theirs.end_at + (trace_record.gap_s or 0), abs=1e-6)
+        assert mine.session == trace_record.session and (mine.cached_tokens or 0) >= 16
+    roots = [records[r.line] for r in parsed if r.parent is None]
+    assert all(r.cached_tokens == 0 for r in roots)
