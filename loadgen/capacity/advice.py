@@ -6,6 +6,9 @@ dictionary in, one sentence out, for every axis alike.
 before TTFT P90 passes 800 ms (1.24 s at 1.8x); qwen-72b holds 0.4x of this traffic before
 TPOT P90 passes 50 ms (61 ms at 0.45x): it needs at least 3 replicas like this one."
 
+A replay of agents' sessions says its speed in sessions started a minute too ("1.7x (41
+sessions/min)"): the trace window's sessions over its length, times the speed.
+
 A virtual: target's clause names its twin ("one replica of virtual:fitted with --max-num-seqs
 128") and says that its figure is predicted, and how far to trust it: the held-out error
 its fitted preset carries (of the binding SLO's figure when the fit checked it, else the
@@ -49,9 +52,12 @@ def _upper(t: Mapping[str, Any]) -> float | None:
 
 def _holds(name: str, t: Mapping[str, Any], axis: Axis, first: bool) -> str:
     """ "qwen-72b sustains 3.1 req/s (790 output tok/s)", "this traffic can grow 1.7x on
-    llama-70b", "llama-70b holds 0.4x of this traffic"."""
+    llama-70b", "llama-70b holds 0.4x of this traffic"; an agents' trace's speed also in
+    the sessions it starts: "this traffic can grow 1.7x (41 sessions/min) on llama-70b"."""
     level = t["capacity"]
     amount = ("at least " if _upper(t) is None else "") + axis.amount(level)
+    if sessions := t.get("sessions_per_min"):
+        amount += f" ({_per_minute(sessions)} sessions/min)"
     if not axis.relative:
         tokens = t["output_tokens_per_s"]
         said = f"{name} sustains {amount}"
@@ -59,6 +65,12 @@ def _holds(name: str, t: Mapping[str, Any], axis: Axis, first: bool) -> str:
     if level > 1:
         return f"this traffic can grow {amount} on {name}"
     return f"{name} holds {amount} of this traffic"
+
+
+def _per_minute(value: float) -> str:
+    """41.2 -> "41.2", 1234.5 -> "1,234", 0.0523 -> "0.0523": three significant digits,
+    whole above a hundred."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def binds(t: Mapping[str, Any], axis: Axis) -> str:

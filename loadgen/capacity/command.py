@@ -146,6 +146,7 @@ class _Prober:
         summary = run.measure(probe_config)
         self.wall[spec] = (time.monotonic() - started) / scale
         probe = _probe(level, self.number, summary["targets"][name], summary, self.config)
+        probe["sessions_per_min"] = self._sessions(level, scale)
         if "virtual" in summary:  # the twin that predicted it, without its per-run counts
             twin = {k: v for k, v in summary["virtual"].items() if k != "requests_per_replica"}
             self.predicted[name] = twin
@@ -172,6 +173,13 @@ class _Prober:
         if self.axis.name != "speed":
             return self.requests * scale
         return len(_window(self.config, scale).arrivals)
+
+    def _sessions(self, level: float, scale: int) -> float | None:
+        """--by speed over an agents' trace: the sessions its window starts a minute at this
+        speed (None for another axis, or a trace without sessions)."""
+        if self.axis.name != "speed":
+            return None
+        return replay.sessions.per_minute(_window(self.config, scale).arrivals, level)
 
     def _grows(self, extension: int) -> bool:
         """An extension would measure more: a replay's window that holds the whole trace

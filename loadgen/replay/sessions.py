@@ -6,6 +6,9 @@ has ended on this run, plus its recorded gap (scaled by --gap-scale); every othe
 window, failed or never recorded) is a root, sent at its own offset. A parent must come
 before its child in arrival order, so a cycle in a file cannot hold a call back: the
 earliest call of a cycle is a root, the rest follow it.
+
+How many sessions a window starts a minute, at a speed, is what `capacity --by speed`
+says its answer in.
 """
 
 from __future__ import annotations
@@ -61,3 +64,14 @@ def measured(tree: Graph, warmup_s: float) -> int:
         count += 1
         stack.extend(tree.children.get(arrival.record.line, ()))
     return count
+
+
+def per_minute(arrivals: Sequence[Arrival], speed: float) -> float | None:
+    """Sessions started per minute when the window is replayed at `speed`: its sessions
+    over its length (its first record to its last, trace time); None without a session,
+    or without a length to start them over."""
+    count = graph(arrivals).meta()["sessions"]
+    span = arrivals[-1].record.at - arrivals[0].record.at if arrivals else 0.0
+    if not count or span <= 0:
+        return None
+    return count / span * speed * 60

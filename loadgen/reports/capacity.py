@@ -113,6 +113,7 @@ def result(
             "crossing": crossing(knee, failing) if knee and failing else None,
             "output_tokens_per_s": knee["output_tokens_per_s"] if knee else None,
             "requests_per_s": knee["requests_per_s"] if knee else None,
+            "sessions_per_min": knee.get("sessions_per_min") if knee else None,
             "binding": _binding(failing),
             "binding_slo": binding_slo(failing, slo),
             "reason": reason,

@@ -45,6 +45,18 @@ def test_traffic_that_can_grow_names_the_slo_that_breaks_first() -> None:
     )
 
 
+def test_an_agents_trace_says_its_speed_in_sessions_a_minute_too() -> None:
+    grows = entry(1.7, 1.8, sessions_per_min=41.23)
+    held = entry(0.4, 0.42, sessions_per_min=1234.5)
+    assert said("speed", **{"llama-70b": grows, "qwen-72b": held}) == (
+        HEAD + "this traffic can grow 1.7x (41.2 sessions/min) on llama-70b before TTFT P90 "
+        "passes 800 ms (1.24 s at 1.8x); qwen-72b holds 0.4x (1,234 sessions/min) of this "
+        "traffic before TTFT P90 passes 800 ms (1.24 s at 0.42x): it needs at least 3 "
+        "replicas like this one; at 0.4x llama-70b still has 325% headroom."
+    )
+    assert "sessions/min" not in said("speed", x=entry(1.7, 1.8, sessions_per_min=None))
+
+
 def test_under_the_traffic_it_says_how_many_replicas_at_least() -> None:
     tpot = {"metric": "tpot", "percentile": "p90", "limit_s": 0.05, "value_s": 0.061, "level": 0.42}
     text = said(

@@ -94,3 +94,14 @@ def test_only_an_agents_trace_has_dependencies() -> None:
     assert len(tree.roots) == 2 and not tree.children
     assert [a.record.line for a in share(plain, 1, 2)] == [2]
     assert isinstance(plain[0], Arrival)
+
+
+def test_sessions_a_minute_are_the_windows_sessions_over_its_length_times_the_speed() -> None:
+    # two sessions (one with a call that continues a call outside the window) over 30 s
+    arrivals = schedule([call(1, 0), call(2, 10, "c1"), call(3, 20, session="t"),
+                         call(4, 30, "gone", session="t")])  # fmt: skip
+    assert sessions.per_minute(arrivals, 1.0) == pytest.approx(4.0)
+    assert sessions.per_minute(arrivals, 2.5) == pytest.approx(10.0)
+    plain = schedule([TraceRecord(1, 0, 10, 2), TraceRecord(2, 5, 10, 2)])
+    assert sessions.per_minute(plain, 1.0) is None  # no session to count
+    assert sessions.per_minute(schedule([call(1, 3)]), 1.0) is None  # no length to start over
