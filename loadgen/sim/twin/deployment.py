@@ -206,19 +206,7 @@ def run(
     ValueError for a parent that is not an earlier request, or a gap that is no time."""
     if stream_interval < 1:
         raise ValueError(f"stream_interval must be ≥ 1, not {stream_interval}")
-    limit = preset.max_model_len
-    for i, r in enumerate(requests):
-        if r.prompt_tokens < 1 or r.output_tokens < 1:
-            raise ValueError(f"request {i}: prompt and output need at least one token")
-        if r.prompt_tokens + r.output_tokens > limit:
-            raise ValueError(
-                f"request {i}: {r.prompt_tokens} + {r.output_tokens} tokens is more than the "
-                f"model's context ({limit})"
-            )
-        if r.parent is not None and not 0 <= r.parent < i:
-            raise ValueError(f"request {i}: its parent {r.parent} is not an earlier request")
-        if not 0 <= r.gap_s < math.inf:
-            raise ValueError(f"request {i}: a gap of {r.gap_s} s")
+    _check(requests, preset.max_model_len)
     block = preset.engine.block_size
     seqs: list[_Seq | None] = [None] * len(requests)
     waiting: dict[int, list[int]] = {}  # a parent's index: its children's, in order
@@ -254,25 +242,43 @@ def run(
     elapsed = cluster.run(follow_up, count)
     served = [0] * replicas
     timings = []
-    for maybe in seqs:
-        assert maybe is not None, "every request ran"
-        seq = maybe
-        assert seq.finished_at is not None
-        assert seq.scheduled_at is not None and seq.first_token_at is not None
-        served[seq.replica] += 1
-        timings.append(
-            Timing(
-                replica=seq.replica,
-                arrival=seq.sent_at,
-                engine_arrival=seq.arrival,
-                scheduled=seq.scheduled_at,
-                first_token=seq.first_token_at,
-                finished=seq.finished_at,
-                prompt_tokens=seq.prompt_tokens,
-                output_tokens=seq.output_tokens,
-                cached_tokens=seq.cached_tokens,
-                preemptions=seq.preemptions,
-                batch=seq.batch_sum / max(1, seq.steps_in),
-            )
-        )
+    for ran in seqs:
+        assert ran is not None, "every request ran"
+        served[ran.replica] += 1
+        timings.append(_timing(ran))
     return Result(timings, steps, elapsed, served)
+
+
+def _check(requests: Sequence[Request], limit: int) -> None:
+    """ValueError, naming the request, for one the twin cannot run."""
+    for i, r in enumerate(requests):
+        if r.prompt_tokens < 1 or r.output_tokens < 1:
+            raise ValueError(f"request {i}: prompt and output need at least one token")
+        if r.prompt_tokens + r.output_tokens > limit:
+            raise ValueError(
+                f"request {i}: {r.prompt_tokens} + {r.output_tokens} tokens is more than the "
+                f"model's context ({limit})"
+            )
+        if r.parent is not None and not 0 <= r.parent < i:
+            raise ValueError(f"request {i}: its parent {r.parent} is not an earlier request")
+        if not 0 <= r.gap_s < math.inf:
+            raise ValueError(f"request {i}: a gap of {r.gap_s} s")
+
+
+def _timing(seq: _Seq) -> Timing:
+    """A finished sequence's path through the twin."""
+    assert seq.finished_at is not None
+    assert seq.scheduled_at is not None and seq.first_token_at is not None
+    return Timing(
+        replica=seq.replica,
+        arrival=seq.sent_at,
+        engine_arrival=seq.arrival,
+        scheduled=seq.scheduled_at,
+        first_token=seq.first_token_at,
+        finished=seq.finished_at,
+        prompt_tokens=seq.prompt_tokens,
+        output_tokens=seq.output_tokens,
+        cached_tokens=seq.cached_tokens,
+        preemptions=seq.preemptions,
+        batch=seq.batch_sum / max(1, seq.steps_in),
+    )
