@@ -58,22 +58,7 @@ async def execute(
     )
     prompt_seed = config.prompt_seed
     assert prompt_seed is not None, "measure draws it"
-    workload = Workload(
-        endpoint=config.endpoint,
-        input_tokens=config.input_tokens,
-        output_tokens=config.output_tokens,
-        rng=rng,
-        dataset=dataset,
-        sizing=sizing,
-        temperature=config.temperature,
-        ignore_eos=config.ignore_eos,
-        prompt_rng=np.random.default_rng([prompt_seed, shard]),
-        shared=shared_prefix(
-            config.shared_prefix_tokens, sizing, np.random.default_rng(prompt_seed)
-        ),
-        turns=config.turns,
-        think=config.think_time,
-    )
+    workload = _workload(config, rng, dataset, sizing, prompt_seed)
     progress = Progress(label=f"shard {shard}/{shards}" if shards > 1 else "")
     runner = Runner(
         targets,
@@ -110,34 +95,12 @@ async def execute(
                 gpu_metrics.sample(urls, config.gpu_interval_s, runner.clock, data.gpu)
             )
         )
-    blocks_per_target = config.blocks or (2 if len(targets) > 1 else 1)
     if config.sync_dir:
         at = await sync.start_together(config.sync_dir, shard, shards, config.sync_timeout_s)
         data.meta["synced_start_at"] = at
     stop_on_signal(runner, data.meta)
     try:
-        if trace is not None:
-            await _replay_blocks(runner, trace, list(targets), blocks_per_target, config)
-        for level in config.levels if trace is None else ():
-            if runner.stopped:
-                runner.cut_short()
-                break
-            if config.sweep == "concurrency":
-                load = Load(concurrency=shard_count(int(level), shard, shards))
-            else:
-                load = Load(
-                    rate=level / shards, arrival=config.arrival, gamma_shape=config.gamma_shape
-                )
-            requests = shard_count(config.requests, shard, shards) if config.requests else None
-            blocks = plan(
-                list(targets),
-                blocks_per_target,
-                config.warmup_s,
-                config.duration_s,
-                requests,
-                config.settle,
-            )
-            await runner.run(blocks, load, sweep_level=level)
+        await _levels(config, runner, list(targets), trace)
     finally:
         default_signal_handlers()
         for task in helpers:
@@ -148,6 +111,58 @@ async def execute(
     data.loop_lag = runner.result.loop_lag
     data.server = runner.result.server
     return data
+
+
+def _workload(
+    config: RunConfig,
+    rng: np.random.Generator,
+    dataset: list[Prompt] | None,
+    sizing: Sizing,
+    prompt_seed: int,
+) -> Workload:
+    """What this shard sends: the run's lengths, prompts and turns, on its own streams."""
+    shard = config.shard[0]
+    return Workload(
+        endpoint=config.endpoint,
+        input_tokens=config.input_tokens,
+        output_tokens=config.output_tokens,
+        rng=rng,
+        dataset=dataset,
+        sizing=sizing,
+        temperature=config.temperature,
+        ignore_eos=config.ignore_eos,
+        prompt_rng=np.random.default_rng([prompt_seed, shard]),
+        shared=shared_prefix(
+            config.shared_prefix_tokens, sizing, np.random.default_rng(prompt_seed)
+        ),
+        turns=config.turns,
+        think=config.think_time,
+    )
+
+
+async def _levels(
+    config: RunConfig, runner: Runner, names: list[str], trace: replay.Replay | None
+) -> None:
+    """The replay's blocks, or each load level's, this shard's share of each; a run
+    interrupted between levels stops there."""
+    shard, shards = config.shard
+    blocks_per_target = config.blocks or (2 if len(names) > 1 else 1)
+    if trace is not None:
+        await _replay_blocks(runner, trace, names, blocks_per_target, config)
+        return
+    for level in config.levels:
+        if runner.stopped:
+            runner.cut_short()
+            break
+        if config.sweep == "concurrency":
+            load = Load(concurrency=shard_count(int(level), shard, shards))
+        else:
+            load = Load(rate=level / shards, arrival=config.arrival, gamma_shape=config.gamma_shape)
+        requests = shard_count(config.requests, shard, shards) if config.requests else None
+        blocks = plan(
+            names, blocks_per_target, config.warmup_s, config.duration_s, requests, config.settle
+        )
+        await runner.run(blocks, load, sweep_level=level)
 
 
 async def _replayed(
