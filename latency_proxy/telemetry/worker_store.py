@@ -85,7 +85,7 @@ class SharedSeries(Series):
         self._store = store
         self._cells = store.doubles(offset, len(bounds) + 1)
         self._exemplars_at = offset + 8 * (len(bounds) + 1)
-        self.counts = self._cells[: len(bounds)]  # type: ignore[assignment]
+        self.counts = self._cells[: len(bounds)]  # type: ignore[assignment]  # a view, used as the list
 
     def observe(self, values: Sequence[float], trace_id: str | None = None) -> None:
         self.sum = self._cells[-1]

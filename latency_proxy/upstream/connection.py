@@ -211,7 +211,7 @@ class Connection(asyncio.Protocol):
     # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a stream's is a Transport
 
     def data_received(self, data: bytes) -> None:
         self._read_time = perf_counter()
