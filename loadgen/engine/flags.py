@@ -266,8 +266,14 @@ FLAGS = {
              {"metavar": "H"}),
         Flag("--max-replicas", "the most replicas of one candidate (default: PLAN.toml's, else 64)",
              bounds.count(1, 1000, "a replica count"), options={"metavar": "N"}),
-        Flag("--jobs", "candidates searched at once, each in its own process (default: the cores)",
+        Flag("--jobs", "candidates searched at once, each in its own process (default: the "
+             "cores, or with --ray the cluster's CPUs)",
              bounds.count(1, 256, "a process count"), options={"metavar": "N"}),
+        Flag("--ray",
+             "size the candidates on a Ray cluster: its address (ray://HEAD:10001, or auto "
+             "for the one this machine has joined), or local to start one here; needs the "
+             "ray extra, and latency-proxy installed on every node",
+             options={"metavar": "ADDRESS"}),
     )
 }  # fmt: skip
 
@@ -284,7 +290,7 @@ READ_BESIDE = ("--slice", "--gpu-metrics", "--gpu-interval", "--server-metrics",
                "--kv-bytes-per-token", "--gpu-bandwidth", "--gpus", "--progress")  # fmt: skip
 SEARCH = ("--by", "--start", "--budget", "--repeat")
 PLAN = ("--candidates", "--models", "--tensor-parallel", "--gpu-types", "--dtypes",
-        "--gpu-prices", "--twin", "--headroom", "--max-replicas", "--jobs")  # fmt: skip
+        "--gpu-prices", "--twin", "--headroom", "--max-replicas", "--jobs", "--ray")  # fmt: skip
 
 
 def add(group: argparse._ArgumentGroup, names: Iterable[str], *, text: bool = False) -> None:

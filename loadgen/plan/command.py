@@ -4,16 +4,16 @@ Everything that can be refused is refused before any search (one line, exit 2): 
 (space.py), the twin, the traffic's window, a model that fits on no candidate. Then each
 candidate is checked without running it (bounds.py): does it fit in memory, can its decode
 step ever meet the TPOT limit. Those left are sized (sizing.py) in order of the roofline's
-lower bound on their cost, on `--jobs` processes; a candidate whose lower bound is above the
-top of the cheapest found's cost range is not run: it cannot win. Every candidate is listed
-in plan.json with what became of it, and why.
+lower bound on their cost, on `--jobs` processes or a Ray cluster (pools.py); a candidate
+whose lower bound is above the top of the cheapest found's cost range is not run: it cannot
+win. Every candidate is listed in plan.json with what became of it, and why.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import multiprocessing
+import contextlib
 import os
 import sys
 import time
@@ -25,8 +25,8 @@ from typing import Any
 from loadgen import replay
 from loadgen.capacity import command as capacity
 from loadgen.config import RunConfig
-from loadgen.plan import advice, basis, bounds, space
-from loadgen.plan.sizing import CapacityRequest, Job, size
+from loadgen.plan import advice, basis, bounds, pools, space
+from loadgen.plan.sizing import CapacityRequest, Job
 from loadgen.reports import plan as plan_report
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
@@ -38,7 +38,8 @@ class PlanSettings:
     asked: space.Asked  # the shorthand flags
     twin: str | None
     headroom: float
-    jobs: int
+    jobs: int | None  # candidates sized at once (None: the cores, or the Ray cluster's CPUs)
+    ray: str | None  # the Ray cluster's address (pools.py), None: this machine's processes
     rate: float | None  # the traffic's requests/s without a replay
     argv: tuple[str, ...]  # the flags after `plan`
     request: CapacityRequest  # how the command line reads a capacity search's argv
@@ -63,7 +64,8 @@ def settings(
         ),
         twin=args.twin,
         headroom=args.headroom,
-        jobs=args.jobs or os.cpu_count() or 1,
+        jobs=args.jobs,
+        ray=args.ray,
         rate=rate,
         argv=tuple(argv),
         request=request,
@@ -73,15 +75,18 @@ def settings(
 def main(config: RunConfig, plan: PlanSettings) -> int:
     """Plan, write, print the table and the sentence; 0, or 2 for bad input."""
     began = time.monotonic()
+    opened = contextlib.ExitStack()
     try:
         entries, traffic, bound, written = prepare(config, plan)
+        pool = opened.enter_context(_pool(plan))
     except ValueError as exc:
         print(f"loadgen plan: {exc}", file=sys.stderr)
         return 2
     for path, preset in written.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(presets.dump(preset))
-    sized = search(config, plan, entries, traffic, bound)
+    with opened:
+        sized = search(config, pool, entries, traffic, bound, plan)
     result = plan_report.result(config, plan.headroom, traffic, sized, time.monotonic() - began)
     result["ranking"] = advice.rank(result["candidates"])
     result["front"] = advice.front(result["candidates"])
@@ -243,56 +248,61 @@ def _job(config: RunConfig, plan: PlanSettings, entry: dict[str, Any], bound: in
     )
 
 
+def _pool(plan: PlanSettings) -> contextlib.AbstractContextManager[pools.Pool]:
+    if plan.ray is not None:
+        return pools.ray_cluster(plan.ray, plan.jobs)
+    return pools.processes(plan.jobs or os.cpu_count() or 1)
+
+
 def search(
     config: RunConfig,
-    plan: PlanSettings,
+    pool: pools.Pool,
     entries: list[dict[str, Any]],
     traffic: bounds.Traffic,
     bound: int,
+    plan: PlanSettings,
 ) -> list[dict[str, Any]]:
-    """Size the candidates left, cheapest lower bound first, `plan.jobs` at a time; skip
-    those whose lower bound is above the top of the cheapest found's cost range."""
+    """Size the candidates left on the pool, cheapest lower bound first; skip those whose
+    lower bound is above the top of the cheapest found's cost range."""
     due = sorted(
         (e for e in entries if e["status"] == "searched"),
         key=lambda e: e["bounds"]["usd_per_hour_floor"],
     )
     total = len(due)
     print(
-        f"plan: {len(entries)} candidates: {total} to size on {plan.jobs} processes, "
+        f"plan: {len(entries)} candidates: {total} to size on {pool.where}, "
         f"{len(entries) - total} ruled out without a run",
         file=sys.stderr,
         flush=True,
     )
     best: float | None = None  # the top of the cheapest cost range found so far
     done = 0
-    context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(plan.jobs, mp_context=context) as pool:
-        running: dict[concurrent.futures.Future[dict[str, Any]], dict[str, Any]] = {}
-        while due or running:
-            while due and len(running) < plan.jobs:
-                entry = due.pop(0)
-                floor = entry["bounds"]["usd_per_hour_floor"]
-                if best is not None and floor > best:
-                    entry.update(
-                        status="pruned",
-                        reason=f"the roofline puts it at ${floor:,.2f}/h or more, "
-                        f"above the cheapest found (${best:,.2f}/h at the top of its range)",
-                    )
-                    done += 1
-                    _progress(done, total, entry)
-                    continue
-                running[pool.submit(size, _job(config, plan, entry, bound))] = entry
-            if not running:
-                break
-            finished, _ = concurrent.futures.wait(running, return_when="FIRST_COMPLETED")
-            for future in finished:
-                entry = running.pop(future)
-                _sized(entry, future.result(), traffic, 1 + plan.headroom)
-                if entry.get("usd_per_hour_range"):
-                    top = entry["usd_per_hour_range"][1]
-                    best = top if best is None else min(best, top)
+    running: dict[concurrent.futures.Future[dict[str, Any]], dict[str, Any]] = {}
+    while due or running:
+        while due and len(running) < pool.slots:
+            entry = due.pop(0)
+            floor = entry["bounds"]["usd_per_hour_floor"]
+            if best is not None and floor > best:
+                entry.update(
+                    status="pruned",
+                    reason=f"the roofline puts it at ${floor:,.2f}/h or more, "
+                    f"above the cheapest found (${best:,.2f}/h at the top of its range)",
+                )
                 done += 1
                 _progress(done, total, entry)
+                continue
+            running[pool.submit(_job(config, plan, entry, bound))] = entry
+        if not running:
+            break
+        finished, _ = concurrent.futures.wait(running, return_when="FIRST_COMPLETED")
+        for future in finished:
+            entry = running.pop(future)
+            _sized(entry, future.result(), traffic, 1 + plan.headroom)
+            if entry.get("usd_per_hour_range"):
+                top = entry["usd_per_hour_range"][1]
+                best = top if best is None else min(best, top)
+            done += 1
+            _progress(done, total, entry)
     return entries
 
 

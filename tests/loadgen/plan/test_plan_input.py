@@ -104,3 +104,11 @@ def test_what_a_twin_cannot_take_is_not_offered(tmp_path, capsys, trace, flag) -
     with pytest.raises(SystemExit):
         main(["plan", "--replay", str(trace), flag, "2", "--out", str(tmp_path / "p")])
     assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "no-port", "ray://127.0.0.1:x"])
+def test_a_ray_cluster_that_cannot_be_reached(tmp_path, capsys, trace, address) -> None:
+    err = refused(
+        tmp_path, capsys, trace, "--gpu-types", "a100", "--gpu-prices", "a100=1.8", "--ray", address
+    )
+    assert err.startswith(f"loadgen plan: --ray {address}: ")
