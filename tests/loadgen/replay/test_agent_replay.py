@@ -19,6 +19,14 @@ from loadgen import rundir
 from loadgen.cli import main
 from loadgen.stack.processes import simulator
 from tests.support import run_module
+from tests.support.agent_checks import (
+    CALLS_PER_SESSION,
+    check_capture,
+    order_violations,
+    replayed,
+    run_agent,
+    write_capture,
+)
 from tests.support.proxy import ProxyProcess, proxy_env
 
 CANARY = "canary-4b7e"
@@ -62,33 +70,15 @@ def test_an_agent_is_captured_as_it_ran_and_replayed_in_its_order(
     stacks: list[tuple[str, ProxyProcess]], tmp_path: Path
 ) -> None:
     (sim_a, proxy_a), (sim_b, proxy_b) = stacks
-    own = tmp_path / "agent.jsonl"
-    done = run_module("tests.support.agent", proxy_a.url, str(own), "--canary", CANARY, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    calls = [json.loads(line) for line in own.read_text().splitlines()]
-    # loops of 3, 2 and 2 tool turns, an answer, a fan-out of 3, a follow-up and (for the
-    # sessions that name themselves) a sub-agent
-    assert len(calls) == 9 + 8 + 7
-
-    lines = [json.loads(x) for x in proxy_a.output().splitlines() if '"msg":"request"' in x]
-    assert CANARY not in proxy_a.output()  # hashes, never text
-    assert "session-a" not in proxy_a.output()  # the caller's session names, hashed too
-    seen = {line["request_id"]: line for line in lines}
-    assert seen.keys() == {c["id"] for c in calls}
-    # the capture's parents are the agent's own, and its sessions the agent's, one to one
-    assert {c["id"]: c["parent"] for c in calls} == {k: v["parent"] for k, v in seen.items()}
-    pairs = {(c["session"], seen[c["id"]]["session"]) for c in calls}
-    assert len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs}) == 3
-    assert {line["joined_by"] for line in lines} == {"new", "header", "trace", "parent"}
-    assert sum(line["tools_answered"] for line in lines) == 3 + 2 + 2  # one per tool turn
+    calls = run_agent(proxy_a.url, tmp_path / "agent.jsonl", "--canary", CANARY)
+    seen = check_capture(calls, proxy_a, CANARY)
     original = hit_share(sim_a)
 
-    capture = tmp_path / "capture.jsonl"
-    capture.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    capture = write_capture(seen, tmp_path / "capture.jsonl")
     report = run_module("loadgen", "sessions", str(capture), "--json", timeout=60)
     assert report.returncode == 0, report.stderr
     figures = json.loads(report.stdout)
-    assert sorted(s["calls"] for s in figures["sessions"]) == [7, 8, 9]
+    assert sorted(s["calls"] for s in figures["sessions"]) == sorted(CALLS_PER_SESSION)
     for s in figures["sessions"]:  # a tool takes 0.15 s a turn: the model has not all the time
         assert 0 < s["model_share"] < 1 and s["tools_s"] >= 0.15
         assert s["prefix_hit_share"] > 0.5
@@ -97,27 +87,15 @@ def test_an_agent_is_captured_as_it_ran_and_replayed_in_its_order(
     out = tmp_path / "replay"
     argv = ["--target", proxy_b.url, "--replay", str(capture), "--warmup", "0s"]
     assert main([*argv, "--out", str(out), "--no-progress"]) == 0
-    run = rundir.read(out)
-    assert run.meta["replay"]["calls"] == {"sessions": 3, "linked": 19, "unlinked": 0}
-    by_line = {n: json.loads(x) for n, x in enumerate(capture.read_text().splitlines(), 1)}
-    replayed = {by_line[r.replay_index]["request_id"]: r for r in run.records}
-    assert replayed.keys() == seen.keys() and all(r.ok for r in run.records)
-    for call_id, record in replayed.items():
-        parent = seen[call_id]["parent"]
-        if parent is not None:  # never before its parent's answer ended, then its gap
-            gap = seen[call_id]["parent_gap_s"]
-            assert record.sent_at >= replayed[parent].end_at + gap - 0.02
+    replay = replayed(capture, rundir.read(out))
+    assert order_violations(seen, replay) == []  # never before its parent's end, then its gap
     replay_share = hit_share(sim_b)
     # sessions started 8 times as fast, no think time: still no call before its parent's end
     fast = tmp_path / "fast"
     fast_argv = [*argv, "--replay-speed", "8", "--gap-scale", "0", "--out", str(fast)]
     assert main([*fast_argv, "--no-progress"]) == 0
-    quick = {by_line[r.replay_index]["request_id"]: r for r in rundir.read(fast).records}
     assert rundir.read(fast).meta["replay"]["gap_scale"] == 0
-    for call_id, record in quick.items():
-        parent = seen[call_id]["parent"]
-        if parent is not None:
-            assert record.sent_at >= quick[parent].end_at - 0.02
+    assert order_violations(seen, replayed(capture, rundir.read(fast)), gap_scale=0) == []
     assert original > 0.5  # an agent's prompts are mostly what it sent before
     assert abs(replay_share - original) <= 0.1 * original, (original, replay_share)
     assert CANARY not in proxy_b.output()
@@ -126,13 +104,8 @@ def test_an_agent_is_captured_as_it_ran_and_replayed_in_its_order(
     twin = tmp_path / "twin"
     virtual = ["--target", "virtual:llama-70b-bf16-tp4-a100", *argv[2:], "--out", str(twin)]
     assert main([*virtual, "--no-progress"]) == 0
-    predicted = {by_line[r.replay_index]["request_id"]: r for r in rundir.read(twin).records}
-    assert predicted.keys() == seen.keys()
-    for call_id, record in predicted.items():
-        parent = seen[call_id]["parent"]
-        if parent is not None:
-            gap = seen[call_id]["parent_gap_s"]
-            assert record.sent_at >= predicted[parent].end_at + gap - 1e-6
+    predicted = replayed(capture, rundir.read(twin))
+    assert order_violations(seen, predicted, slack=1e-6) == []  # one clock: to the microsecond
     cached = sum(r.cached_tokens or 0 for r in predicted.values())
     twin_share = cached / sum(r.input_tokens or 0 for r in predicted.values())
     assert abs(twin_share - original) <= 0.1 * original, (original, twin_share)
