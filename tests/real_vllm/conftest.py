@@ -53,6 +53,7 @@ class VLLMServer:
             VLLM_TARGET_DEVICE="cpu",
             VLLM_CPU_KVCACHE_SPACE="1",
             VLLM_NO_USAGE_STATS="1",
+            VLLM_SERVER_DEV_MODE="1",  # POST /reset_prefix_cache, for a test to start cold
             OTEL_EXPORTER_OTLP_TRACES_INSECURE="true",
             OTEL_BSP_SCHEDULE_DELAY="100",
             OTEL_SERVICE_NAME="vllm",
@@ -74,6 +75,7 @@ class VLLMServer:
             str(MAX_MODEL_LEN),
             "--enforce-eager",
             "--enable-request-id-headers",
+            "--enable-prefix-caching",  # vLLM's default: the tests that count hits say so
             "--otlp-traces-endpoint",
             otlp_endpoint,
             *flags,
@@ -123,6 +125,19 @@ class VLLMServer:
                 break
             value = latest
         return value
+
+    def reset_prefix_cache(self, timeout: float = 10.0) -> None:
+        """Empties vLLM's prefix cache, so that what follows starts cold. vLLM refuses
+        (`success: false`) while a request still holds blocks: then it is asked again."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = httpx.post(self.url + "/reset_prefix_cache", timeout=10)
+            answer.raise_for_status()
+            if answer.json()["success"]:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM kept its prefix cache for {timeout:.0f} s:\n{self.output()}")
+            time.sleep(0.2)
 
     def stop(self) -> None:
         if self.process.poll() is None:
