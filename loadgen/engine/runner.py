@@ -291,7 +291,8 @@ class Runner:
             record.replay_index = replayed.record.line
             record.session, record.turn = replayed.record.session, replayed.record.turn
             if answer is not None:
-                self._follow.answered(replayed, body, answer[0] if record.ok else None)
+                said = answer[0] if record.ok else None
+                self._follow.answered(replayed, body, said, record.input_tokens)
         if talk is not None:
             assert answer is not None
             record.session, record.turn = talk.session, len(talk.history) // 2 + 1
@@ -337,8 +338,7 @@ class Runner:
         continued = self._follow.said(replayed)
         if continued is None:
             return self.workload.body(model, self.book.prompt(trace))
-        parent, messages, answer = continued
-        return self.workload.body(model, self.book.follow_up(trace, parent, messages, answer))
+        return self.workload.body(model, self.book.follow_up(trace, *continued))
 
     def _ramp(self, block: Block) -> float:
         """A later block's ramp-up: one mean E2E of its target so far, at most the warmup.
@@ -497,30 +497,38 @@ class _Following:
         self._records = {a.record.line: a.record for a in tree.roots}
         for kids in tree.children.values():
             self._records.update((c.record.line, c.record) for c in kids)
-        self._said: dict[int, tuple[list[dict[str, Any]], str, int]] = {}
+        # each awaited call's messages, answer and prompt tokens on this run, and how many
+        # of its followers have yet to take them
+        self._said: dict[int, tuple[list[dict[str, Any]], str, int | None, int]] = {}
 
     def awaited(self, arrival: Arrival) -> bool:
         return arrival.record.line in self.tree.children
 
-    def answered(self, arrival: Arrival, body: dict[str, Any], answer: str | None) -> None:
-        """An awaited call ended; None: it failed (its followers get prompts of their own)."""
+    def answered(
+        self, arrival: Arrival, body: dict[str, Any], answer: str | None, tokens: int | None
+    ) -> None:
+        """An awaited call ended, its prompt `tokens` long as the server counted (None: not
+        said); answer None: it failed (its followers get prompts of their own)."""
         messages = body.get("messages")
         if answer is not None and isinstance(messages, list):
             line = arrival.record.line
-            self._said[line] = (messages, answer, len(self.tree.children[line]))
+            self._said[line] = (messages, answer, tokens, len(self.tree.children[line]))
 
-    def said(self, arrival: Arrival) -> tuple[TraceRecord, list[dict[str, Any]], str] | None:
-        """The parent's record, messages and answer, for a call that continues it."""
+    def said(
+        self, arrival: Arrival
+    ) -> tuple[TraceRecord, list[dict[str, Any]], str, int | None] | None:
+        """The parent's record, messages, answer and prompt tokens on this run, for a call
+        that continues it."""
         parent = self._parent.get(arrival.record.line)
         kept = self._said.get(parent) if parent is not None else None
         if parent is None or kept is None:
             return None
-        messages, answer, left = kept
+        messages, answer, tokens, left = kept
         if left > 1:
-            self._said[parent] = (messages, answer, left - 1)
+            self._said[parent] = (messages, answer, tokens, left - 1)
         else:
             del self._said[parent]
-        return self._records[parent], messages, answer
+        return self._records[parent], messages, answer, tokens
 
 
 @dataclass(slots=True)

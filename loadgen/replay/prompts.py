@@ -93,11 +93,16 @@ class PromptBook:
         parent: TraceRecord,
         said: list[dict[str, Any]],
         answer: str,
+        said_tokens: int | None,
     ) -> Prompt:
         """The prompt of a call that continues `parent`, which was sent as `said` and
         answered `answer` on this run: those, then new words (a tool's result, or the user's
-        turn) to the call's recorded length. One header token per message is assumed."""
-        rest = record.input_tokens - parent.input_tokens - parent.output_tokens - 1
+        turn) to the call's recorded length. One header token per message is assumed. The
+        length counts from the parent's prompt as the server counted it on this run
+        (`said_tokens`; None: it did not say, then as captured), so that one turn's error in
+        that guess does not add up over a session's turns."""
+        sent = parent.input_tokens if said_tokens is None else said_tokens
+        rest = record.input_tokens - sent - parent.output_tokens - 1
         words = self._words(f"after:{record.line}", max(1, rest))
         role = "tool" if record.tools_answered else "user"
         turn: dict[str, Any] = {"role": role, "content": " ".join(words)}

@@ -91,3 +91,13 @@ def order_violations(
         if record.sent_at < due - slack:
             early.append((call_id, due - record.sent_at))
     return early
+
+
+def length_errors(seen: dict[str, dict[str, Any]], replay: dict[str, Record]) -> tuple[int, int]:
+    """How many tokens the replayed prompts are longer than the captured ones (the server's
+    counts): the most of a call that continues a session's first call (one step of
+    guessing how the new messages tokenize), and the most of any call, which is no more
+    than that when one step's error does not carry into the next."""
+    errors = {k: (r.input_tokens or 0) - seen[k]["input_tokens"] for k, r in replay.items()}
+    first = [e for k, e in errors.items() if (p := seen[k]["parent"]) and not seen[p]["parent"]]
+    return max(first), max(errors.values())

@@ -22,6 +22,7 @@ from tests.support import run_module
 from tests.support.agent_checks import (
     CALLS_PER_SESSION,
     check_capture,
+    length_errors,
     order_violations,
     replayed,
     run_agent,
@@ -89,6 +90,8 @@ def test_an_agent_is_captured_as_it_ran_and_replayed_in_its_order(
     assert main([*argv, "--out", str(out), "--no-progress"]) == 0
     replay = replayed(capture, rundir.read(out))
     assert order_violations(seen, replay) == []  # never before its parent's end, then its gap
+    first_step, worst = length_errors(seen, replay)
+    assert worst <= first_step, (first_step, worst)  # each prompt off by one step at most
     replay_share = hit_share(sim_b)
     # sessions started 8 times as fast, no think time: still no call before its parent's end
     fast = tmp_path / "fast"
