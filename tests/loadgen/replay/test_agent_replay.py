@@ -99,6 +99,8 @@ def test_an_agent_is_captured_as_it_ran_and_replayed_in_its_order(
     assert main([*fast_argv, "--no-progress"]) == 0
     assert rundir.read(fast).meta["replay"]["gap_scale"] == 0
     assert order_violations(seen, replayed(capture, rundir.read(fast)), gap_scale=0) == []
+    # the figures docs/loadgen/agents.md quotes (`pytest -rP` shows them)
+    print(f"hit share {original:.3f} -> {replay_share:.3f}, prompts {worst} tokens over at most")
     assert original > 0.5  # an agent's prompts are mostly what it sent before
     assert abs(replay_share - original) <= 0.1 * original, (original, replay_share)
     assert CANARY not in proxy_b.output()
