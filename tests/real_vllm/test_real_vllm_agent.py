@@ -21,14 +21,7 @@ import pytest
 from loadgen import rundir
 from loadgen.cli import main
 from tests.real_vllm.conftest import MODEL, VLLMServer
-from tests.support.agent_checks import (
-    check_capture,
-    length_errors,
-    order_violations,
-    replayed,
-    run_agent,
-    write_capture,
-)
+from tests.support import agent_checks as agent
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(600)]
 
@@ -51,10 +44,11 @@ def test_an_agent_on_vllm_is_captured_as_it_ran_and_replayed_in_its_order(
     capturing, replaying = (start_proxy("--upstream", vllm.url) for _ in range(2))
     vllm.reset_prefix_cache()
     before = counters(vllm)
-    calls = run_agent(capturing.url, tmp_path / "agent.jsonl", "--canary", CANARY, "--model", MODEL)
+    flags = ("--canary", CANARY, "--model", MODEL)
+    calls = agent.run_agent(capturing.url, tmp_path / "agent.jsonl", *flags)
     original = hit_share(before, counters(vllm))
-    seen = check_capture(calls, capturing, CANARY)
-    capture = write_capture(seen, tmp_path / "capture.jsonl")
+    seen = agent.check_capture(calls, capturing, CANARY)
+    capture = agent.write_capture(seen, tmp_path / "capture.jsonl")
 
     vllm.reset_prefix_cache()
     before = counters(vllm)
@@ -62,9 +56,9 @@ def test_an_agent_on_vllm_is_captured_as_it_ran_and_replayed_in_its_order(
     argv = ["--target", replaying.url, "--replay", str(capture), "--warmup", "0s"]
     assert main([*argv, "--model", MODEL, "--out", str(out), "--no-progress"]) == 0
     replay_share = hit_share(before, counters(vllm))
-    replay = replayed(capture, rundir.read(out))
-    early = order_violations(seen, replay)
-    first_step, worst = length_errors(seen, replay)
+    replay = agent.replayed(capture, rundir.read(out))
+    early = agent.order_violations(seen, replay)
+    first_step, worst = agent.length_errors(seen, replay)
     # the figures docs/loadgen/agents.md quotes (`pytest -rP` shows them)
     print(f"calls {len(replay)} early {len(early)} hit share {original:.3f} -> {replay_share:.3f}")
     print(f"prompts longer than captured by {first_step} tokens at one turn, {worst} at most")
@@ -78,7 +72,8 @@ def test_an_agent_on_vllm_is_captured_as_it_ran_and_replayed_in_its_order(
     fast = tmp_path / "fast"
     fast_argv = [*argv, "--replay-speed", "8", "--gap-scale", "0", "--out", str(fast)]
     assert main([*fast_argv, "--model", MODEL, "--no-progress"]) == 0
-    assert order_violations(seen, replayed(capture, rundir.read(fast)), gap_scale=0) == []
+    quick = agent.replayed(capture, rundir.read(fast))
+    assert agent.order_violations(seen, quick, gap_scale=0) == []
     assert original > 0.5  # an agent's prompts are mostly what it sent before
     assert abs(replay_share - original) <= 0.1 * original, (original, replay_share)
     assert CANARY not in replaying.output()
