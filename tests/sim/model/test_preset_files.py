@@ -17,6 +17,7 @@ from loadgen.sim import cli
 from loadgen.sim.model import presets
 from loadgen.sim.model.roofline import Efficiency, Hardware, ModelSpec
 from loadgen.sim.model.scheduler import EngineConfig
+from tests.support import ROOT
 
 BASE = "llama-70b-bf16-tp4-a100"
 TEXT = (presets._directory() / f"{BASE}.toml").read_text()
@@ -134,3 +135,11 @@ def test_the_docs_key_table_holds_every_key() -> None:
     rows = hooks.key_table(presets.TYPES).splitlines()[2:]
     assert len(rows) == sum(len(keys) for keys in presets.TYPES.values())
     assert "| `[engine]` | `block_size` | one of 1, 8, 16, 32, 64, 128, 256 | yes |" in rows
+
+
+def test_a_cpu_serving_a_test_model_is_a_preset_too() -> None:
+    """The real-vLLM tier's preset: a 0.46 M-parameter model on two x86 cores, far below any
+    GPU's figures and still inside every key's range."""
+    preset = presets.load_file(str(ROOT / "tests" / "real_vllm" / "tiny-cpu.toml"))
+    assert preset.perf.model.params == 0.46e6
+    assert preset.perf.hardware.peak_flops == 100e9
