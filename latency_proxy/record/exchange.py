@@ -10,7 +10,6 @@ learns it (routing, the upstream call, the relay).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from latency_proxy.base.config import Route
 from latency_proxy.measure.conversation import AnswerDigest
@@ -18,11 +17,7 @@ from latency_proxy.measure.meter import RequestTiming, StreamMeter
 from latency_proxy.record.model_call import ModelCall
 from latency_proxy.record.outcome import Outcome, UpstreamErrorKind
 from latency_proxy.record.session import Placement
-
-if TYPE_CHECKING:  # the record holds the spans; telemetry/ makes and ends them
-    from latency_proxy.telemetry.tracing import RequestSpan
-# compiled (mypyc), a dataclass looks its field types up by name when the module loads
-globals().setdefault("RequestSpan", object)
+from latency_proxy.record.span import RequestSpan
 
 CLIENT_CLOSED = 499  # nginx's status for a client that left before the answer ended
 

@@ -18,9 +18,9 @@ from latency_proxy.measure.meter import RequestTiming
 from latency_proxy.record.exchange import Exchange, Finished
 from latency_proxy.record.outcome import Outcome
 from latency_proxy.record.session import Placement
+from latency_proxy.record.span import RequestSpan
 from latency_proxy.telemetry.logs import MAX_RECORDED_CHARS, clip
 from latency_proxy.telemetry.providers import Telemetry
-from latency_proxy.telemetry.tracing import RequestSpan
 
 
 class SpanWriter:

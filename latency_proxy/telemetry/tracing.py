@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     INVALID_SPAN_CONTEXT,
-    Link,
-    NonRecordingSpan,
     SpanContext,
     SpanKind,
     Status,
@@ -34,30 +31,11 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
+from latency_proxy.record.span import RequestSpan
+
 SCOPE = InstrumentationScope("latency_proxy")
 _ERROR = Status(StatusCode.ERROR)
 _UNSET = Status(StatusCode.UNSET)
-
-
-@dataclass(slots=True)
-class RequestSpan:
-    """One span of a request, mutable until it ends; `recording` False when the sampler
-    dropped it (its context still goes upstream, so the caller's decision carries on)."""
-
-    name: str
-    kind: SpanKind
-    context: SpanContext
-    parent: SpanContext | None
-    start_ns: int
-    attributes: dict[str, Any]
-    recording: bool
-    events: list[Event] = field(default_factory=list)
-    links: list[Link] = field(default_factory=list)  # to the call an agent's call continues
-    failed: bool = False
-
-    def as_parent(self) -> Context:
-        """A context whose current span is this one: for a child, the propagator, exemplars."""
-        return trace.set_span_in_context(NonRecordingSpan(self.context))
 
 
 class Tracing:

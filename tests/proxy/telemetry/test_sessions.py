@@ -29,9 +29,9 @@ from latency_proxy.measure.sse import SSEParser
 from latency_proxy.record.exchange import Exchange
 from latency_proxy.record.model_call import ModelCall
 from latency_proxy.record.outcome import Outcome
+from latency_proxy.record.span import RequestSpan
 from latency_proxy.telemetry import sessions
 from latency_proxy.telemetry.sessions import SessionTable
-from latency_proxy.telemetry.tracing import RequestSpan
 
 KEY = b"k" * 32
 CANARY = "canary-5d1e"
