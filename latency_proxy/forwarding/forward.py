@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from opentelemetry.context import Context
 from opentelemetry.propagate import extract
 
 from latency_proxy.base.asgi import Receive, Scope, Send
-from latency_proxy.base.config import Route
+from latency_proxy.base.config import Route, Settings
 from latency_proxy.forwarding.call import UpstreamCaller
 from latency_proxy.forwarding.identity import request_id_from
 from latency_proxy.forwarding.models_list import list_models
@@ -35,12 +34,13 @@ from latency_proxy.record.model_call import MEASURED_PATHS, ModelCall, inspect, 
 from latency_proxy.record.outcome import Outcome
 from latency_proxy.server.extensions import BODY_AT_HAND, HEADERS_TOO_LARGE, ApiError
 from latency_proxy.telemetry.logs import bind_request, cut_recorded, escape
+from latency_proxy.telemetry.loop_lag import LoopLag
+from latency_proxy.telemetry.providers import Telemetry
+from latency_proxy.telemetry.redact import ContentPolicy
 from latency_proxy.telemetry.request_writer import RequestWriter
+from latency_proxy.telemetry.sessions import SessionTable
 from latency_proxy.telemetry.write_queue import WriteQueue
-from latency_proxy.upstream.routes import climbs_above_root
-
-if TYPE_CHECKING:  # the app hands its state down; forwarding/ never reaches back up
-    from latency_proxy.process.state import ProxyState
+from latency_proxy.upstream.routes import Upstreams, climbs_above_root
 
 log = logging.getLogger("latency_proxy.forward")
 perf_counter = time.perf_counter
@@ -55,22 +55,31 @@ _ABOVE_ROOT = ApiError(400, "the request path climbs above its root", "BadReques
 class Forwarder:
     """Handles every request on the main port."""
 
-    def __init__(self, state: ProxyState) -> None:
-        self.settings = state.settings
-        self.upstreams = state.upstreams
-        self.routes = {route.name: route for route in state.settings.routes}
-        self.model_labels = state.telemetry.model_label
-        self.writer = RequestWriter(state.telemetry, state.policy, state.sessions)
+    def __init__(
+        self,
+        settings: Settings,
+        upstreams: Upstreams,
+        telemetry: Telemetry,
+        policy: ContentPolicy,
+        sessions: SessionTable,
+        loop_lag: LoopLag,
+    ) -> None:
+        """What the process shares (process/state.py), handed down piece by piece."""
+        self.settings = settings
+        self.upstreams = upstreams
+        self.routes = {route.name: route for route in settings.routes}
+        self.model_labels = telemetry.model_label
+        self.writer = RequestWriter(telemetry, policy, sessions)
         self.write_queue = WriteQueue(self.writer.finish)
-        self.loop_lag = state.loop_lag
+        self.loop_lag = loop_lag
         self.upstream_call = UpstreamCaller(
-            state.upstreams,
+            upstreams,
             self.writer,
-            state.policy,
-            (state.settings.first_n_tokens, state.settings.stall_threshold),
-            state.settings.retry_after,
-            state.settings.write_timeout,
-            state.settings.max_event_bytes,
+            policy,
+            (settings.first_n_tokens, settings.stall_threshold),
+            settings.retry_after,
+            settings.write_timeout,
+            settings.max_event_bytes,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -54,7 +54,10 @@ class ProxyApp:
             admin_token,
             session_key=session_key or os.urandom(KEY_BYTES),
         )
-        self.forwarder = Forwarder(self.state)
+        s = self.state
+        self.forwarder = Forwarder(
+            s.settings, s.upstreams, s.telemetry, s.policy, s.sessions, s.loop_lag
+        )
         self.admin: Starlette = create_admin_app(self.state)
         self._learning: asyncio.Task[None] | None = None
 
