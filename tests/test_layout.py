@@ -116,12 +116,11 @@ def _layer(module: str) -> str:
 
 
 def _imports(path: Path) -> set[str]:
-    """What a module imports when it runs (not what `if TYPE_CHECKING:` names for types)."""
+    """What a module imports, for types only (`if TYPE_CHECKING:`) too: a type from a layer
+    above is an import back up all the same."""
     names: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            return
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
