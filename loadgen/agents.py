@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadgen import jsonl
-from loadgen.analysis.sessions import per_session, ttft_by_turn
+from loadgen.analysis.sessions import from_lines, per_session, ttft_by_turn
 from loadgen.replay.formats import ACCESS_LOGGER
 
 
@@ -27,12 +27,12 @@ def main(argv: Sequence[str]) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"loadgen sessions: {args.capture}: {exc}", file=sys.stderr)
         return 2
-    lines = [
+    calls = from_lines(
         item
         for _, item in jsonl.objects(text)
         if isinstance(item, dict) and item.get("logger") == ACCESS_LOGGER
-    ]
-    sessions, turns = per_session(lines), ttft_by_turn(lines)
+    )
+    sessions, turns = per_session(calls), ttft_by_turn(calls)
     if not sessions:
         print(f"loadgen sessions: {args.capture}: no chat call with a session", file=sys.stderr)
         return 2

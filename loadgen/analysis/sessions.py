@@ -1,16 +1,35 @@
-"""Agents' sessions from the proxy's capture: per session, its calls, how long it took, how
-much of that the model had and how much the tools (or the user), how much of its prompts the
-server's prefix cache served, and TTFT by turn. Pure: request log lines in, figures out.
+"""Agents' sessions: per session, its calls, how long it took, how much of that the model
+had and how much the tools (or the user, or the client), how much of its prompts the
+server's prefix cache served, and TTFT by turn. One reading for the proxy's capture
+(`from_lines`, `loadgen sessions`) and a run's own records (`from_records`): both become
+`Call`s first. Pure: calls in, figures out.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+
+from loadgen.analysis.records import Record
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A model call of a session, as the proxy logged it or a run recorded it."""
+
+    session: str
+    start: float | None  # epoch seconds: the proxy's arrival, a run's send
+    end: float | None  # its last byte
+    turn: int | None
+    ttft_s: float | None
+    input_tokens: float | None
+    cached_tokens: float | None  # None: the server did not say
+    trace_id: str | None = None
+    block: int = 0  # a run's block: a replay's sessions come again in each
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,9 +42,13 @@ class SessionFigures:
     tools_s: float  # the rest: tools, the user, the agent's own work
     model_share: float
     prefix_hit_share: float | None  # cached over prompt tokens; None: the server said nothing
+    slowest_trace_id: str | None = None  # the trace of its longest call
 
     def row(self) -> dict[str, Any]:
-        return asdict(self)
+        """The figures `loadgen sessions --json` prints for it (the capture has the ids)."""
+        row = asdict(self)
+        del row["slowest_trace_id"]
+        return row
 
 
 def _busy(intervals: list[tuple[float, float]]) -> float:
@@ -43,53 +66,99 @@ def _number(line: Mapping[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def per_session(lines: Iterable[Mapping[str, Any]]) -> list[SessionFigures]:
-    """A figure set per session of the chat calls' lines, longest first."""
-    grouped: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+def from_lines(lines: Iterable[Mapping[str, Any]]) -> list[Call]:
+    """The calls of the proxy's request log lines that name a session."""
+    calls = []
     for line in lines:
-        if isinstance(line.get("session"), str):
-            grouped[line["session"]].append(line)
-    out = []
-    for session, calls in grouped.items():
-        spans = []
-        for call in calls:
-            start, e2e = _number(call, "arrived_at"), _number(call, "e2e_s")
-            if start is not None and e2e is not None:
-                spans.append((start, start + e2e))
-        if not spans:
+        session = line.get("session")
+        if not isinstance(session, str):
             continue
+        start, e2e = _number(line, "arrived_at"), _number(line, "e2e_s")
+        turn, trace = _number(line, "turn"), line.get("trace_id")
+        calls.append(
+            Call(
+                session,
+                start,
+                None if start is None or e2e is None else start + e2e,
+                None if turn is None else int(turn),
+                _number(line, "ttft_s"),
+                _number(line, "input_tokens"),
+                _number(line, "cached_tokens"),
+                trace if isinstance(trace, str) else None,
+            )
+        )
+    return calls
+
+
+def from_records(records: Iterable[Record]) -> list[Call]:
+    """The calls of a run's records that belong to a session (a replayed agent's, --turns)."""
+    return [
+        Call(
+            r.session,
+            r.sent_at,
+            r.end_at,
+            r.turn,
+            r.ttft_s,
+            r.input_tokens,
+            r.cached_tokens,
+            r.trace_id,
+            r.block,
+        )
+        for r in records
+        if r.session is not None
+    ]
+
+
+def _hit_share(calls: Sequence[Call]) -> float | None:
+    """Cached over prompt tokens; None when no call's server said what it cached."""
+    prompt = sum(c.input_tokens or 0 for c in calls)
+    known = [c.cached_tokens for c in calls if c.cached_tokens is not None]
+    return sum(known) / prompt if known and prompt else None
+
+
+def per_session(calls: Iterable[Call]) -> list[SessionFigures]:
+    """A figure set per session, longest first."""
+    grouped: dict[tuple[int, str], list[Call]] = defaultdict(list)
+    for call in calls:
+        grouped[call.block, call.session].append(call)
+    out = []
+    for (_, session), mine in grouped.items():
+        timed = [(c.start, c.end, c) for c in mine if c.start is not None and c.end is not None]
+        if not timed:
+            continue
+        spans = [(a, b) for a, b, _ in timed]
         span = max(b for _, b in spans) - min(a for a, _ in spans)
         model = _busy(spans)
-        prompt = sum(_number(c, "input_tokens") or 0 for c in calls)
-        cached = [_number(c, "cached_tokens") for c in calls]
-        known = [c for c in cached if c is not None]
+        _, _, longest = max(timed, key=lambda t: t[1] - t[0])
         out.append(
             SessionFigures(
                 session,
-                len(calls),
-                max(int(_number(c, "turn") or 1) for c in calls),
+                len(mine),
+                max(c.turn or 1 for c in mine),
                 span,
                 model,
                 max(0.0, span - model),
                 model / span if span > 0 else 1.0,
-                sum(known) / prompt if known and prompt else None,
+                _hit_share(mine),
+                longest.trace_id,
             )
         )
     return sorted(out, key=lambda s: -s.span_s)
 
 
-def ttft_by_turn(lines: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, float]]:
+def _p50_p90(values: Sequence[float]) -> tuple[float, float]:
+    p50, p90 = np.percentile(values, [50, 90])
+    return float(p50), float(p90)
+
+
+def ttft_by_turn(calls: Iterable[Call]) -> dict[int, dict[str, float]]:
     """Median and P90 TTFT of the calls at each turn, over every session."""
     by_turn: dict[int, list[float]] = defaultdict(list)
-    for line in lines:
-        turn, ttft = _number(line, "turn"), _number(line, "ttft_s")
-        if turn is not None and ttft is not None and line.get("session") is not None:
-            by_turn[int(turn)].append(ttft)
-    return {
-        turn: {
-            "calls": len(values),
-            "p50_s": float(np.percentile(values, 50)),
-            "p90_s": float(np.percentile(values, 90)),
-        }
-        for turn, values in sorted(by_turn.items())
-    }
+    for call in calls:
+        if call.turn is not None and call.ttft_s is not None:
+            by_turn[call.turn].append(call.ttft_s)
+    out: dict[int, dict[str, float]] = {}
+    for turn, values in sorted(by_turn.items()):
+        p50, p90 = _p50_p90(values)
+        out[turn] = {"calls": len(values), "p50_s": p50, "p90_s": p90}
+    return out

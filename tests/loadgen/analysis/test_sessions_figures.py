@@ -3,9 +3,17 @@ siblings overlap), the rest is the tools'; prefix hits only where the server sai
 
 from __future__ import annotations
 
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
 import pytest
 
-from loadgen.analysis.sessions import per_session, ttft_by_turn
+from loadgen import agents
+from loadgen.analysis.sessions import from_lines, per_session, ttft_by_turn
+
+CAPTURE = Path(__file__).parents[1] / "fixtures" / "agent-capture.jsonl"
 
 
 def line(session: str, at: float, e2e: float, turn: int, **more: object) -> dict:
@@ -22,12 +30,36 @@ def test_overlapping_calls_count_once_and_the_gaps_are_the_tools() -> None:
         line("b", 0.0, 2.0, 1),
         {"session": None, "arrived_at": 0.0, "e2e_s": 9.0},  # no session: not counted
     ]
-    a, b = per_session(lines)
+    a, b = per_session(from_lines(lines))
     assert (a.session, a.calls, a.turns) == ("a", 4, 3)
     assert a.span_s == pytest.approx(4.5) and a.model_s == pytest.approx(3.5)
     assert a.tools_s == pytest.approx(1.0) and a.model_share == pytest.approx(3.5 / 4.5)
     assert a.prefix_hit_share == pytest.approx(260 / 400)
     assert b.prefix_hit_share is None  # absent is not zero
-    turns = ttft_by_turn(lines)
+    turns = ttft_by_turn(from_lines(lines))
     assert turns[3] == {"calls": 2, "p50_s": pytest.approx(0.3), "p90_s": pytest.approx(0.3)}
     assert turns[1]["calls"] == 2
+
+
+def test_the_sessions_command_reads_the_capture_as_its_lines_say(capsys) -> None:
+    """`loadgen sessions` on the agent capture: each session's calls, span and TTFT by turn
+    as counted here from its lines; the trace ids stay in the capture."""
+    lines = [json.loads(x) for x in CAPTURE.read_text().splitlines()]
+    assert agents.main([str(CAPTURE), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    mine: dict[str, list[dict]] = defaultdict(list)
+    for x in lines:
+        mine[x["session"]].append(x)
+    assert len(printed["sessions"]) == len(mine) == 3
+    for s in printed["sessions"]:
+        calls = mine[s["session"]]
+        end = max(c["arrived_at"] + c["e2e_s"] for c in calls)
+        assert s["calls"] == len(calls) and s["turns"] == max(c["turn"] for c in calls)
+        assert s["span_s"] == pytest.approx(end - min(c["arrived_at"] for c in calls))
+        assert "slowest_trace_id" not in s
+    assert [s["span_s"] for s in printed["sessions"]] == sorted(
+        (s["span_s"] for s in printed["sessions"]), reverse=True
+    )
+    first = [x["ttft_s"] for x in lines if x["turn"] == 1]
+    assert printed["ttft_by_turn"]["1"]["calls"] == len(first) == 5
+    assert printed["ttft_by_turn"]["1"]["p50_s"] == pytest.approx(statistics.median(first))
