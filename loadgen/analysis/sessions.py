@@ -1,8 +1,8 @@
 """Agents' sessions: per session, its calls, how long it took, how much of that the model
 had and how much the tools (or the user, or the client), how much of its prompts the
 server's prefix cache served, and TTFT by turn. One reading for the proxy's capture
-(`from_lines`, `loadgen sessions`) and a run's own records (`from_records`): both become
-`Call`s first. Pure: calls in, figures out.
+(`from_lines`, `loadgen sessions`) and a run's own records (`view`, summary.json's
+`sessions`): both become `Call`s first. Pure: calls in, figures out.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from typing import Any
 import numpy as np
 
 from loadgen.analysis.records import Record
+
+TURNS_LISTED = 10  # summary.json's TTFT by turn: the first ten turns, then the deepest
+SLOWEST_SESSIONS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,3 +165,56 @@ def ttft_by_turn(calls: Iterable[Call]) -> dict[int, dict[str, float]]:
         p50, p90 = _p50_p90(values)
         out[turn] = {"calls": len(values), "p50_s": p50, "p90_s": p90}
     return out
+
+
+def view(records: Iterable[Record]) -> dict[str, Any] | None:
+    """summary.json's `sessions` of a target's measured records; None when none has a
+    session. Percentiles over sessions (P50, P90) are numpy's linear ones, as by turn."""
+    calls = from_records(records)
+    found = per_session(calls)
+    if not found:
+        return None
+    turns = ttft_by_turn(calls)
+    listed = [t for t in turns if t <= TURNS_LISTED] + [t for t in turns if t > TURNS_LISTED][-1:]
+    span, share = _p50_p90([s.span_s for s in found]), _p50_p90([s.model_share for s in found])
+    return {
+        "sessions": len(found),
+        "calls": sum(s.calls for s in found),
+        "span_s": {"p50": span[0], "p90": span[1]},
+        "model_share": {"p50": share[0], "p90": share[1]},
+        "prefix_hit_share": _hit_share(calls),
+        "ttft_by_turn": [{"turn": t, **turns[t]} for t in listed],
+        "slowest": [
+            {
+                "session": s.session,
+                "span_s": s.span_s,
+                "calls": s.calls,
+                "model_share": s.model_share,
+                "trace_id": s.slowest_trace_id,
+            }
+            for s in found[:SLOWEST_SESSIONS]
+        ],
+    }
+
+
+def sentence(block: Mapping[str, Any]) -> str:
+    """The sessions in one sentence: how many, the model's share of their time, the prefix
+    cache, and TTFT from the first turn listed to the last."""
+    count = block["sessions"]
+    said = (
+        f"{count} session{'' if count == 1 else 's'}, {block['calls'] / count:.1f} calls each: "
+        f"the model had {block['model_share']['p50']:.0%} of a session's time (median), "
+        "tools and the client the rest"
+    )
+    if block["prefix_hit_share"] is not None:
+        said += f"; the prefix cache served {block['prefix_hit_share']:.0%} of their prompts"
+    turns = block["ttft_by_turn"]
+    if len(turns) > 1:
+        first, last = turns[0], turns[-1]
+        ratio = last["p50_s"] / first["p50_s"] if first["p50_s"] > 0 else 1.0
+        verb = "grows" if ratio > 1.1 else "falls" if ratio < 1 / 1.1 else "holds"
+        said += (
+            f"; TTFT {verb} from {first['p50_s'] * 1e3:.0f} ms at turn {first['turn']} to "
+            f"{last['p50_s'] * 1e3:.0f} ms at turn {last['turn']} (P50)"
+        )
+    return said

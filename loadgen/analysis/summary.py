@@ -16,7 +16,16 @@ from typing import Any
 import numpy as np
 
 from latency_proxy.measure.coalescing import stream_shape
-from loadgen.analysis import consistency, cost, quality, server_metrics, slices, stats, steady
+from loadgen.analysis import (
+    consistency,
+    cost,
+    quality,
+    server_metrics,
+    sessions,
+    slices,
+    stats,
+    steady,
+)
 from loadgen.analysis.compat import compat
 from loadgen.analysis.records import (
     FIRST_N,
@@ -152,6 +161,7 @@ def _target(name: str, data: RunData) -> dict[str, Any]:
         "server": server_metrics.server_block([w for w in data.server if w.target == name]),
         "stream": asdict(stream_shape((r.itl_s, r.tpot_s, r.output_tokens) for r in ok)),
         "signals": signals(ok),
+        "sessions": sessions.view(measured),
     }
     summary.update(_checked(name, records, ok, summary, settings, data.gpu, intervals))
     if settings.slice_s:

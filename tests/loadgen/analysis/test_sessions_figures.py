@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from loadgen import agents
-from loadgen.analysis.sessions import from_lines, per_session, ttft_by_turn
+from loadgen.analysis.records import Record
+from loadgen.analysis.sessions import from_lines, per_session, sentence, ttft_by_turn, view
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "agent-capture.jsonl"
 
@@ -63,3 +64,44 @@ def test_the_sessions_command_reads_the_capture_as_its_lines_say(capsys) -> None
     first = [x["ttft_s"] for x in lines if x["turn"] == 1]
     assert printed["ttft_by_turn"]["1"]["calls"] == len(first) == 5
     assert printed["ttft_by_turn"]["1"]["p50_s"] == pytest.approx(statistics.median(first))
+
+
+def record(session: str | None, at: float, e2e: float, turn: int, **more: object) -> Record:
+    return Record(request_id=f"{session}-{at}", target="t", intended_at=at, sent_at=at,
+                  end_at=at + e2e, send_lag_s=0.0, ok=True, session=session, turn=turn,
+                  ttft_s=0.01 * turn, e2e_s=e2e, input_tokens=100, **more)  # fmt: skip
+
+
+def test_a_runs_view_lists_the_first_turns_the_deepest_and_the_slowest_sessions() -> None:
+    deep = [record("a", 2.0 * n, 1.0, n, trace_id=f"a{n}") for n in range(1, 13)]
+    deep[6] = record("a", 14.0, 1.9, 7, trace_id="a7-slow")  # its longest call
+    runs = [
+        *deep,
+        record("b", 0.0, 3.0, 1, cached_tokens=50, block=0),
+        record("b", 0.0, 1.0, 1, cached_tokens=10, block=1),  # the same id, another block
+        record("c", 0.0, 2.0, 1),
+        record(None, 0.0, 9.0, 1),  # no session: not one of them
+    ]
+    block = view(runs)
+    assert block is not None
+    assert (block["sessions"], block["calls"]) == (4, 15)
+    assert [t["turn"] for t in block["ttft_by_turn"]] == [*range(1, 11), 12]
+    assert block["ttft_by_turn"][0]["calls"] == 4
+    assert block["prefix_hit_share"] == pytest.approx(60 / 1500)
+    a, b, c = block["slowest"]
+    assert (a["session"], a["calls"], a["trace_id"]) == ("a", 12, "a7-slow")
+    assert a["span_s"] == pytest.approx(23.0)
+    assert a["model_share"] == pytest.approx((11 + 1.9) / 23.0)
+    assert (b["session"], b["span_s"], c["session"]) == ("b", 3.0, "c")
+    assert b["trace_id"] is None
+    assert block["span_s"]["p50"] == pytest.approx(2.5)  # of 1, 2, 3 and 23 s
+    assert view([record(None, 0.0, 1.0, 1)]) is None
+
+
+def test_the_sentence_says_where_ttft_went_by_turn() -> None:
+    block = view([record("a", 2.0 * n, 1.0, n) for n in range(1, 9)])
+    assert block is not None
+    assert sentence(block) == (
+        "1 session, 8.0 calls each: the model had 53% of a session's time (median), tools "
+        "and the client the rest; TTFT grows from 10 ms at turn 1 to 80 ms at turn 8 (P50)"
+    )
