@@ -207,7 +207,7 @@ def sentence(block: Mapping[str, Any]) -> str:
         "tools and the client the rest"
     )
     if block["prefix_hit_share"] is not None:
-        said += f"; the prefix cache served {block['prefix_hit_share']:.0%} of their prompts"
+        said += f"; the prefix cache served {block['prefix_hit_share']:.0%} of their prompt tokens"
     turns = block["ttft_by_turn"]
     if len(turns) > 1:
         first, last = turns[0], turns[-1]

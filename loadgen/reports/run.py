@@ -11,7 +11,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from loadgen.analysis import slices, stats, steady, timesplit
+from loadgen.analysis import sessions, slices, stats, steady, timesplit
 from loadgen.analysis.records import Record, RunData
 from loadgen.capacity import advice
 from loadgen.reports import checked
@@ -163,6 +163,9 @@ def markdown(
         lines += [f"**Interrupted** by {by}: partial results, the last block cut short.", ""]
     for name, t in summary["targets"].items():
         lines += target_section(name, t)
+    found = sessions_section(summary, meta.get("trace_url"))
+    if found:
+        lines += ["## Sessions", "", *found]
     if summary.get("sweep"):
         lines += sweep_section(summary["sweep"])
         lines += [f"{line}." for line in knees(summary)] + ([""] if knees(summary) else [])
@@ -348,14 +351,49 @@ def slowest_requests(data: RunData) -> list[str]:
             "|---" * len(columns) + "|",
         ]
         for r in ranked:
-            trace = r.trace_id or "—"
-            link = r.trace_id and trace_link(data.meta.get("trace_url"), r.trace_id)
-            if link:
-                trace = f"[{r.trace_id}]({link})"
+            trace = _trace_cell(data.meta.get("trace_url"), r.trace_id)
             cells = [*slowest_cells(r, reasoned), f"`{r.request_id}`", trace]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines if len(lines) > 2 else []
+
+
+def _trace_cell(template: str | None, trace_id: str | None) -> str:
+    """A trace id as report.md shows it: a link when --trace-url gave a template."""
+    link = trace_id and trace_link(template, trace_id)
+    return f"[{trace_id}]({link})" if link else trace_id or "—"
+
+
+def sessions_section(summary: dict[str, Any], template: str | None) -> list[str]:
+    """Each target's sessions (a replayed agents' capture, --turns conversations) in a
+    sentence, its TTFT by turn and its slowest sessions with the trace of each one's longest
+    call; nothing when no target's requests belonged to sessions."""
+    lines = []
+    for name, t in summary["targets"].items():
+        block = t.get("sessions")
+        if not block:
+            continue
+        lines += [f"{name}: {sessions.sentence(block)}.", ""]
+        if block["ttft_by_turn"]:
+            lines += ["| turn | calls | TTFT P50 (ms) | TTFT P90 (ms) |", "|---|---|---|---|"]
+            lines += [
+                f"| {x['turn']} | {x['calls']} | {ms(x['p50_s'])} | {ms(x['p90_s'])} |"
+                for x in block["ttft_by_turn"]
+            ]
+            lines.append("")
+        lines += [
+            f"{name}, the slowest sessions:",
+            "",
+            "| session | span (s) | calls | model share | its longest call's trace id |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{x['session']}` | {x['span_s']:.2f} | {x['calls']} | {x['model_share']:.0%} "
+            f"| {_trace_cell(template, x['trace_id'])} |"
+            for x in block["slowest"]
+        ]
+        lines.append("")
+    return lines
 
 
 SLOWEST_COLUMNS = (
@@ -410,6 +448,9 @@ def page(
         text["figures"] = f"**{answer}.**\n\n" + text["figures"]
     if data.meta.get("replay"):
         text["replay"] = "\n".join(_replay_lines(data.meta["replay"]))
+    found = sessions_section(summary, data.meta.get("trace_url"))
+    if found:
+        text["sessions"] = "\n".join(found)
     if summary.get("sweep"):
         text["sweep"] = "\n".join(sweep_section(summary["sweep"]))
     if comparison:

@@ -1,6 +1,6 @@
 """report.html of a run directory (a run, a sweep, a Locust run, a merge, a replay): the
-verdict in report.md's words, its figures with their CIs, the charts, the slowest requests,
-the command and the environment."""
+verdict in report.md's words, its figures with their CIs, its sessions, the charts, the
+slowest requests, the command and the environment."""
 
 from __future__ import annotations
 
@@ -113,8 +113,8 @@ def render(
     text: Mapping[str, str],
     slowest: tuple[Sequence[str], Slowest],
 ) -> str:
-    """text: report.md's own sections ("figures", and "replay", "sweep" and "comparison"
-    when there are), so the page reads as report.md does."""
+    """text: report.md's own sections ("figures", and "replay", "sessions", "sweep" and
+    "comparison" when there are), so the page reads as report.md does."""
     lines, bad = verdict_lines(summary, data.meta, text.get("comparison"))
     sections = [Section("verdict", "Verdict", verdict(lines, bad))]
     if text.get("replay"):
@@ -122,6 +122,8 @@ def render(
     if text.get("comparison"):
         sections.append(Section("comparison", "Comparison", markdown(text["comparison"])))
     sections.append(Section("figures", "Figures (95% CI)", markdown(text["figures"])))
+    if text.get("sessions"):
+        sections.append(Section("sessions", "Sessions", markdown(text["sessions"])))
     if text.get("sweep"):
         sections.append(Section("sweep", "Sweep", markdown(text["sweep"])))
     sections += chart_sections(figures)
