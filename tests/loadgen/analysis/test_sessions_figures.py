@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -104,4 +105,16 @@ def test_the_sentence_says_where_ttft_went_by_turn() -> None:
     assert sentence(block) == (
         "1 session, 8.0 calls each: the model had 53% of a session's time (median), tools "
         "and the client the rest; TTFT grows from 10 ms at turn 1 to 80 ms at turn 8 (P50)"
+    )
+
+
+def test_sessions_without_turns_say_nothing_of_turns() -> None:
+    """An OTLP replay's records have sessions but no turns: no TTFT by turn to tell."""
+    untold = [replace(record("a", n, 1.0, 1), turn=None) for n in range(3)]
+    block = view(untold)
+    assert block is not None and block["ttft_by_turn"] == []
+    assert (block["sessions"], block["calls"], block["prefix_hit_share"]) == (1, 3, None)
+    assert sentence(block) == (
+        "1 session, 3.0 calls each: the model had 100% of a session's time (median), tools "
+        "and the client the rest"
     )
