@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.analysis.records import Record
+from loadgen.analysis.slices import min_requests
 
 TURNS_LISTED = 10  # summary.json's TTFT by turn: the first ten turns, then the deepest
 SLOWEST_SESSIONS = 3
@@ -199,7 +200,8 @@ def view(records: Iterable[Record]) -> dict[str, Any] | None:
 
 def sentence(block: Mapping[str, Any]) -> str:
     """The sessions in one sentence: how many, the model's share of their time, the prefix
-    cache, and TTFT from the first turn listed to the last."""
+    cache, and TTFT from the first turn to the deepest with calls enough for a median that
+    one slow call does not make (slices' minimum)."""
     count = block["sessions"]
     said = (
         f"{count} session{'' if count == 1 else 's'}, {block['calls'] / count:.1f} calls each: "
@@ -208,13 +210,15 @@ def sentence(block: Mapping[str, Any]) -> str:
     )
     if block["prefix_hit_share"] is not None:
         said += f"; the prefix cache served {block['prefix_hit_share']:.0%} of their prompt tokens"
-    turns = block["ttft_by_turn"]
+    enough = min_requests("p50")
+    turns = [t for t in block["ttft_by_turn"] if t["calls"] >= enough]
     if len(turns) > 1:
         first, last = turns[0], turns[-1]
         ratio = last["p50_s"] / first["p50_s"] if first["p50_s"] > 0 else 1.0
         verb = "grows" if ratio > 1.1 else "falls" if ratio < 1 / 1.1 else "holds"
         said += (
             f"; TTFT {verb} from {first['p50_s'] * 1e3:.0f} ms at turn {first['turn']} to "
-            f"{last['p50_s'] * 1e3:.0f} ms at turn {last['turn']} (P50)"
+            f"{last['p50_s'] * 1e3:.0f} ms at turn {last['turn']} (P50 of turns with "
+            f"{enough} calls or more)"
         )
     return said

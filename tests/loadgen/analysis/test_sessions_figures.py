@@ -99,12 +99,16 @@ def test_a_runs_view_lists_the_first_turns_the_deepest_and_the_slowest_sessions(
     assert view([record(None, 0.0, 1.0, 1)]) is None
 
 
-def test_the_sentence_says_where_ttft_went_by_turn() -> None:
-    block = view([record("a", 2.0 * n, 1.0, n) for n in range(1, 9)])
+def test_the_sentence_says_where_ttft_went_by_turn_where_calls_were_enough() -> None:
+    talks = [record(s, 2.0 * n, 1.0, n) for s in "abcde" for n in range(1, 9)]
+    talks.append(replace(record("f", 0.0, 1.0, 9), ttft_s=0.001))  # one call: no median
+    block = view(talks)
     assert block is not None
+    assert block["ttft_by_turn"][-1]["turn"] == 9
     assert sentence(block) == (
-        "1 session, 8.0 calls each: the model had 53% of a session's time (median), tools "
-        "and the client the rest; TTFT grows from 10 ms at turn 1 to 80 ms at turn 8 (P50)"
+        "6 sessions, 6.8 calls each: the model had 53% of a session's time (median), tools "
+        "and the client the rest; TTFT grows from 10 ms at turn 1 to 80 ms at turn 8 (P50 "
+        "of turns with 5 calls or more)"
     )
 
 
