@@ -16,6 +16,7 @@ import numpy as np
 
 from loadgen.analysis.records import Record
 from loadgen.analysis.slices import min_requests
+from loadgen.analysis.stats import union_seconds
 
 TURNS_LISTED = 10  # summary.json's TTFT by turn: the first ten turns, then the deepest
 SLOWEST_SESSIONS = 3
@@ -53,16 +54,6 @@ class SessionFigures:
         row = asdict(self)
         del row["slowest_trace_id"]
         return row
-
-
-def _busy(intervals: list[tuple[float, float]]) -> float:
-    """How long the union of `intervals` lasts (fan-out siblings overlap)."""
-    total, end = 0.0, float("-inf")
-    for start, stop in sorted(intervals):
-        if stop > end:
-            total += stop - max(start, end)
-            end = stop
-    return total
 
 
 def _number(line: Mapping[str, Any], key: str) -> float | None:
@@ -132,7 +123,7 @@ def per_session(calls: Iterable[Call]) -> list[SessionFigures]:
             continue
         spans = [(a, b) for a, b, _ in timed]
         span = max(b for _, b in spans) - min(a for a, _ in spans)
-        model = _busy(spans)
+        model = union_seconds(spans)
         _, _, longest = max(timed, key=lambda t: t[1] - t[0])
         out.append(
             SessionFigures(

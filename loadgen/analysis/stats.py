@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,3 +187,14 @@ def mbu(
     """Model bandwidth utilisation: bytes one decode step must read / TPOT / peak bandwidth."""
     step_bytes = weight_bytes + kv_bytes_per_token * mean_context_tokens * mean_streams
     return step_bytes / tpot_s / (gpu_bandwidth_bytes_s * gpus)
+
+
+def union_seconds(intervals: Iterable[tuple[float, float]]) -> float:
+    """How long the union of [start, end] intervals lasts: a target's blocks, or a session's
+    calls (fan-out siblings overlap)."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total

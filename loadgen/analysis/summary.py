@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -38,6 +38,7 @@ from loadgen.analysis.records import (
 )
 from loadgen.analysis.server_metrics import ServerWindow
 from loadgen.analysis.server_signals import gpus, signals
+from loadgen.analysis.stats import union_seconds
 
 # the client's CPU share over a block (a core's) from which its own work explains its lag
 CLIENT_BUSY = 0.8
@@ -53,22 +54,6 @@ LATENCY_METRICS = (
     "server_ttft_s",
     "server_decode_s",
 )
-
-
-def active_seconds(intervals: Iterable[tuple[float, float]]) -> float:
-    """Length of the union of [start, end] intervals."""
-    total = 0.0
-    current_start, current_end = 0.0, None
-    for start, end in sorted(intervals):
-        if current_end is None or start > current_end:
-            if current_end is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None:
-        total += current_end - current_start
-    return total
 
 
 def _within(at: float, intervals: Sequence[tuple[float, float]]) -> bool:
@@ -106,7 +91,7 @@ def figures(record: Record, metric: str) -> list[float]:
 def _target(name: str, data: RunData) -> dict[str, Any]:
     """One target's block at one load level (`data` holds that level's share alone)."""
     records, phases, settings = data.records, data.phases, data.settings
-    active = active_seconds((p.start_at, p.end_at) for p in phases if p.target == name)
+    active = union_seconds((p.start_at, p.end_at) for p in phases if p.target == name)
     intervals = [p.busy for p in phases if p.target == name]
     measured = [r for r in records if r.target == name and not r.excluded]
     ok = [r for r in measured if r.ok]
@@ -244,7 +229,7 @@ def _checked(
         )
     blocks["energy"] = cost.energy(
         [s for s in gpu if _within(s.at, intervals)],
-        active_seconds(intervals),
+        union_seconds(intervals),
         sum(r.output_tokens or 0 for r in ok),
         summary["goodput"]["requests_per_s"],
     )

@@ -14,7 +14,8 @@ import pytest
 from loadgen import compare, rundir
 from loadgen.analysis.records import UNFINISHED, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.analysis.slo import Slos, parse_slos
-from loadgen.analysis.summary import active_seconds, summarize
+from loadgen.analysis.stats import union_seconds
+from loadgen.analysis.summary import summarize
 from loadgen.engine.progress import Progress
 from loadgen.reports import comparison
 from loadgen.reports import run as report
@@ -161,8 +162,8 @@ def test_a_client_starved_of_cpu_by_others_is_told_from_one_busy_itself() -> Non
 
 
 def test_active_time_is_a_union() -> None:
-    assert active_seconds([(0, 2), (1, 3), (5, 6)]) == 4
-    assert active_seconds([]) == 0
+    assert union_seconds([(0, 2), (1, 3), (5, 6)]) == 4
+    assert union_seconds([]) == 0
 
 
 def test_mbu_and_gpu_summaries() -> None:

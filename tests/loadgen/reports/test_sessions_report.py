@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.analysis.summary import active_seconds
+from loadgen.analysis.stats import union_seconds
 from loadgen.cli import main
 from loadgen.stack.processes import simulator
 
@@ -48,7 +48,7 @@ def by_hand(records: list[dict[str, Any]]) -> dict[str, Any]:
     spans, shares, slowest = [], [], []
     for (_, name), calls in sessions.items():
         span = max(r["end_at"] for r in calls) - min(r["sent_at"] for r in calls)
-        share = active_seconds((r["sent_at"], r["end_at"]) for r in calls) / span
+        share = union_seconds((r["sent_at"], r["end_at"]) for r in calls) / span
         longest = max(calls, key=lambda r: r["end_at"] - r["sent_at"])
         spans.append(span)
         shares.append(share)
