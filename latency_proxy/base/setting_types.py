@@ -149,22 +149,33 @@ class Number:
 
 @dataclass(frozen=True, slots=True)
 class Size:
-    """Bytes; text may carry a unit (4096, 64KiB, 16MiB)."""
+    """Bytes from `low` to `high`; text may carry a unit (4096, 64KiB, 16MiB, 80GiB), and a
+    number must be whole."""
 
-    limits = f"1 byte to {format_size(MAX_SIZE)}"
+    low: int = 1
+    high: int = MAX_SIZE
+    example: str = "16MiB"
     metavar = "SIZE"
 
+    @property
+    def limits(self) -> str:
+        low = "1 byte" if self.low == 1 else format_size(self.low)
+        return f"{low} to {format_size(self.high)}"
+
     def read(self, value: Any) -> int:
-        hint = f"a size from {self.limits}, e.g. 16MiB"
+        hint = f"a size from {self.limits}, e.g. {self.example}"
         if isinstance(value, str):
             if value.strip().startswith("-"):
                 raise ValueError(f"{shown(value)} is negative; give {hint}")
-            number = parse_size(value)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            number = value
+            try:
+                number = parse_size(value)
+            except ValueError:
+                raise ValueError(f"{shown(value)} is not {hint}") from None
+        elif isinstance(value, int | float) and not isinstance(value, bool) and value % 1 == 0:
+            number = int(value)
         else:
             raise ValueError(f"expected {hint}, got {shown(value)}")
-        _within(number, 1, MAX_SIZE, False, hint)
+        _within(number, self.low, self.high, False, hint)
         return number
 
 

@@ -54,7 +54,7 @@ _TYPES: dict[str, SettingType] = {
     "aliases": ListOf(Text(), split=False),
     "source": Text(),
     "flops": keys.Rates(RATES, keys.FLOPS),
-    "memory": keys.Bytes(),
+    "memory": keys.MEMORY,
     "memory_bandwidth": keys.MEMORY_BANDWIDTH,
     "interconnect": Text(),
     "interconnect_bandwidth": keys.INTERCONNECT_BANDWIDTH,

@@ -10,10 +10,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from latency_proxy.base.setting_types import Duration, Number, SettingType, shown
-from latency_proxy.base.units import format_size, parse_size
+from latency_proxy.base.setting_types import Duration, Number, SettingType, Size, shown
 
 MAX_BYTES = 2**42  # 4 TiB: more memory than any accelerator has
+MEMORY = Size(2**20, MAX_BYTES, "80GiB")  # a GPU's, in bytes
 # a GPU's figures, as the catalogue and a preset's [hardware] table both hold them; a CPU
 # serving a test model (vllm-cpu) is at the low end
 FLOPS = Number(1e10, 1e17, "FLOP/s", zero_ok=False)
@@ -22,23 +22,6 @@ INTERCONNECT_BANDWIDTH = Number(1e9, 1e13, "bytes/s", zero_ok=False)
 ALLREDUCE_LATENCY = Duration(high=0.01)
 MAX_WATTS = Number(10, 5000, "watts", zero_ok=False)
 IDLE_WATTS = Number(1, 1000, "watts", zero_ok=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Bytes:
-    """A size in bytes from 1 MiB up to MAX_BYTES; text may carry a unit (80GiB, 141GB)."""
-
-    limits = f"1MiB to {format_size(MAX_BYTES)}"
-    metavar = "SIZE"
-
-    def read(self, value: Any) -> float:
-        hint = f"a size from {self.limits}, e.g. 80GiB"
-        if isinstance(value, str):
-            try:
-                value = parse_size(value)
-            except ValueError:
-                raise ValueError(f"{shown(value)} is not {hint}") from None
-        return float(Number(2**20, MAX_BYTES, hint).read(value))
 
 
 @dataclass(frozen=True, slots=True)

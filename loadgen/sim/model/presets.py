@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from latency_proxy.base.setting_types import Duration, Flag, Number, SettingType, Text
+from latency_proxy.base.setting_types import Duration, Flag, Number, SettingType, Size, Text
 from loadgen.sim.model import catalogue, keys
 from loadgen.sim.model.roofline import Efficiency, Hardware, ModelSpec, PerfModel
 from loadgen.sim.model.scheduler import BLOCK_SIZES, EngineConfig
@@ -128,7 +128,7 @@ def dump(preset: Preset) -> str:
             if isinstance(kind, Duration):
                 micro = f"{value * 1e6:.6f}".rstrip("0").rstrip(".")
                 lines.append(f'{f.name} = "{micro}us"')
-            elif isinstance(kind, keys.Bytes):
+            elif isinstance(kind, Size):
                 lines.append(f"{f.name} = {int(value)}")
             else:
                 lines.append(f"{f.name} = {_toml(value)}")
@@ -199,7 +199,7 @@ TYPES: dict[str, dict[str, SettingType]] = {
         "tensor_parallel": Number(1, 1024, "a GPU count", whole=True, zero_ok=False),
         "hbm_bandwidth": keys.MEMORY_BANDWIDTH,
         "peak_flops": keys.FLOPS,
-        "gpu_memory": keys.Bytes(),
+        "gpu_memory": keys.MEMORY,
         "interconnect_bandwidth": keys.INTERCONNECT_BANDWIDTH,
         "allreduce_latency": keys.ALLREDUCE_LATENCY,
         "idle_watts": keys.IDLE_WATTS,
