@@ -1,5 +1,6 @@
 """Replaying a trace: `load` is the one place a trace file is read.
 
+- `rows.py` the record every format reads into, and the checks of its numbers
 - `formats.py` trace files in, TraceRecords out
 - `otlp.py` agents' model calls from GenAI spans in OTLP JSON
 - `window.py` which records a run replays, and when each is due

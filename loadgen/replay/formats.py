@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,52 +40,20 @@ from latency_proxy.base.semconv import OTHER_MODEL
 from loadgen import jsonl
 from loadgen.engine.bounds import MAX_TOKENS
 from loadgen.replay import otlp
+from loadgen.replay.rows import (
+    DAY_S,
+    BadRow,
+    Row,
+    TraceRecord,
+    count,
+    gap,
+    json_rows,
+    seconds,
+)
 
 FORMATS = ("azure", "mooncake", "requests", "proxy", "otlp")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 ACCESS_LOGGER = "latency_proxy.access"
-
-
-@dataclass(frozen=True, slots=True)
-class TraceRecord:
-    """One request of a trace. `at` is seconds on the trace's own clock (epoch or relative).
-
-    `prefix` names the parts of the prompt, in order: a part named before (by an earlier
-    record) is the same text again. `prefix_unit` says what a part is: "block" (a fixed
-    number of tokens, the last one the rest), "message" (a chat message of any length) or
-    "chars" (a fixed number of characters of `prompt_chars`, the proxy's prefix blocks).
-
-    An agent's call (the proxy's capture) names itself (`call`), its session, and the call
-    whose answer it continues (`parent`), `gap_s` after that answer ended.
-    """
-
-    line: int  # 1-based line in the file: replay_index in requests.jsonl
-    at: float
-    input_tokens: int
-    output_tokens: int
-    model: str | None = None
-    prefix: tuple[str, ...] = ()
-    prefix_unit: str = "block"
-    prompt_chars: int | None = None  # the text "chars" blocks cut
-    call: str | None = None
-    session: str | None = None
-    parent: str | None = None
-    gap_s: float | None = None
-    turn: int | None = None
-    tools_answered: int = 0
-
-
-DAY_S = 86_400.0
-MAX_TIME_S = 1e10  # seconds since 1970 (or since a trace's start): 2286, past any trace
-
-
-class BadRow(ValueError):
-    """A line that does not make a record; `line` is 1-based."""
-
-    def __init__(self, line: int, reason: str) -> None:
-        super().__init__(f"line {line}: {reason}")
-        self.line = line
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,22 +128,6 @@ def parse(text: str, fmt: str | None = None, skip_bad: bool = False) -> Parsed:
     return Parsed(fmt, tuple(records), tuple(bad), unreplayable)
 
 
-Row = TraceRecord | BadRow | None  # None: a request with nothing to replay
-
-
-def _count(value: object, line: int, name: str) -> int:
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise BadRow(line, f"{name} is not a whole number: {str(value)[:40]!r}") from None
-    if type(value) is not int or not 1 <= value <= MAX_TOKENS:
-        raise BadRow(
-            line, f"{name} must be a whole number from 1 to {MAX_TOKENS}, not {str(value)[:40]!r}"
-        )
-    return value
-
-
 def _azure(text: str) -> Iterator[Row]:
     reader = csv.reader(io.StringIO(text))
     header: list[str] | None = None
@@ -197,8 +148,8 @@ def _azure(text: str) -> Iterator[Row]:
             yield TraceRecord(
                 line=number,
                 at=_azure_time(stamp, number),
-                input_tokens=_count(context, number, "ContextTokens"),
-                output_tokens=_count(generated, number, "GeneratedTokens"),
+                input_tokens=count(context, number, "ContextTokens"),
+                output_tokens=count(generated, number, "GeneratedTokens"),
             )
         except BadRow as exc:
             yield exc
@@ -219,35 +170,8 @@ def _azure_time(stamp: str, line: int) -> float:
     return when.timestamp()
 
 
-def _json_rows(text: str, rows: Callable[[int, dict[str, Any]], Iterator[Row]]) -> Iterator[Row]:
-    """A JSON-lines format's rows: `rows` of each object (none for a line it passes over); a
-    line that is no object, or one that `rows` raises BadRow for, is that bad row."""
-    for number, item in jsonl.objects(text):
-        if isinstance(item, str):
-            yield BadRow(number, item)
-            continue
-        try:
-            yield from rows(number, item)
-        except BadRow as exc:
-            yield exc
-
-
-def _time(value: object, line: int, name: str, scale: float = 1.0) -> float:
-    """Seconds (`value` × `scale`): finite, not negative, before MAX_TIME_S."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadRow(line, f"{name} is not a number: {str(value)[:40]!r}")
-    seconds = float(value) * scale
-    if not math.isfinite(seconds):
-        raise BadRow(line, f"{name} is not finite: {value}")
-    if seconds < 0:
-        raise BadRow(line, f"{name} is negative: {value}")
-    if seconds > MAX_TIME_S:
-        raise BadRow(line, f"{name} {value:g} is past any trace's time (year 2286)")
-    return seconds
-
-
 def _mooncake(text: str) -> Iterator[Row]:
-    return _json_rows(text, _mooncake_rows)
+    return json_rows(text, _mooncake_rows)
 
 
 def _mooncake_rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
@@ -256,9 +180,9 @@ def _mooncake_rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
         raise BadRow(number, "hash_ids must be a list of integers")
     yield TraceRecord(
         line=number,
-        at=_time(item.get("timestamp"), number, "timestamp", scale=1e-3),
-        input_tokens=_count(item.get("input_length"), number, "input_length"),
-        output_tokens=_count(item.get("output_length"), number, "output_length"),
+        at=seconds(item.get("timestamp"), number, "timestamp", scale=1e-3),
+        input_tokens=count(item.get("input_length"), number, "input_length"),
+        output_tokens=count(item.get("output_length"), number, "output_length"),
         prefix=tuple(str(i) for i in ids),
     )
 
@@ -276,16 +200,16 @@ def _requests(text: str) -> Iterator[Row]:
             return
         yield TraceRecord(
             line=number,
-            at=_time(item.get("intended_at"), number, "intended_at"),
-            input_tokens=_count(item["input_tokens"], number, "input_tokens"),
-            output_tokens=_count(item["output_tokens"], number, "output_tokens"),
+            at=seconds(item.get("intended_at"), number, "intended_at"),
+            input_tokens=count(item["input_tokens"], number, "input_tokens"),
+            output_tokens=count(item["output_tokens"], number, "output_tokens"),
         )
 
-    return _json_rows(text, rows)
+    return json_rows(text, rows)
 
 
 def _proxy(text: str) -> Iterator[Row]:
-    return _json_rows(text, _proxy_rows)
+    return json_rows(text, _proxy_rows)
 
 
 def _proxy_rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
@@ -301,18 +225,20 @@ def _proxy_rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
     yield TraceRecord(
         line=number,
         at=_proxy_arrival(item, number),
-        input_tokens=_count(item["input_tokens"], number, "input_tokens"),
-        output_tokens=_count(item["output_tokens"], number, "output_tokens"),
+        input_tokens=count(item["input_tokens"], number, "input_tokens"),
+        output_tokens=count(item["output_tokens"], number, "output_tokens"),
         # "other": a name the upstreams did not list, withheld from the log
         model=model if isinstance(model, str) and model != OTHER_MODEL else None,
         prefix=blocks or _strings(item, "prefix_hashes", number),
         prefix_unit="chars" if blocks else "message",
-        prompt_chars=_count(item.get("prompt_chars"), number, "prompt_chars") if blocks else None,
+        prompt_chars=count(item.get("prompt_chars"), number, "prompt_chars") if blocks else None,
         call=_name(item, "request_id", number),
         session=_name(item, "session", number),
         parent=_name(item, "parent", number),
-        gap_s=None if item.get("parent_gap_s") is None else _gap(item["parent_gap_s"], number),
-        turn=None if item.get("turn") is None else _count(item["turn"], number, "turn"),
+        gap_s=None
+        if item.get("parent_gap_s") is None
+        else gap(item["parent_gap_s"], number, "parent_gap_s"),
+        turn=None if item.get("turn") is None else count(item["turn"], number, "turn"),
         tools_answered=_whole(item.get("tools_answered", 0), number, "tools_answered"),
     )
 
@@ -329,15 +255,6 @@ def _name(item: dict[str, Any], key: str, line: int) -> str | None:
     if value is not None and not isinstance(value, str):
         raise BadRow(line, f"{key} must be a string, not {str(value)[:40]!r}")
     return value
-
-
-def _gap(value: object, line: int) -> float:
-    """A think or tool time: seconds, finite, from 0 to a day (a longer one is no gap a
-    replay waits for)."""
-    seconds = _time(value, line, "parent_gap_s")
-    if seconds > DAY_S:
-        raise BadRow(line, f"parent_gap_s {seconds:g} is more than a day")
-    return seconds
 
 
 def _whole(value: object, line: int, name: str) -> int:
@@ -364,7 +281,7 @@ def _otlp(text: str) -> Iterator[Row]:
         if call.input_tokens is None or call.output_tokens is None:
             yield None  # a call without its usage: nothing to replay
             continue
-        parent, gap = waits.get(call.span_id, (None, None))
+        parent, waited = waits.get(call.span_id, (None, None))
         yield TraceRecord(
             line=n,
             at=call.start_s,
@@ -374,14 +291,14 @@ def _otlp(text: str) -> Iterator[Row]:
             call=call.span_id,
             session=call.session,
             parent=parent,
-            gap_s=None if gap is None else min(gap, DAY_S),
+            gap_s=None if waited is None else min(waited, DAY_S),
         )
 
 
 def _proxy_arrival(item: dict, line: int) -> float:
     """`arrived_at` (epoch seconds); lines from before it existed: `ts` minus `e2e_s`."""
     if "arrived_at" in item:
-        return _time(item["arrived_at"], line, "arrived_at")
+        return seconds(item["arrived_at"], line, "arrived_at")
     stamp, e2e = item.get("ts"), item.get("e2e_s")
     if not isinstance(stamp, str) or isinstance(e2e, bool) or not isinstance(e2e, int | float):
         raise BadRow(line, "no arrived_at, nor ts and e2e_s to place the request in time")
@@ -389,7 +306,7 @@ def _proxy_arrival(item: dict, line: int) -> float:
         logged = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
     except ValueError:
         raise BadRow(line, f"ts is not a date and time: {stamp[:40]!r}") from None
-    return logged - _time(e2e, line, "e2e_s")
+    return logged - seconds(e2e, line, "e2e_s")
 
 
 _ROWS: dict[str, Callable[[str], Iterator[Row]]] = {
