@@ -3,6 +3,8 @@
 - `rows.py` the record every format reads into, and the checks of its numbers
 - `formats.py` trace files in, TraceRecords out
 - `otlp.py` agents' model calls from GenAI spans in OTLP JSON
+- `aiperf.py` AIPerf's multi_turn datasets: sessions of turns
+- `turns.py` sessions of turns, each after the answer to the one before
 - `window.py` which records a run replays, and when each is due
 - `prompts.py` prompt text for replayed records
 - `sessions.py` an agent trace's call graph: which call waits for which

@@ -10,7 +10,8 @@ azure     Azure LLM inference traces (Azure/AzurePublicDataset, AzureLLMInferenc
           `2024-05-10 00:00:00.009930+00:00` (2024, microseconds, a zone).
 mooncake  Mooncake's traces (kvcache-ai/Mooncake, FAST '25): JSON lines `{"timestamp": ms
           since the first request, "input_length", "output_length", "hash_ids": [...]}`, one
-          hash id per block of the prompt (512 tokens in the published traces).
+          hash id per block of the prompt (512 tokens in the published traces); with
+          AIPerf's `session_id` and `delay`, its sessions' turns (turns.py).
 requests  loadgen's own requests.jsonl: the measured requests of the run's first target.
 otlp      GenAI spans as OTLP JSON (a collector's file exporter): each model call, its session
           (gen_ai.conversation.id, else its trace) and the call it waited for (otlp.py).
@@ -20,9 +21,10 @@ proxy     latency_proxy's `request` log lines (JSON, as on stdout or exported fr
           conversation up to and including that message); of a chat call, its session,
           the call it continues (`parent`) and the gap since, and `prefix_blocks` (keyed
           hashes of 1,024-character blocks, preferred to prefix_hashes).
+aiperf    AIPerf's multi_turn datasets: a session's turns a line (aiperf.py).
 
-Traces that are recordings (azure, mooncake) must be in time order; logs (requests, proxy)
-are written as requests finish, so they are put in arrival order.
+Traces that are recordings (azure, mooncake) must be in time order (a session's later turns
+are placed after the turn they wait for); every format's records are put in arrival order.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import orjson
 from latency_proxy.base.semconv import OTHER_MODEL
 from loadgen import jsonl
 from loadgen.engine.bounds import MAX_TOKENS
-from loadgen.replay import otlp
+from loadgen.replay import aiperf, otlp
 from loadgen.replay.rows import (
     DAY_S,
     BadRow,
@@ -50,8 +52,9 @@ from loadgen.replay.rows import (
     json_rows,
     seconds,
 )
+from loadgen.replay.turns import Sessions
 
-FORMATS = ("azure", "mooncake", "requests", "proxy", "otlp")
+FORMATS = ("azure", "mooncake", "requests", "proxy", "otlp", "aiperf")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 ACCESS_LOGGER = "latency_proxy.access"
 
@@ -89,7 +92,11 @@ def detect(text: str) -> str:
                 return "proxy"
             if "resourceSpans" in item:
                 return "otlp"
-        raise BadRow(1, "a JSON object of no known trace format (mooncake, requests, proxy)")
+            if "turns" in item:
+                return "aiperf"
+        raise BadRow(
+            1, "a JSON object of no known trace format (mooncake, requests, proxy, otlp, aiperf)"
+        )
     columns = [c.strip() for c in first.split(",")]
     if all(c in columns for c in AZURE_COLUMNS):
         return "azure"
@@ -104,7 +111,7 @@ def parse(text: str, fmt: str | None = None, skip_bad: bool = False) -> Parsed:
     records: list[TraceRecord] = []
     bad: list[BadRow] = []
     unreplayable = 0
-    previous: float | None = None
+    previous: TraceRecord | None = None  # the latest record that waits for no other
     for row in _ROWS[fmt](text):
         if row is None:
             unreplayable += 1
@@ -112,19 +119,21 @@ def parse(text: str, fmt: str | None = None, skip_bad: bool = False) -> Parsed:
         try:
             if isinstance(row, BadRow):
                 raise row
-            if fmt in ("azure", "mooncake") and previous is not None and row.at < previous:
-                raise BadRow(
-                    row.line, f"timestamp goes back in time (before line {records[-1].line})"
-                )
+            if (
+                fmt in ("azure", "mooncake")
+                and row.parent is None  # a later turn is placed after the one it waits for
+                and previous is not None
+                and row.at < previous.at
+            ):
+                raise BadRow(row.line, f"timestamp goes back in time (before line {previous.line})")
         except BadRow as exc:
             if not skip_bad:
                 raise
             bad.append(exc)
             continue
         records.append(row)
-        previous = row.at
-    if fmt in ("requests", "proxy", "otlp"):
-        records.sort(key=lambda r: (r.at, r.line))
+        previous = previous if row.parent is not None else row
+    records.sort(key=lambda r: (r.at, r.line))  # logs, and sessions' later turns
     return Parsed(fmt, tuple(records), tuple(bad), unreplayable)
 
 
@@ -171,20 +180,31 @@ def _azure_time(stamp: str, line: int) -> float:
 
 
 def _mooncake(text: str) -> Iterator[Row]:
-    return json_rows(text, _mooncake_rows)
+    """Mooncake's lines; lines with a `session_id` (AIPerf's mooncake_trace) are its
+    sessions' turns, each after the one before it (turns.py)."""
+    sessions = Sessions()
 
+    def rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
+        ids = item.get("hash_ids") or []
+        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+            raise BadRow(number, "hash_ids must be a list of integers")
+        session, stamp, delay = item.get("session_id"), item.get("timestamp"), item.get("delay")
+        if session is not None and (not isinstance(session, str) or not session):
+            raise BadRow(number, "session_id must be a non-empty string")
+        record = TraceRecord(
+            line=number,
+            at=0.0
+            if stamp is None and session is not None
+            else seconds(stamp, number, "timestamp", scale=1e-3),
+            input_tokens=count(item.get("input_length"), number, "input_length"),
+            output_tokens=count(item.get("output_length"), number, "output_length"),
+            prefix=tuple(str(i) for i in ids),
+            session=session,
+        )
+        waited = None if delay is None else gap(delay, number, "delay", scale=1e-3)
+        yield sessions.place(record, number, stamp is not None, waited)
 
-def _mooncake_rows(number: int, item: dict[str, Any]) -> Iterator[Row]:
-    ids = item.get("hash_ids") or []
-    if not isinstance(ids, list) or not all(type(i) is int for i in ids):
-        raise BadRow(number, "hash_ids must be a list of integers")
-    yield TraceRecord(
-        line=number,
-        at=seconds(item.get("timestamp"), number, "timestamp", scale=1e-3),
-        input_tokens=count(item.get("input_length"), number, "input_length"),
-        output_tokens=count(item.get("output_length"), number, "output_length"),
-        prefix=tuple(str(i) for i in ids),
-    )
+    return json_rows(text, rows)
 
 
 def _requests(text: str) -> Iterator[Row]:
@@ -315,4 +335,5 @@ _ROWS: dict[str, Callable[[str], Iterator[Row]]] = {
     "requests": _requests,
     "proxy": _proxy,
     "otlp": _otlp,
+    "aiperf": aiperf.rows,
 }
