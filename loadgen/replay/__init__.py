@@ -5,6 +5,7 @@
 - `otlp.py` agents' model calls from GenAI spans in OTLP JSON
 - `aiperf.py` AIPerf's multi_turn datasets: sessions of turns
 - `turns.py` sessions of turns, each after the answer to the one before
+- `inference_perf.py` inference-perf's OTel trace files: flat GenAI spans
 - `window.py` which records a run replays, and when each is due
 - `prompts.py` prompt text for replayed records
 - `sessions.py` an agent trace's call graph: which call waits for which

@@ -18,15 +18,8 @@ from typing import Any
 
 from latency_proxy.measure.conversation import block_hashes
 from loadgen import jsonl
-from loadgen.replay.rows import BadRow, Row, TraceRecord, count, gap, seconds
+from loadgen.replay.rows import BadRow, Row, TraceRecord, count, gap, seconds, text_tokens
 from loadgen.replay.turns import Sessions
-
-CHARS_PER_TOKEN = 4  # English text, as the proxy's 1,024-character prefix blocks assume
-
-
-def text_tokens(chars: int) -> int:
-    """The tokens of `chars` characters of text no tokenizer counted: at least one."""
-    return max(1, chars // CHARS_PER_TOKEN)
 
 
 def rows(text: str) -> Iterator[Row]:

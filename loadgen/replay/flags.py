@@ -30,7 +30,7 @@ def add_flags(group: argparse._ArgumentGroup, *, text: bool = False) -> None:
         metavar="FILE",
         help="send a trace's requests at their own times (instead of --rate/--concurrency): "
         "Azure LLM inference CSV, Mooncake JSONL, a requests.jsonl, the proxy's log, OTLP "
-        "spans, an AIPerf multi_turn dataset",
+        "spans, an AIPerf multi_turn dataset, an inference-perf trace file",
     )
     group.add_argument(
         "--replay-format", choices=FORMATS, help="the trace's format (default: detected)"
@@ -46,7 +46,8 @@ def add_flags(group: argparse._ArgumentGroup, *, text: bool = False) -> None:
         "--gap-scale",
         **typed(GAP_SCALE, 1.0),
         metavar="X",
-        help="of an agents' trace (the proxy's capture, OTLP spans, AIPerf's sessions): each "
+        help="of an agents' trace (the proxy's capture, OTLP spans, AIPerf's sessions, "
+        "inference-perf's trace files): each "
         "call waits for its parent's answer, then the recorded think or tool time (an AIPerf "
         "turn's delay) times X (default 1)",
     )

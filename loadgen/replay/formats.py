@@ -22,6 +22,8 @@ proxy     latency_proxy's `request` log lines (JSON, as on stdout or exported fr
           the call it continues (`parent`) and the gap since, and `prefix_blocks` (keyed
           hashes of 1,024-character blocks, preferred to prefix_hashes).
 aiperf    AIPerf's multi_turn datasets: a session's turns a line (aiperf.py).
+inference-perf  inference-perf's OTel trace files: a session's flat GenAI spans, its calls'
+          predecessors inferred as inference-perf infers them (inference_perf.py).
 
 Traces that are recordings (azure, mooncake) must be in time order (a session's later turns
 are placed after the turn they wait for); every format's records are put in arrival order.
@@ -41,7 +43,7 @@ import orjson
 from latency_proxy.base.semconv import OTHER_MODEL
 from loadgen import jsonl
 from loadgen.engine.bounds import MAX_TOKENS
-from loadgen.replay import aiperf, otlp
+from loadgen.replay import aiperf, inference_perf, otlp
 from loadgen.replay.rows import (
     DAY_S,
     BadRow,
@@ -54,7 +56,7 @@ from loadgen.replay.rows import (
 )
 from loadgen.replay.turns import Sessions
 
-FORMATS = ("azure", "mooncake", "requests", "proxy", "otlp", "aiperf")
+FORMATS = ("azure", "mooncake", "requests", "proxy", "otlp", "aiperf", "inference-perf")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 ACCESS_LOGGER = "latency_proxy.access"
 
@@ -82,7 +84,7 @@ def detect(text: str) -> str:
         try:
             item = orjson.loads(first)
         except orjson.JSONDecodeError:
-            raise BadRow(1, "starts like JSON but is not JSON") from None
+            item = _document(text)  # one object over many lines: an inference-perf trace file
         if isinstance(item, dict):
             if "input_length" in item or "hash_ids" in item:
                 return "mooncake"
@@ -94,13 +96,20 @@ def detect(text: str) -> str:
                 return "otlp"
             if "turns" in item:
                 return "aiperf"
-        raise BadRow(
-            1, "a JSON object of no known trace format (mooncake, requests, proxy, otlp, aiperf)"
-        )
+            if "spans" in item:
+                return "inference-perf"
+        raise BadRow(1, f"a JSON object of no known trace format (one of {', '.join(FORMATS)})")
     columns = [c.strip() for c in first.split(",")]
     if all(c in columns for c in AZURE_COLUMNS):
         return "azure"
     raise BadRow(1, f"no known trace format (one of {', '.join(FORMATS)})")
+
+
+def _document(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise BadRow(1, "starts like JSON but is not JSON") from None
 
 
 def parse(text: str, fmt: str | None = None, skip_bad: bool = False) -> Parsed:
@@ -336,4 +345,5 @@ _ROWS: dict[str, Callable[[str], Iterator[Row]]] = {
     "proxy": _proxy,
     "otlp": _otlp,
     "aiperf": aiperf.rows,
+    "inference-perf": inference_perf.rows,
 }

@@ -1,5 +1,6 @@
 """A trace's rows: the record every format reads into, the bad row, and the checks every
-reader makes of a number, a time and a gap. Pure, no I/O."""
+reader makes of a number, a time and a gap (and the tokens of a text no tokenizer counted).
+Pure, no I/O."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ class TraceRecord:
 
 
 DAY_S = 86_400.0
+CHARS_PER_TOKEN = 4  # English text, as the proxy's 1,024-character prefix blocks assume
 MAX_TIME_S = 1e10  # seconds since 1970 (or since a trace's start): 2286, past any trace
 
 
@@ -68,6 +70,11 @@ def count(value: object, line: int, name: str) -> int:
             line, f"{name} must be a whole number from 1 to {MAX_TOKENS}, not {str(value)[:40]!r}"
         )
     return value
+
+
+def text_tokens(chars: int) -> int:
+    """The tokens of `chars` characters of text no tokenizer counted: at least one."""
+    return max(1, chars // CHARS_PER_TOKEN)
 
 
 def json_rows(text: str, rows: Callable[[int, dict[str, Any]], Iterator[Row]]) -> Iterator[Row]:

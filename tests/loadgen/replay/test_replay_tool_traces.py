@@ -1,7 +1,7 @@
-"""AIPerf's session traces replayed with their dependencies: its multi_turn datasets and its
-Mooncake lines with a session_id, read into the same sessions as the proxy's capture, sent
-on the twin and against the simulator with each later turn no earlier than the answer to
-the turn before it plus its delay.
+"""Other tools' session traces replayed with their dependencies: AIPerf's multi_turn datasets
+and its Mooncake lines with a session_id, and inference-perf's OTel trace files, read into
+the same sessions as the proxy's capture, sent on the twin and against the simulator with
+each later call no earlier than the answer it waits for plus its wait.
 
 The fixtures (tests/loadgen/fixtures/aiperf/) are in the shapes AIPerf 0.13.0 defines: the
 MultiTurn and SingleTurn models and the MooncakeTrace model (aiperf/dataset/loader/models.py;
@@ -9,7 +9,13 @@ the examples of multi_turn.py's and mooncake_trace.py's loader docstrings), and 
 dataset guide (https://docs.nvidia.com/aiperf/tutorials/datasets-inputs/multi-turn-
 conversations). Its scheduler sends a later turn `delay` ms after the turn before it returned
 (aiperf/timing/strategies/fixed_schedule.py and request_rate.py, handle_credit_return), and
-keeps the conversation, live answers included (DELTAS_WITHOUT_RESPONSES, its default)."""
+keeps the conversation, live answers included (DELTAS_WITHOUT_RESPONSES, its default).
+
+The inference-perf fixtures (tests/loadgen/fixtures/inference-perf/) are in the trace file
+shape its docs/otel_trace_replay.md ("Trace File Format") and its
+inference_perf/datagen/replay/otel_trace_to_replay_graph.py (build_raw_calls) define. Their
+calls, predecessors, waits and token counts below are the ones inference-perf 0.7.0's own
+graph builder (build_graph) gives for them."""
 
 from __future__ import annotations
 
@@ -29,14 +35,19 @@ from loadgen.stack.processes import simulator
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "aiperf"
 MULTI_TURN = FIXTURES / "multi-turn.jsonl"
 MOONCAKE = FIXTURES / "mooncake-sessions.jsonl"
+AGENT = FIXTURES.parent / "inference-perf" / "agent-trace.json"
+CHAINS = FIXTURES.parent / "inference-perf" / "sessions.jsonl"
 PRESET = "llama-70b-bf16-tp4-a100"
 EPOCH = 1e-6  # the twin's clock: exact but for float rounding
 EARLY = 0.002  # a live timer may fire this much before it is due
-# each later turn's wait after the answer before it, as the fixtures write it (ms there):
-# its delay, or between timestamps (multi-turn.jsonl's batch-3: 2200 - 1000)
+# each later call's wait after the answer before it, as the fixtures write it: an AIPerf
+# turn's delay (ms there), or the time between timestamps (multi-turn.jsonl's batch-3: 2200
+# - 1000); an inference-perf call's wait_ms after its last predecessor ended
 WAITS = {
     MULTI_TURN: {2: 0.8, 3: 1.5, 5: 0.4, 7: 1.2, 8: 0.5},
     MOONCAKE: {4: 0.7, 5: 0.3, 6: 0.25},
+    AGENT: {2: 0.3, 3: 0.3, 4: 0.32, 5: 0.3},
+    CHAINS: {2: 0.4, 3: 0.8, 5: 0.4},
 }
 
 
@@ -156,28 +167,104 @@ def test_a_bad_file_exits_2_naming_file_and_line(tmp_path: Path, capsys) -> None
     assert not (tmp_path / "run").exists()
 
 
-def replayed(path: Path, run: RunData) -> Iterator[tuple[float, Record, TraceRecord]]:
-    """Each later turn of the file, sent: when the answer before it ended on this run plus
-    its gap, its record, its turn; every turn sent once, answered, with its session."""
+def test_inference_perf_calls_wait_for_their_last_predecessor() -> None:
+    """A tool loop, a fan-out of two, and a call joining them: each waits for the
+    predecessor that ended last, as inference-perf's graph says."""
+    got = records(AGENT)  # 7 spans: one a tool's, one the first call exported twice
+    assert {r.line: (r.turn, r.parent, r.input_tokens, r.output_tokens) for r in got.values()} == {
+        1: (1, None, 220, 30),
+        2: (2, "1", 320, 25),  # its tool messages answer the first call's tool calls
+        3: (3, "2", 150, 40),  # the fan-out: both repeat the second call's answer
+        4: (3, "2", 160, 35),
+        5: (4, "4", 400, 60),  # joins both: waits for the one that ended last
+    }
+    assert {r.session for r in got.values()} == {"trace-agent-1"}
+    assert {r.line: r.gap_s for r in got.values()} == {
+        1: None, **{n: pytest.approx(w) for n, w in WAITS[AGENT].items()}
+    }  # fmt: skip
+
+
+def test_inference_perf_lines_are_sessions_sized_from_their_text() -> None:
+    got = records(CHAINS)
+    assert [(r.session, r.turn, r.parent) for r in got.values()] == [
+        ("commute", 1, None),
+        ("errands", 1, None),
+        ("commute", 2, "1"),
+        ("errands", 2, "4"),
+        ("commute", 3, "2"),
+    ]
+    # no usage: four characters a token, per message (inference-perf's estimate_tokens)
+    first = json.loads(CHAINS.read_text().splitlines()[0])["spans"][0]["attributes"]
+    (question,) = json.loads(first["gen_ai.input.messages"])
+    (answer,) = json.loads(first["gen_ai.output.messages"])
+    assert got[1].input_tokens == len(question["content"]) // 4
+    assert got[1].output_tokens == len(answer["content"]) // 4
+
+
+def span(**attributes: object) -> dict:
+    return {
+        "span_id": "s1",
+        "name": "chat m",
+        "start_time": "2026-01-01T00:00:00Z",
+        "end_time": "2026-01-01T00:00:01Z",
+        "attributes": {
+            "gen_ai.input.messages": [{"role": "user", "content": "secret words"}],
+            "gen_ai.usage.output_tokens": 5,
+            **attributes,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ('{\n  "spans": [\n', "not JSON"),
+        (json.dumps({"spans": {"a": 1}}), "spans must be a list"),
+        (json.dumps({"spans": [{**span(), "start_time": "yesterday"}]}), "span 1: start_time"),
+        (json.dumps({"spans": [span(**{"gen_ai.usage.output_tokens": -3})]}), "span 1: gen_ai"),
+        (json.dumps({"spans": [span(**{"gen_ai.input.messages": "[{"})]}), "span 1: not a"),
+        (json.dumps({"spans": [span(**{"gen_ai.input.messages": [3]})]}), "span 1: gen_ai"),
+    ],
+)
+def test_a_bad_inference_perf_file_names_its_line(content: str, reason: str) -> None:
+    with pytest.raises(BadRow) as caught:
+        parse(content, "inference-perf")
+    assert caught.value.line == 1 and reason in caught.value.reason
+    assert "secret" not in str(caught.value)
+
+
+def test_an_inference_perf_file_is_detected_pretty_printed_or_a_line_a_session() -> None:
+    assert parse(AGENT.read_text()).format == "inference-perf"  # one object, many lines
+    assert parse(CHAINS.read_text()).format == "inference-perf"  # one a line
+    unsized = span(**{"gen_ai.usage.output_tokens": None})  # no usage, no output to size by
+    assert parse(json.dumps({"spans": [unsized]})).unreplayable == 1
+
+
+def replayed(
+    path: Path, run: RunData, waits: dict[int, float]
+) -> Iterator[tuple[float, Record, TraceRecord]]:
+    """Each later call of the file, sent: when the answer before it ended on this run plus
+    its wait in the file (`waits`, by record), its record, its call; every call sent once,
+    answered, with its session and turn."""
     got = records(path)
     sent = {r.replay_index: r for r in run.records}
     assert sent.keys() == got.keys() and all(r.ok for r in sent.values())
-    for turn in got.values():
-        mine = sent[turn.line]
-        assert (mine.session, mine.turn) == (turn.session, turn.turn)
-        if turn.parent is not None:
-            yield sent[int(turn.parent)].end_at + WAITS[path][turn.line], mine, turn
-    assert sum(r.parent is not None for r in got.values()) == len(WAITS[path])
+    for call in got.values():
+        mine = sent[call.line]
+        assert (mine.session, mine.turn) == (call.session, call.turn)
+        if call.parent is not None:
+            yield sent[int(call.parent)].end_at + waits[call.line], mine, call
+    assert sum(r.parent is not None for r in got.values()) == len(waits)
 
 
-@pytest.mark.parametrize("path", [MULTI_TURN, MOONCAKE], ids=lambda p: p.name)
-def test_on_the_twin_each_later_turn_goes_its_delay_after_the_answer(
+@pytest.mark.parametrize("path", list(WAITS), ids=lambda p: p.name)
+def test_on_the_twin_each_later_call_goes_its_wait_after_the_answer(
     path: Path, tmp_path: Path
 ) -> None:
     argv = ["--target", f"virtual:{PRESET}", "--replay", str(path), "--no-progress"]
     assert main([*argv, "--warmup", "0s", "--out", str(tmp_path / "run")]) == 0
     run = rundir.read(tmp_path / "run")
-    for due, mine, turn in replayed(path, run):
+    for due, mine, turn in replayed(path, run, WAITS[path]):
         assert mine.sent_at == pytest.approx(due, abs=EPOCH)
         assert mine.input_tokens == turn.input_tokens
     assert run.meta["replay"]["format"] == parse(path.read_text()).format
@@ -185,15 +272,21 @@ def test_on_the_twin_each_later_turn_goes_its_delay_after_the_answer(
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[str]:
-    with simulator("--preset", PRESET) as url:
+    with simulator("--preset", PRESET, "--served-model-name", "sim") as url:  # the spans' model
         yield url
 
 
-def test_live_each_later_turn_waits_for_the_answer_and_its_delay(sim: str, tmp_path: Path) -> None:
-    argv = ["--target", sim, "--replay", str(MULTI_TURN), "--no-progress", "--seed", "3"]
+@pytest.mark.parametrize(
+    ("path", "sessions"), [(MULTI_TURN, 3), (AGENT, 1)], ids=["aiperf", "inference-perf"]
+)
+def test_live_each_later_call_waits_for_the_answer_and_its_wait(
+    sim: str, tmp_path: Path, path: Path, sessions: int
+) -> None:
+    argv = ["--target", sim, "--replay", str(path), "--no-progress", "--seed", "3"]
     assert main([*argv, "--out", str(tmp_path / "run")]) == 0
     run = rundir.read(tmp_path / "run")
-    for due, mine, turn in replayed(MULTI_TURN, run):
+    for due, mine, call in replayed(path, run, WAITS[path]):
         assert due - EARLY <= mine.sent_at <= due + 0.25  # never before, and not long after
-        assert mine.output_tokens == turn.output_tokens
-    assert run.meta["replay"]["calls"] == {"sessions": 3, "linked": 5, "unlinked": 0}
+        assert mine.output_tokens == call.output_tokens
+    linked = len(WAITS[path])
+    assert run.meta["replay"]["calls"] == {"sessions": sessions, "linked": linked, "unlinked": 0}
