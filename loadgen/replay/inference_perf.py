@@ -19,6 +19,7 @@ token per message, as inference-perf estimates them.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -100,16 +101,24 @@ def rows(text: str) -> Iterator[Row]:
 
 def parents(found: list[Call]) -> dict[str, tuple[str, float]]:
     """Each call's predecessor that ended last (inference-perf's, in start order) and the
-    gap from its end; `found` is in start order."""
+    gap from its end; `found` is in start order. Earlier answers are looked up by what a
+    call repeats and ends kept in a heap, not scanned, so a long session reads in time
+    near its size."""
     out: dict[str, tuple[str, float]] = {}
+    answered: dict[str, list[Call]] = {}  # an answer's text or tool call id: its calls
+    running: list[tuple[float, int]] = []  # (end, place) of the calls not yet ended
+    latest = -1  # the latest to start of the calls that had ended (starts only grow)
     for i, call in enumerate(found):
-        ended = [c for c in found[:i] if c.end_s <= call.start_s]
-        causal = [c for c in ended if c.answer & call.said]
-        temporal = ended[-1:]  # the latest to start of those that had ended
-        predecessors = causal + temporal
+        while running and running[0][0] <= call.start_s:
+            latest = max(latest, heapq.heappop(running)[1])
+        causal = [c for key in call.said for c in answered.get(key, ()) if c.end_s <= call.start_s]
+        predecessors = causal + found[latest : latest + 1] if latest >= 0 else causal
         if predecessors:
             last = max(predecessors, key=lambda c: c.end_s)
             out[call.span] = (last.span, call.start_s - last.end_s)
+        heapq.heappush(running, (call.end_s, i))
+        for key in call.answer:
+            answered.setdefault(key, []).append(call)
     return out
 
 
