@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -129,13 +130,19 @@ def parents(found: Iterable[Call]) -> dict[str, tuple[str, float]]:
     ordered = sorted(found, key=lambda c: (c.start_s, c.line))
     by_id = {c.span_id: c for c in ordered}
     out: dict[str, tuple[str, float]] = {}
-    ended: dict[str, list[Call]] = {}
-    for call in ordered:
+    # per session: its calls still running, by end (a heap), and the one that ended latest
+    running: dict[str, list[tuple[float, int, Call]]] = {}
+    latest: dict[str, Call] = {}
+    for n, call in enumerate(ordered):  # starts only grow: a call once ended stays ended
+        pending = running.setdefault(call.session, [])
+        while pending and pending[0][0] <= call.start_s:
+            end_s, _, done = heapq.heappop(pending)
+            if call.session not in latest or end_s > latest[call.session].end_s:
+                latest[call.session] = done
         linked = next((by_id[s] for s in call.links if s in by_id and s != call.span_id), None)
         if linked is None:
-            earlier = [c for c in ended.get(call.session, ()) if c.end_s <= call.start_s]
-            linked = max(earlier, key=lambda c: c.end_s) if earlier else None
+            linked = latest.get(call.session)
         if linked is not None and linked.start_s <= call.start_s:
             out[call.span_id] = (linked.span_id, max(0.0, call.start_s - linked.end_s))
-        ended.setdefault(call.session, []).append(call)
+        heapq.heappush(pending, (call.end_s, n, call))
     return out

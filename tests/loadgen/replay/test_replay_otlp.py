@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from google.protobuf.json_format import MessageToJson
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -16,7 +18,7 @@ from opentelemetry.trace import Link, SpanKind
 
 from loadgen import rundir
 from loadgen.cli import main
-from loadgen.replay import sessions
+from loadgen.replay import otlp, sessions
 from loadgen.replay.formats import BadRow, parse
 from loadgen.replay.window import schedule
 from loadgen.stack.processes import simulator
@@ -115,3 +117,42 @@ def test_an_otlp_capture_keeps_its_order_on_the_twin(tmp_path: Path) -> None:
         assert mine.session == trace_record.session and (mine.cached_tokens or 0) >= 16
     roots = [records[r.line] for r in parsed if r.parent is None]
     assert all(r.cached_tokens == 0 for r in roots)
+
+
+def _parents_by_definition(calls: list[otlp.Call]) -> dict[str, tuple[str, float]]:
+    """The rule read literally: the call a link names, else the latest-ending call of the
+    session that had ended when this one started (ties: the earliest started)."""
+    ordered = sorted(calls, key=lambda c: (c.start_s, c.line))
+    by_id = {c.span_id: c for c in ordered}
+    out = {}
+    for i, call in enumerate(ordered):
+        linked = next((by_id[s] for s in call.links if s in by_id and s != call.span_id), None)
+        if linked is None:
+            mine = [c for c in ordered[:i] if c.session == call.session]
+            ended = [c for c in mine if c.end_s <= call.start_s]
+            linked = max(ended, key=lambda c: c.end_s) if ended else None
+        if linked is not None and linked.start_s <= call.start_s:
+            out[call.span_id] = (linked.span_id, max(0.0, call.start_s - linked.end_s))
+    return out
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # session
+            st.integers(0, 40),  # start, tenths of a second: ties are common
+            st.integers(0, 20),  # duration
+            st.lists(st.integers(0, 30), max_size=1),  # a link, by line
+        ),
+        max_size=30,
+    )
+)
+def test_a_calls_parent_is_the_rules_whatever_the_order_and_ties(rows: list) -> None:
+    calls = [
+        otlp.Call(
+            line, f"s{line}", f"x{session}", start / 10, (start + length) / 10, 1, 1, "m",
+            tuple(f"s{link}" for link in links),
+        )
+        for line, (session, start, length, links) in enumerate(rows)
+    ]  # fmt: skip
+    assert otlp.parents(calls) == _parents_by_definition(calls)
