@@ -43,7 +43,7 @@ def preset(gpu: Gpu, shape: Shape, dtype: str, tensor_parallel: int, config: str
         perf = PerfModel(shape.spec(dtype), hardware, efficiency)
     except ValueError as exc:
         raise ValueError(f"--gpu {gpu.id} x{tensor_parallel}, {dtype}: {exc}") from None
-    name = _model_name(config)
+    name = model_name(config)
     return Preset(
         name=f"{name}-{dtype}-tp{tensor_parallel}-{gpu.id}",
         description=f"{name} {dtype}, TP={tensor_parallel}, {gpu.name} (from the catalogue)",
@@ -59,7 +59,7 @@ def preset(gpu: Gpu, shape: Shape, dtype: str, tensor_parallel: int, config: str
     )
 
 
-def _model_name(config: str) -> str:
+def model_name(config: str) -> str:
     """A checkout's folder names the model (…/Meta-Llama-3-8B/config.json); else the file."""
     path = Path(config)
     return path.parent.name if path.name == "config.json" and path.parent.name else path.stem

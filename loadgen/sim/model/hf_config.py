@@ -67,16 +67,17 @@ class Shape:
         )
 
 
-def read(path: str | Path) -> Shape:
-    """The shape config.json at `path` describes; ValueError naming the file and the problem."""
+def read(path: str | Path, named_by: str = "--model-config") -> Shape:
+    """The shape config.json at `path` describes; ValueError naming the file (after
+    `named_by`, the flag or key that gave it) and the problem."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"--model-config {path}: cannot read it as JSON ({exc})") from None
+        raise ValueError(f"{named_by} {path}: cannot read it as JSON ({exc})") from None
     try:
         return shape(data)
     except ValueError as exc:
-        raise ValueError(f"--model-config {path}: {exc}") from None
+        raise ValueError(f"{named_by} {path}: {exc}") from None
 
 
 def shape(config: Any) -> Shape:
