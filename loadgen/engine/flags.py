@@ -239,10 +239,10 @@ FLAGS = {
              "the bound on replicas (see docs: Plan)",
              options={"metavar": "PLAN.toml"}),
         Flag("--models",
-             "build candidates from the GPU catalogue: each a preset whose model shape, "
-             "engine and efficiencies are put on every --gpu-types x --tensor-parallel x "
-             "--dtypes",
-             options={"metavar": "PRESET[,PRESET…]"}),
+             "build candidates from the GPU catalogue: each a preset (its model shape, engine "
+             "and efficiencies) or a model's config.json (its shape), put on every "
+             "--gpu-types x --tensor-parallel x --dtypes",
+             options={"metavar": "PRESET|CONFIG.json[,…]"}),
         Flag("--tensor-parallel", "with --models: GPUs per replica to try (default 1,2,4,8)",
              bounds.levels(bounds.count(1, 64, "a GPU count")), options={"metavar": "N[,N…]"}),
         Flag("--gpu-types",

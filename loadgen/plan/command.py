@@ -25,6 +25,7 @@ from typing import Any
 from loadgen import replay
 from loadgen.capacity import command as capacity
 from loadgen.config import RunConfig
+from loadgen.engine import virtual
 from loadgen.plan import advice, basis, bounds, pools, space
 from loadgen.plan.sizing import CapacityRequest, Job
 from loadgen.reports import plan as plan_report
@@ -146,12 +147,15 @@ def _twinned(
             out_list.append((c, ""))
         elif c.gpu == gpu and c.tensor_parallel == twin.perf.hardware.tensor_parallel:
             on_twin = True
-            out_list.append((replace(c, spec=f"virtual:{twin_file}", base=twin, built=False), ""))
+            spec = f"virtual:{twin_file}"
+            own = replace(c, spec=spec, args=c.engine_args, base=twin, built=False, model_args="")
+            out_list.append((own, ""))
         else:
             perf = replace(c.base.perf, efficiency=twin.perf.efficiency)
             name = f"{c.base.name}-{twin.name}"
             carried = replace(c.base, name=name, perf=perf, fit=twin.fit, uncalibrated="")
-            out_list.append((replace(c, spec="", base=carried, built=True), gpu))
+            built = replace(c, spec="", args=c.engine_args, base=carried, built=True, model_args="")
+            out_list.append((built, gpu))
     if not on_twin:
         if gpu not in prices:
             raise ValueError(f"--twin {twin_file}: no price for its GPU {gpu}")
@@ -193,7 +197,7 @@ def prepare(
             "gpus": c.tensor_parallel,
             "dtype": c.dtype,
             "usd_per_gpu_hour": c.usd_per_gpu_hour,
-            "bundled": c.spec.startswith("virtual:") and not c.spec.endswith(".toml"),
+            "bundled": virtual.bundled(c.spec),
             "carried_from": carried_from,
             "status": "searched",
             "reason": None,
@@ -328,11 +332,8 @@ def _sized(
 
 
 def _preset(entry: dict[str, Any]) -> Preset:
-    base = entry["spec"].removeprefix("virtual:")
-    loaded = presets.load_file(base) if base.endswith(".toml") else presets.load(base)
-    applied, _why = bounds.fit(loaded, entry["args"])
-    assert applied is not None, "it fitted before its search"
-    return applied
+    """The preset its searches ran: what `--target SPEC --virtual-args ARGS` builds."""
+    return virtual.preset(entry["spec"], entry["args"])
 
 
 def _progress(done: int, total: int, entry: dict[str, Any]) -> None:

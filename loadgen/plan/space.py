@@ -10,7 +10,8 @@ every GPU × tensor parallelism × dtype asked for. PLAN.toml:
     presets = ["llama-70b-awq-tp4-a100", "qwen-72b-gptq-tp4-a100"]   # as they are
     max_replicas = 16            # the most replicas of one candidate a plan may buy
     [space]                      # built from the catalogue
-    models = ["llama-70b-bf16-tp4-a100"]   # each a preset: the model's shape and efficiencies
+    models = ["llama-70b-bf16-tp4-a100",   # a preset: the model's shape and efficiencies
+              {model_config = "llama-3-8b/config.json"}]   # or a config.json (shapes.py)
     gpus = ["a100", "h100", "l40s"]         # catalogue ids or aliases
     tensor_parallel = [1, 2, 4, 8]          # GPUs per replica
     dtypes = ["bf16", "awq"]
@@ -24,8 +25,9 @@ every GPU × tensor parallelism × dtype asked for. PLAN.toml:
     preset = "qwen-72b-gptq-tp4-a100"
     args = "--max-num-seqs 64"
 
-The flags --models, --gpu-types, --dtypes, --tensor-parallel and --gpu-prices say the same
-for the common case; --gpu-types and --dtypes also narrow the presets weighed (without a
+A model_config path is relative to PLAN.toml's folder. The flags --models (presets, or
+config.json files by path), --gpu-types, --dtypes, --tensor-parallel and --gpu-prices say the
+same for the common case; --gpu-types and --dtypes also narrow the presets weighed (without a
 file or --models: every bundled preset). Everything is checked before any search: an unknown
 GPU or dtype, a price that is not a positive finite number, a GPU without a price, a space
 past MAX_CANDIDATES: ValueError, one line naming the file or flag.
@@ -44,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.engine.targets import VIRTUAL
+from loadgen.plan import shapes
 from loadgen.sim.model import catalogue, presets
 from loadgen.sim.model.presets import Preset
 
@@ -77,6 +81,14 @@ class Candidate:
     tensor_parallel: int
     refused: str = ""  # why it cannot be built (a dtype the GPU has no rate for)
     built: bool = False  # from the catalogue: its preset file is written before its search
+    # of a config.json (shapes.py): the --gpu, --model-config, --dtype and
+    # --tensor-parallel-size that start `args`, naming the model on the catalogue
+    model_args: str = ""
+
+    @property
+    def engine_args(self) -> str:
+        """`args` without the flags naming the model: the vLLM engine flags alone."""
+        return self.args.removeprefix(self.model_args).strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +273,9 @@ def read(file: str | None, asked: Asked = Asked()) -> Space:
     space = table.get("space", {})
     if not isinstance(space, dict) or set(space) - set(SPACE):
         raise ValueError(f"{where}: [space] takes {', '.join(SPACE)}")
-    models = [*_list(space, "models", where), *asked.models]
+    models = [(m, f"{where}: [space] models") for m in _list(space, "models", where)]
+    models += [(m, "--models") for m in asked.models]
+    folder = Path(file).parent if file is not None else Path()
     gpus = [gpu_id(str(g), where) for g in [*_list(space, "gpus", where), *asked.gpu_types]]
     dtypes = [_dtype(str(d), where) for d in [*_list(space, "dtypes", where), *asked.dtypes]]
     tps = [*_list(space, "tensor_parallel", where), *asked.tensor_parallel] or TENSOR_PARALLEL
@@ -302,34 +316,52 @@ def read(file: str | None, asked: Asked = Asked()) -> Space:
         return priced[gpu]
 
     found: list[Candidate] = []
+
+    def add(
+        label: str,
+        spec: str,
+        base: Preset | None,
+        at: tuple[str, int, str],  # GPU, tensor parallelism, dtype
+        refused: str = "",
+        built: bool = False,
+        model_args: str = "",
+    ) -> None:
+        """The candidate under every combination of the varied flags."""
+        gpu, tp, dtype = at
+        for combo in itertools.product(*choices):
+            args = " ".join(filter(None, combo))
+            name = label + (f" {args}" if args else "")
+            flags = " ".join(filter(None, (model_args, args)))
+            found.append(
+                Candidate(
+                    name, spec, flags, base, gpu, usd(gpu), dtype, tp, refused, built, model_args
+                )
+            )
+
     for base in bases:
         spec, preset = _load(str(base), where)
         gpu, dtype = gpu_of(preset), dtype_of(preset)
         if (gpus and gpu not in gpus) or (dtypes and not any(_same(dtype, d) for d in dtypes)):
             continue
-        tp = preset.perf.hardware.tensor_parallel
-        for combo in itertools.product(*choices):
-            args = " ".join(filter(None, combo))
-            name = spec.removeprefix("virtual:") + (f" {args}" if args else "")
-            found.append(Candidate(name, spec, args, preset, gpu, usd(gpu), dtype, tp))
-    for model_name in models:
+        at = (gpu, preset.perf.hardware.tensor_parallel, dtype)
+        add(spec.removeprefix(VIRTUAL), spec, preset, at)
+    for model_name, named_by in models:
+        config = shapes.named(model_name, folder if named_by != "--models" else Path(), named_by)
+        if config is not None:
+            for gpu, tp, dtype in itertools.product(gpus, tps, dtypes):
+                derived, label, why = shapes.build(config, gpu, tp, dtype)
+                flags = shapes.model_args(config, gpu, tp, dtype)
+                add(label, VIRTUAL, derived, (gpu, tp, dtype), why, model_args=flags)
+            continue
         spec, model = _load(str(model_name), where)
         own = (gpu_of(model), model.perf.hardware.tensor_parallel)
         for gpu, tp, dtype in itertools.product(gpus, tps, dtypes):
             if (gpu, tp) == own and _same(dtype, dtype_of(model)):  # the preset itself
-                for combo in itertools.product(*choices):
-                    args = " ".join(filter(None, combo))
-                    name = spec.removeprefix("virtual:") + (f" {args}" if args else "")
-                    found.append(Candidate(name, spec, args, model, gpu, usd(gpu), dtype, tp))
+                add(spec.removeprefix(VIRTUAL), spec, model, (gpu, tp, dtype))
                 continue
             built, why = build(model, catalogue.gpu(gpu), tp, dtype)
             label = built.name if built else f"{model.served_model_name}-{dtype}-tp{tp}-{gpu}"
-            for combo in itertools.product(*choices):
-                args = " ".join(filter(None, combo))
-                name = label + (f" {args}" if args else "")
-                found.append(
-                    Candidate(name, "", args, built, gpu, usd(gpu), dtype, tp, why, built=True)
-                )
+            add(label, "", built, (gpu, tp, dtype), why, built=True)
     for n, single in enumerate(singles):
         if (
             not isinstance(single, dict)

@@ -112,3 +112,35 @@ def test_a_ray_cluster_that_cannot_be_reached(tmp_path, capsys, trace, address) 
         tmp_path, capsys, trace, "--gpu-types", "a100", "--gpu-prices", "a100=1.8", "--ray", address
     )
     assert err.startswith(f"loadgen plan: --ray {address}: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (None, "cannot read it as JSON ([Errno 2] No such file or directory"),
+        ('{"hidden_size": 4096,', "cannot read it as JSON (Expecting"),
+        ('{"hidden_size": 4096, "num_hidden_layers": 32}', "not a model's config.json: no "),
+        ('{"text_config": {}}', "a multimodal model's config (text_config): not modelled"),
+        ("[]", "not a model's config.json: not a JSON object"),
+    ],
+)
+def test_a_config_json_that_names_no_model(tmp_path, capsys, trace, text, problem) -> None:
+    config = tmp_path / "mine" / "config.json"
+    if text is not None:
+        config.parent.mkdir()
+        config.write_text(text)
+    space = '[space]\nmodels = [{model_config = "mine/config.json"}]\ngpus = ["h100"]\n'
+    plan = plan_file(tmp_path, space + 'dtypes = ["bf16"]\n[prices]\nh100 = 3\n')
+    err = refused(tmp_path, capsys, trace, "--candidates", plan)
+    assert err.startswith(f"loadgen plan: --candidates {plan}: [space] models {config}: "), err
+    assert problem in err
+    flags = ["--models", str(config), "--gpu-types", "h100", "--dtypes", "bf16"]
+    err = refused(tmp_path, capsys, trace, *flags, "--gpu-prices", "h100=3")
+    assert err.startswith(f"loadgen plan: --models {config}: ") and problem in err
+
+
+def test_a_model_table_without_model_config(tmp_path, capsys, trace) -> None:
+    space = '[space]\nmodels = [{config = "config.json"}]\ngpus = ["h100"]\ndtypes = ["bf16"]\n'
+    plan = plan_file(tmp_path, space + "[prices]\nh100 = 3\n")
+    err = refused(tmp_path, capsys, trace, "--candidates", plan)
+    assert 'a model is a preset or {model_config = "config.json"}' in err

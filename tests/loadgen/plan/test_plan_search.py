@@ -1,7 +1,8 @@
 """`python -m loadgen plan` on the simulator's twin: a candidate's figure is the capacity
-command's, typed by hand with the same flags and seed; and the cheapest the plan finds is the
-cheapest a brute-force sweep of the twin finds (or one it says it cannot tell apart), with a
-hidden preset file standing in for a GPU no bundled preset describes."""
+command's, typed by hand with the same flags and seed (a preset's, or a config.json's on a
+catalogue GPU); and the cheapest the plan finds is the cheapest a brute-force sweep of the
+twin finds (or one it says it cannot tell apart), with a hidden preset file standing in for
+a GPU no bundled preset describes."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from loadgen.sim import twin
 from loadgen.sim.model import presets
 
 SLO = ["--slo", "ttft=800ms@p90", "--slo", "tpot=50ms@p90"]
+CONFIGS = Path(__file__).parents[2] / "sim" / "model" / "configs"
 RATE = 4.0  # the trace's requests/s
 LENGTHS = (512, 64)
 
@@ -36,6 +38,21 @@ def plan(tmp_path: Path, *flags: str) -> dict:
     return json.loads((out / "plan.json").read_text())
 
 
+def typed_by_hand(tmp_path: Path, entry: dict, trace: Path, target: list[str]) -> None:
+    """Each of the candidate's searches, run as `capacity` typed by hand on `target`, finds
+    the same figures."""
+    for search in entry["searches"]:
+        by_hand = tmp_path / f"by-hand-{search['replicas']}"
+        argv = ["capacity", *target, "--by", "speed"]
+        argv += ["--virtual-replicas", str(search["replicas"]), "--replay", str(trace), *SLO]
+        argv += ["--start", search["argv"][search["argv"].index("--start") + 1]]
+        argv += ["--seed", "3", "--out", str(by_hand)]
+        assert main(argv) == 0
+        (t,) = json.loads((by_hand / "capacity.json").read_text())["targets"].values()
+        for figure in ("capacity", "bracket", "binding", "output_tokens_per_s"):
+            assert t[figure] == search[figure], figure
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_candidates_figure_is_the_capacity_command_typed_by_hand(tmp_path: Path) -> None:
@@ -46,21 +63,33 @@ def test_a_candidates_figure_is_the_capacity_command_typed_by_hand(tmp_path: Pat
     by_name = {e["name"]: e for e in result["candidates"]}
     entry = by_name["llama-70b-awq-tp4-a100"]
     assert entry["status"] == "ranked"
-    for search in entry["searches"]:
-        by_hand = tmp_path / f"by-hand-{search['replicas']}"
-        argv = ["capacity", "--target", "virtual:llama-70b-awq-tp4-a100", "--by", "speed"]
-        argv += ["--virtual-replicas", str(search["replicas"]), "--replay", str(trace), *SLO]
-        argv += ["--start", search["argv"][search["argv"].index("--start") + 1]]
-        argv += ["--seed", "3", "--out", str(by_hand)]
-        assert main(argv) == 0
-        (t,) = json.loads((by_hand / "capacity.json").read_text())["targets"].values()
-        assert t["capacity"] == search["capacity"]
-        assert t["bracket"] == search["bracket"]
-        assert t["binding"] == search["binding"]
+    typed_by_hand(tmp_path, entry, trace, ["--target", "virtual:llama-70b-awq-tp4-a100"])
     # the replicas it priced at hold the traffic, one fewer do not
     shares = {s["replicas"]: s["share"] for s in entry["searches"]}
     assert entry["replicas"] >= 2 and len(shares) >= 2
     assert shares[entry["replicas"]] >= 1 > (shares.get(entry["replicas"] - 1) or 0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_config_json_candidates_figure_is_the_capacity_command_typed_by_hand(
+    tmp_path: Path,
+) -> None:
+    trace = write_trace(tmp_path / "trace.jsonl", 60, rate=6.0)
+    config = tmp_path / "Meta-Llama-3-8B" / "config.json"
+    config.parent.mkdir()
+    config.write_text((CONFIGS / "llama-3-8b.json").read_text())
+    one = tmp_path / "plan.toml"
+    one.write_text(
+        '[space]\nmodels = [{model_config = "Meta-Llama-3-8B/config.json"}]\n'
+        'gpus = ["h100"]\ndtypes = ["fp8"]\ntensor_parallel = [1]\n[prices]\nh100 = 3.0\n'
+    )
+    result = plan(tmp_path, "--replay", str(trace), "--candidates", str(one))
+    (entry,) = result["candidates"]
+    assert entry["name"] == "Meta-Llama-3-8B-fp8-tp1-h100-sxm"
+    assert entry["status"] == "ranked" and entry["searches"]
+    model = f"--model-config {config} --gpu h100 --dtype fp8 --tensor-parallel-size 1"
+    typed_by_hand(tmp_path, entry, trace, ["--target", "virtual:", "--virtual-args", model])
 
 
 def hidden_gpu(tmp_path: Path) -> Path:
