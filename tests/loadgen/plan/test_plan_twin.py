@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 
 from loadgen.cli import build_parser, capacity_request, config_from
+from loadgen.engine import virtual
 from loadgen.plan import basis, bounds, command, space
 from loadgen.sim.model import presets
 
+CONFIGS = Path(__file__).parents[2] / "sim" / "model" / "configs"
 FIT = {"error": 0.04, "ttft_p50": 0.01, "ttft_p90": -0.03, "tpot_p50": 0.02, "tpot_p90": 0.06}
 
 
@@ -65,3 +67,30 @@ def test_the_founding_plan_file_names_five_deployments_that_fit() -> None:
         assert preset is not None, (c.name, why)
     gpus = sorted({(c.gpu, c.usd_per_gpu_hour) for c in found.candidates})
     assert gpus == [("a100-sxm-80gb", 1.8), ("ascend-910b", 1.2)]
+
+
+def test_a_twin_fitted_to_a_config_json_model(tmp_path: Path) -> None:
+    config = tmp_path / "Meta-Llama-3-8B" / "config.json"
+    config.parent.mkdir()
+    config.write_text((CONFIGS / "llama-3-8b.json").read_text())
+    derived = virtual.preset("virtual:", f"--gpu h100 --model-config {config} --dtype bf16")
+    twin = tmp_path / "mine.toml"
+    twin.write_text(presets.dump(dataclasses.replace(derived, fit=FIT)))
+    trace = tmp_path / "trace.jsonl"
+    rows = [{"timestamp": i * 250, "input_length": 512, "output_length": 64} for i in range(80)]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["--replay", str(trace), "--slo", "tpot=50ms@p90", "--twin", str(twin)]
+    argv += ["--models", str(config), "--gpu-types", "h100,l40s", "--tensor-parallel", "1"]
+    argv += ["--dtypes", "bf16", "--gpu-prices", "h100=3,l40s=1", "--out", str(tmp_path / "p")]
+    args = build_parser(plan=True).parse_args(argv)
+    plan = command.settings(args, argv, None, capacity_request)
+    entries, _traffic, _bound, written = command.prepare(config_from(args, argv), plan)
+    by_gpu = {e["gpu"]: e for e in entries}
+    own, other = by_gpu["h100-sxm"], by_gpu["l40s"]
+    # the twin replaces the catalogue's model: its file alone, no --model-config beside it
+    assert (own["spec"], own["args"], own["basis"]["kind"]) == (f"virtual:{twin}", "", "fitted")
+    assert other["basis"]["kind"] == "carried" and other["args"] == ""
+    carried = written[other["spec"].removeprefix("virtual:")]
+    assert carried.perf.model == derived.perf.model
+    assert carried.perf.efficiency == presets.load_file(twin).perf.efficiency
+    assert carried.perf.hardware.gpu == "NVIDIA L40S"
