@@ -96,23 +96,26 @@ def one_pass(requests: list[twin.Request]) -> float:
 
 
 def fates(result: dict, window: int, hour: int) -> Counter[str]:
-    """What became of the candidates (ruled out before any run, pruned, or sized), and the
-    capacity searches, their probes and the requests those replayed."""
+    """What became of the candidates (ruled out before any run, pruned, or sized), their
+    capacity searches and probes, and the requests those probes replayed: here, and were the
+    window the hour."""
     out: Counter[str] = Counter()
+    dirs = set()  # a search far below the traffic reuses the first one's directory
     for c in result["candidates"]:
         if not c.get("searches"):
             out[c["status"]] += 1
             continue
         out["sized"] += 1
-        for s in c["searches"]:
-            (t,) = json.loads((Path(s["dir"]) / "capacity.json").read_text())["targets"].values()
-            out["searches"] += 1
-            out["probes"] += len(t["probes"])
-            out["replayed"] += sum(p["requests"] for p in t["probes"])
-            # by speed, a probe of the hour replays the hour at any level: more requests than
-            # a short window's probe extended to be sure of a percentile
-            share = (min(1.0, p["requests"] / window) for p in t["probes"])
-            out["hour_replayed"] += sum(round(hour * f) for f in share)
+        out["searches"] += len(c["searches"])
+        out["probes"] += sum(s["probes"] for s in c["searches"])
+        dirs |= {s["dir"] for s in c["searches"]}
+    for d in dirs:
+        (t,) = json.loads((Path(d) / "capacity.json").read_text())["targets"].values()
+        out["replayed"] += sum(p["requests"] for p in t["probes"])
+        # by speed, a probe of the hour replays the hour at any level: more requests than a
+        # short window's probe extended to be sure of a percentile
+        share = (min(1.0, p["requests"] / window) for p in t["probes"])
+        out["hour_replayed"] += sum(round(hour * f) for f in share)
     return out
 
 
@@ -150,7 +153,7 @@ def main() -> None:
         f"ruled out before any run: {seen['does_not_fit']} do not fit, {seen['cannot_meet']} "
         f"cannot meet TPOT by the roofline; pruned by the cost bound: {seen['pruned']}; "
         f"sized: {seen['sized']} ({seen['searches']} capacity searches, {seen['probes']} "
-        f"probes replaying {seen['replayed']:,} requests)"
+        f"probes; those kept replayed {seen['replayed']:,} requests)"
     )
     print(
         f"wall {wall:.0f} s, CPU {cpu:.0f} s: {cpu / n:.1f} CPU s per candidate, "
