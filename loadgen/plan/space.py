@@ -273,9 +273,10 @@ def read(file: str | None, asked: Asked = Asked()) -> Space:
     space = table.get("space", {})
     if not isinstance(space, dict) or set(space) - set(SPACE):
         raise ValueError(f"{where}: [space] takes {', '.join(SPACE)}")
-    models = [(m, f"{where}: [space] models") for m in _list(space, "models", where)]
-    models += [(m, "--models") for m in asked.models]
+    # each model with what named it and the folder a config.json path is relative to
     folder = Path(file).parent if file is not None else Path()
+    models = [(m, f"{where}: [space] models", folder) for m in _list(space, "models", where)]
+    models += [(m, "--models", Path()) for m in asked.models]
     gpus = [gpu_id(str(g), where) for g in [*_list(space, "gpus", where), *asked.gpu_types]]
     dtypes = [_dtype(str(d), where) for d in [*_list(space, "dtypes", where), *asked.dtypes]]
     tps = [*_list(space, "tensor_parallel", where), *asked.tensor_parallel] or TENSOR_PARALLEL
@@ -345,8 +346,8 @@ def read(file: str | None, asked: Asked = Asked()) -> Space:
             continue
         at = (gpu, preset.perf.hardware.tensor_parallel, dtype)
         add(spec.removeprefix(VIRTUAL), spec, preset, at)
-    for model_name, named_by in models:
-        config = shapes.named(model_name, folder if named_by != "--models" else Path(), named_by)
+    for model_name, named_by, relative_to in models:
+        config = shapes.named(model_name, relative_to, named_by)
         if config is not None:
             for gpu, tp, dtype in itertools.product(gpus, tps, dtypes):
                 derived, label, why = shapes.build(config, gpu, tp, dtype)
