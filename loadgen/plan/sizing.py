@@ -48,7 +48,7 @@ class Job:
     request: CapacityRequest
 
 
-def capacity_argv(job: Job, replicas: int, start: float) -> list[str]:
+def capacity_argv(job: Job, replicas: int, start: float, below: bool = False) -> list[str]:
     """The capacity command for `replicas` of the candidate: the plan's workload, SLO and
     seed flags as given, its own flags left out."""
     kept, skip = [], False
@@ -61,7 +61,8 @@ def capacity_argv(job: Job, replicas: int, start: float) -> list[str]:
             skip = "=" not in word
             continue
         kept.append(word)
-    out = job.out / f"replicas-{replicas}"
+    # the search far below the traffic, when one replica held none of it, has its own folder
+    out = job.out / (f"replicas-{replicas}" + ("-below" if below else ""))
     target = ["--target", job.spec, "--virtual-replicas", str(replicas)]
     if job.args:
         target += ["--virtual-args", job.args]
@@ -77,10 +78,10 @@ def _share(result: dict[str, Any], rate: float | None) -> float | None:
     return t["capacity"] / rate if rate is not None else t["capacity"]
 
 
-def search(job: Job, replicas: int, want: float) -> dict[str, Any]:
+def search(job: Job, replicas: int, want: float, below: bool = False) -> dict[str, Any]:
     """One capacity search, written as the command writes it; its entry in plan.json."""
     level = job.rate or 1.0
-    argv = capacity_argv(job, replicas, float(f"{want * level:.3g}"))
+    argv = capacity_argv(job, replicas, float(f"{want * level:.3g}"), below)
     found = job.request(argv)
     if isinstance(found, int):
         raise ValueError(f"the capacity command refused {' '.join(argv)}")
@@ -154,7 +155,7 @@ def _size(job: Job) -> dict[str, Any]:
     below: list[dict[str, Any]] = []
     if searched[1]["share"] is None:  # even an eighth of the traffic missed: try far below
         below.append(searched.pop(1))
-        low = search(job, 1, 1.0 / (8 * job.max_replicas))
+        low = search(job, 1, 1.0 / (8 * job.max_replicas), below=True)
         if low["share"] is None:
             said = f"meets the SLOs at no size: {low['reason']}"
             return _sized([*below, low], None, None, said)

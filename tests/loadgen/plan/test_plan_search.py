@@ -151,3 +151,18 @@ def test_the_cheapest_is_a_brute_force_sweeps(tmp_path: Path) -> None:
     assert result["sentence"].startswith(
         "Cheapest that meets TTFT ≤ 800 ms (P90) and TPOT ≤ 50 ms (P90) on this traffic: "
     )
+
+
+def test_each_search_keeps_its_own_folder(tmp_path: Path) -> None:
+    """One replica holding none of the traffic is searched again far below it: that search
+    is written to a folder of its own, and each entry's folder holds its own figures."""
+    trace = write_trace(tmp_path / "trace.jsonl", 240, rate=60.0)
+    one = tmp_path / "plan.toml"
+    one.write_text('presets = ["llama-70b-awq-tp4-a100"]\nmax_replicas = 2\n[prices]\na100 = 1.8\n')
+    (entry,) = plan(tmp_path, "--replay", str(trace), "--candidates", str(one))["candidates"]
+    dirs = [s["dir"] for s in entry["searches"]]
+    assert len(entry["searches"]) >= 2 and len(set(dirs)) == len(dirs), dirs
+    assert any(d.endswith("replicas-1-below") for d in dirs)
+    for search in entry["searches"]:
+        (t,) = json.loads((Path(search["dir"]) / "capacity.json").read_text())["targets"].values()
+        assert (t["capacity"], t["bracket"]) == (search["capacity"], search["bracket"])
