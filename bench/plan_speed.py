@@ -100,7 +100,7 @@ def fates(result: dict, window: int, hour: int) -> Counter[str]:
     capacity searches and probes, and the requests those probes replayed: here, and were the
     window the hour."""
     out: Counter[str] = Counter()
-    dirs = set()  # a search far below the traffic reuses the first one's directory
+    dirs = []
     for c in result["candidates"]:
         if not c.get("searches"):
             out[c["status"]] += 1
@@ -108,7 +108,7 @@ def fates(result: dict, window: int, hour: int) -> Counter[str]:
         out["sized"] += 1
         out["searches"] += len(c["searches"])
         out["probes"] += sum(s["probes"] for s in c["searches"])
-        dirs |= {s["dir"] for s in c["searches"]}
+        dirs += [s["dir"] for s in c["searches"]]
     for d in dirs:
         (t,) = json.loads((Path(d) / "capacity.json").read_text())["targets"].values()
         out["replayed"] += sum(p["requests"] for p in t["probes"])
