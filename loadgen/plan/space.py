@@ -259,21 +259,72 @@ def build(model: Preset, gpu: catalogue.Gpu, tp: int, dtype: str) -> tuple[Prese
 
 def read(file: str | None, asked: Asked = Asked()) -> Space:
     """The space PLAN.toml (or, without one, the flags) names; ValueError, one line."""
-    table: dict[str, Any] = {}
-    where = "the flags"
-    if file is not None:
-        where = f"--candidates {file}"
-        try:
-            table = tomllib.loads(Path(file).read_text())
-        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{where}: {exc}") from None
+    table, where = _table(file)
+    axes = _axes(table, file, asked, where)
+    choices = _variations(table.get("vary", {}), where)
+    singles = _list(table, "deployment", where)
+    bases = _list(table, "presets", where)
+    if not bases and not singles and not axes.models:
+        bases = presets.names()
+    to_build = len(axes.models) * len(axes.gpus or [None]) * len(axes.tps)
+    to_build *= len(axes.dtypes or [None])
+    size = (len(bases) + to_build) * math.prod(len(c) for c in choices) + len(singles)
+    if size > MAX_CANDIDATES:
+        raise ValueError(
+            f"{where}: the space holds {size:,} candidates, more than {MAX_CANDIDATES}: bound "
+            "it (fewer models, GPUs, tensor-parallel sizes, dtypes or values in [vary])"
+        )
+    if axes.models and (not axes.gpus or not axes.dtypes):
+        raise ValueError(
+            f"{where}: models are built on GPUs in dtypes: name both (--gpu-types, --dtypes)"
+        )
+    builder = _Builder(where, axes, choices)
+    for base in bases:
+        builder.preset(str(base))
+    for model in axes.models:
+        builder.model(*model)
+    for n, single in enumerate(singles):
+        builder.deployment(n, single)
+    if not builder.found:
+        raise ValueError(f"{where}: no candidate is left on those GPUs in those dtypes")
+    names = [c.name for c in builder.found]
+    if len(set(names)) < len(names):
+        raise ValueError(f"{where}: a deployment is named twice")
+    return Space(tuple(builder.found), axes.bound, where, axes.priced)
+
+
+def _table(file: str | None) -> tuple[dict[str, Any], str]:
+    """PLAN.toml's table (empty without one) and how to name it in a message."""
+    if file is None:
+        return {}, "the flags"
+    where = f"--candidates {file}"
+    try:
+        table = tomllib.loads(Path(file).read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
     unknown = sorted(set(table) - set(TOP))
     if unknown:
         raise ValueError(f"{where}: unknown keys {', '.join(unknown)}; it takes {', '.join(TOP)}")
+    return table, where
+
+
+@dataclass(frozen=True, slots=True)
+class _Axes:
+    """The space's axes, from the file and the flags together, each checked."""
+
+    # each model with what named it and the folder a config.json path is relative to
+    models: list[tuple[Any, str, Path]]
+    gpus: list[str]
+    dtypes: list[str]
+    tps: list[int]
+    priced: dict[str, float]
+    bound: int
+
+
+def _axes(table: Mapping[str, Any], file: str | None, asked: Asked, where: str) -> _Axes:
     space = table.get("space", {})
     if not isinstance(space, dict) or set(space) - set(SPACE):
         raise ValueError(f"{where}: [space] takes {', '.join(SPACE)}")
-    # each model with what named it and the folder a config.json path is relative to
     folder = Path(file).parent if file is not None else Path()
     models = [(m, f"{where}: [space] models", folder) for m in _list(space, "models", where)]
     models += [(m, "--models", Path()) for m in asked.models]
@@ -290,35 +341,27 @@ def read(file: str | None, asked: Asked = Asked()) -> Space:
     bound = asked.max_replicas or table.get("max_replicas", MAX_REPLICAS)
     if not isinstance(bound, int) or isinstance(bound, bool) or not 1 <= bound <= 1000:
         raise ValueError(f"{where}: max_replicas must be a whole number from 1 to 1000")
+    return _Axes(models, gpus, dtypes, list(tps), priced, bound)
 
-    choices = _variations(table.get("vary", {}), where)
-    combinations = math.prod(len(c) for c in choices)
-    singles = _list(table, "deployment", where)
-    bases = _list(table, "presets", where)
-    if not bases and not singles and not models:
-        bases = presets.names()
-    to_build = len(models) * len(gpus or [None]) * len(tps) * len(dtypes or [None])
-    size = (len(bases) + to_build) * combinations + len(singles)
-    if size > MAX_CANDIDATES:
-        raise ValueError(
-            f"{where}: the space holds {size:,} candidates, more than {MAX_CANDIDATES}: bound "
-            "it (fewer models, GPUs, tensor-parallel sizes, dtypes or values in [vary])"
-        )
-    if models and (not gpus or not dtypes):
-        raise ValueError(
-            f"{where}: models are built on GPUs in dtypes: name both (--gpu-types, --dtypes)"
-        )
 
-    def usd(gpu: str) -> float:
-        if gpu not in priced:
+class _Builder:
+    """The candidates, each under every combination of the varied flags."""
+
+    def __init__(self, where: str, axes: _Axes, choices: list[list[str]]) -> None:
+        self.where = where
+        self.axes = axes
+        self.choices = choices
+        self.found: list[Candidate] = []
+
+    def usd(self, gpu: str) -> float:
+        if gpu not in self.axes.priced:
             raise ValueError(
-                f"{where}: no price for {gpu} (give [prices] or --gpu-prices {gpu}=USD)"
+                f"{self.where}: no price for {gpu} (give [prices] or --gpu-prices {gpu}=USD)"
             )
-        return priced[gpu]
-
-    found: list[Candidate] = []
+        return self.axes.priced[gpu]
 
     def add(
+        self,
         label: str,
         spec: str,
         base: Preset | None,
@@ -327,57 +370,59 @@ def read(file: str | None, asked: Asked = Asked()) -> Space:
         built: bool = False,
         model_args: str = "",
     ) -> None:
-        """The candidate under every combination of the varied flags."""
         gpu, tp, dtype = at
-        for combo in itertools.product(*choices):
+        for combo in itertools.product(*self.choices):
             args = " ".join(filter(None, combo))
             name = label + (f" {args}" if args else "")
             flags = " ".join(filter(None, (model_args, args)))
-            found.append(
+            self.found.append(
                 Candidate(
-                    name, spec, flags, base, gpu, usd(gpu), dtype, tp, refused, built, model_args
+                    name, spec, flags, base, gpu, self.usd(gpu), dtype, tp, refused, built,
+                    model_args,
                 )
-            )
+            )  # fmt: skip
 
-    for base in bases:
-        spec, preset = _load(str(base), where)
+    def preset(self, name: str) -> None:
+        """A preset as it is, unless the GPUs or dtypes asked for leave it out."""
+        gpus, dtypes = self.axes.gpus, self.axes.dtypes
+        spec, preset = _load(name, self.where)
         gpu, dtype = gpu_of(preset), dtype_of(preset)
         if (gpus and gpu not in gpus) or (dtypes and not any(_same(dtype, d) for d in dtypes)):
-            continue
+            return
         at = (gpu, preset.perf.hardware.tensor_parallel, dtype)
-        add(spec.removeprefix(VIRTUAL), spec, preset, at)
-    for model_name, named_by, relative_to in models:
-        config = shapes.named(model_name, relative_to, named_by)
+        self.add(spec.removeprefix(VIRTUAL), spec, preset, at)
+
+    def model(self, name: Any, named_by: str, relative_to: Path) -> None:
+        """A model (a preset's, or a config.json's) on every GPU x tensor parallelism x dtype."""
+        every = list(itertools.product(self.axes.gpus, self.axes.tps, self.axes.dtypes))
+        config = shapes.named(name, relative_to, named_by)
         if config is not None:
-            for gpu, tp, dtype in itertools.product(gpus, tps, dtypes):
+            for gpu, tp, dtype in every:
                 derived, label, why = shapes.build(config, gpu, tp, dtype)
                 flags = shapes.model_args(config, gpu, tp, dtype)
-                add(label, VIRTUAL, derived, (gpu, tp, dtype), why, model_args=flags)
-            continue
-        spec, model = _load(str(model_name), where)
+                self.add(label, VIRTUAL, derived, (gpu, tp, dtype), why, model_args=flags)
+            return
+        spec, model = _load(str(name), self.where)
         own = (gpu_of(model), model.perf.hardware.tensor_parallel)
-        for gpu, tp, dtype in itertools.product(gpus, tps, dtypes):
+        for gpu, tp, dtype in every:
             if (gpu, tp) == own and _same(dtype, dtype_of(model)):  # the preset itself
-                add(spec.removeprefix(VIRTUAL), spec, model, (gpu, tp, dtype))
+                self.add(spec.removeprefix(VIRTUAL), spec, model, (gpu, tp, dtype))
                 continue
             built, why = build(model, catalogue.gpu(gpu), tp, dtype)
             label = built.name if built else f"{model.served_model_name}-{dtype}-tp{tp}-{gpu}"
-            add(label, "", built, (gpu, tp, dtype), why, built=True)
-    for n, single in enumerate(singles):
+            self.add(label, "", built, (gpu, tp, dtype), why, built=True)
+
+    def deployment(self, n: int, single: Any) -> None:
+        """A [[deployment]]: one preset with its own flags, nothing varied."""
         if (
             not isinstance(single, dict)
             or "preset" not in single
             or set(single) - {"preset", "args"}
         ):
-            raise ValueError(f"{where}: [[deployment]] {n + 1} takes preset and args")
-        spec, preset = _load(str(single["preset"]), where)
+            raise ValueError(f"{self.where}: [[deployment]] {n + 1} takes preset and args")
+        spec, preset = _load(str(single["preset"]), self.where)
         args, gpu = str(single.get("args", "")), gpu_of(preset)
         name = spec.removeprefix("virtual:") + (f" {args}" if args else "")
         tp = preset.perf.hardware.tensor_parallel
-        found.append(Candidate(name, spec, args, preset, gpu, usd(gpu), dtype_of(preset), tp))
-    if not found:
-        raise ValueError(f"{where}: no candidate is left on those GPUs in those dtypes")
-    names = [c.name for c in found]
-    if len(set(names)) < len(names):
-        raise ValueError(f"{where}: a deployment is named twice")
-    return Space(tuple(found), bound, where, priced)
+        dtype = dtype_of(preset)
+        self.found.append(Candidate(name, spec, args, preset, gpu, self.usd(gpu), dtype, tp))
