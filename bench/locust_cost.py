@@ -23,7 +23,7 @@ from pathlib import Path
 
 from servers import MODEL, add_stream_flags, fixed_simulator  # bench/, beside this script
 
-from loadgen import rundir
+from loadgen.runs import rundir
 
 
 def engine_command(engine: str, url: str, streams: int, seconds: float, tokens: int, out: Path):

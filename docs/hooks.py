@@ -3,7 +3,7 @@
 A page asks for a table with a marker, replaced by the table when the site is built:
 
     <!-- generated: flags latency_proxy.cli:build_parser -->   every flag of that parser
-    <!-- generated: flags loadgen.cli:build_parser search=True -->   keyword arguments
+    <!-- generated: flags loadgen.commands.cli:build_parser search=True -->   keyword arguments
     <!-- generated: metrics latency_proxy.telemetry.instruments:ALL -->   every instrument
     <!-- generated: presets loadgen.sim.model.presets:load -->   every bundled preset's figures
     <!-- generated: gpus loadgen.sim.model.catalogue:gpus -->   the GPU catalogue, ceilings too

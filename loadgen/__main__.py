@@ -2,11 +2,11 @@
 
 import sys
 
-from loadgen.extras import LOADGEN, require
+from loadgen.commands.extras import LOADGEN, require
 
 require("loadgen", LOADGEN, "loadgen")
 
-from loadgen.cli import main  # noqa: E402  (needs the extra checked above)
+from loadgen.commands.cli import main  # noqa: E402  (needs the extra checked above)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -46,22 +46,27 @@ MAY_IMPORT: dict[str, set[str]] = {
     f"{LOADGEN}.plan": {"*"},
     f"{LOADGEN}.locust": {"*"},
     f"{LOADGEN}.shards": {
-        f"{LOADGEN}.{p}" for p in ("config", "rundir", "reports", "engine", "stack", "analysis")
+        f"{LOADGEN}.{p}" for p in ("runs", "reports", "engine", "stack", "analysis")
     },
     f"{LOADGEN}.reports": {
-        f"{LOADGEN}.config",
+        f"{LOADGEN}.runs",
         f"{LOADGEN}.analysis",
         *(f"{LOADGEN}.capacity.{m}" for m in ("advice", "axis", "search", "verdict")),
     },
     f"{LOADGEN}.stack": {f"{LOADGEN}.engine", f"{LOADGEN}.analysis"},
     # a virtual: target's load runs on the simulator's twin instead of a socket
-    f"{LOADGEN}.engine": {f"{LOADGEN}.analysis", f"{LOADGEN}.replay", f"{LOADGEN}.sim"},
+    f"{LOADGEN}.engine": {
+        f"{LOADGEN}.analysis",
+        f"{LOADGEN}.replay",
+        f"{LOADGEN}.sim",
+        f"{LOADGEN}.inputs",
+    },
     # replayed prompts are made of the same text as synthetic ones; its flags' numbers are
     # checked as the engine's are
     f"{LOADGEN}.replay": {
         f"{LOADGEN}.analysis",
         f"{LOADGEN}.engine.workload",
-        f"{LOADGEN}.engine.bounds",
+        f"{LOADGEN}.inputs.bounds",
     },
     f"{LOADGEN}.analysis": set(),
     # the simulator's commands compose its five layers: the engine model at the bottom, vLLM's
@@ -78,7 +83,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 }
 # leaves of loadgen: modules that import nothing of the project, so every layer (the
 # simulator and the pure analysis too) may share them
-LEAVES = {f"{LOADGEN}.jsonl"}
+LEAVES = {f"{LOADGEN}.inputs.jsonl"}
 # what loadgen takes of the proxy: the measuring core, and the names, units and value types
 # (a flag's number is checked as a setting's is) it shares
 FROM_THE_PROXY = {

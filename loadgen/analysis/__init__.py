@@ -16,6 +16,7 @@ verdicts out.
 - `quality.py` accuracy's interval and whether it changed, in words
 - `consistency.py` greedy outputs alone and under load, compared
 - `cost.py` $/Mtok from a GPU-hour price, J/token from GPU power
+- `checked.py` the sentences for answers, consistency, cost and energy
 - `sessions.py` agents' sessions, from the proxy's capture or a run's records: time, model vs
   tools, prefix hits, TTFT by turn
 """

@@ -34,7 +34,7 @@ from typing import Any
 
 import regex
 
-from loadgen import jsonl
+from loadgen.inputs import jsonl
 
 MATCHES = ("exact", "contains", "regex", "number", "choice")
 BUILTINS = ("arithmetic", "copy")

@@ -25,10 +25,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from loadgen.analysis import checked
 from loadgen.analysis.slo import Slos, named
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.verdict import MAX_FAILED, seconds
-from loadgen.reports import checked
 
 
 def slos_of(result: Mapping[str, Any]) -> Slos:

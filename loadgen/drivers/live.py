@@ -15,7 +15,6 @@ import uvloop
 from loadgen import replay
 from loadgen.analysis import evals
 from loadgen.analysis.records import Record, RunData
-from loadgen.config import RunConfig
 from loadgen.drivers.meta import run_meta
 from loadgen.engine import client
 from loadgen.engine.interrupt import default_signal_handlers, stop_on_signal
@@ -26,6 +25,7 @@ from loadgen.engine.schedule import Block, plan, shard_count
 from loadgen.engine.sizing import calibrate
 from loadgen.engine.targets import Target, load_file, resolve
 from loadgen.engine.workload import Prompt, Sizing, Workload, shared_prefix, user_messages
+from loadgen.runs.config import RunConfig
 from loadgen.shards import sync
 from loadgen.stack import gpu_metrics
 

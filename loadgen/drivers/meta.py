@@ -9,7 +9,7 @@ import platform
 import time
 from typing import Any
 
-from loadgen.config import RunConfig
+from loadgen.runs.config import RunConfig
 
 
 def run_meta(

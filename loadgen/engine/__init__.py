@@ -18,7 +18,6 @@ request on the client side. It writes records; analysis/ judges them.
 - `virtual_stream.py` a virtual request's stream: its content events, their gaps on the record
 - `virtual_settle.py` a capacity probe's settling warm-up, read off the twin's timings
 - `flags.py` the flags both engines take, and loadgen's answer and cost flags, each defined once
-- `bounds.py` the numeric flags' parsers: finite and in range
 - `progress.py` the live progress line
 - `interrupt.py` Ctrl-C and SIGTERM during a run
 - `probes.py` eval items and consistency prompts mixed into the load, and judged

@@ -3,7 +3,7 @@ default from its value. WORKLOAD, REQUESTS and RESULTS both engines take (loadge
 and the Locust engine's custom arguments); the other groups are loadgen's alone: CHECKED
 because answers are scored and compared by its asyncio runner (engine/probes.py), which the
 Locust engine's gevent workers are not. The few flags whose help names a run's defaults
-(loadgen/config.py: levels, duration, warm-up) stay in loadgen/cli.py, above this layer.
+(loadgen/runs/config.py: levels, duration, warm-up) stay in loadgen/commands/cli.py, above.
 
 The Locust engine keeps values as text (a master hands its custom arguments to its workers
 through msgpack, its web UI hands a form back as text); `read` parses either form.
@@ -19,10 +19,10 @@ from typing import Any
 from latency_proxy.base.units import format_duration
 from latency_proxy.measure.meter import STALL_THRESHOLD_S
 from loadgen.analysis.slo import default_slos
-from loadgen.engine import bounds
 from loadgen.engine.schedule import ARRIVALS
 from loadgen.engine.window import DRAIN_MIN_S
 from loadgen.engine.workload import NO_THINK, Durations, Lengths
+from loadgen.inputs import bounds
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.engine.bounds import MAX_TOKENS, BadValue, count, duration
+from loadgen.inputs.bounds import MAX_TOKENS, BadValue, count, duration
 
 # Candidates for one-token words: common English, so most tokenizers have each as one token.
 # fmt: off

@@ -1,6 +1,6 @@
 """`python -m loadgen.locust ARGS`: Locust itself, with the ready locustfile."""
 
-from loadgen.extras import LOCUST, require
+from loadgen.commands.extras import LOCUST, require
 
 require("locust", LOCUST, "loadgen.locust")
 

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
-from loadgen.engine import bounds, flags
+from loadgen.engine import flags
 from loadgen.engine.workload import Lengths
+from loadgen.inputs import bounds
 from loadgen.replay import ReplaySettings
 from loadgen.replay import flags as replay_flags
 

@@ -98,10 +98,10 @@ def write(out: str | Path, data: RunData) -> dict[str, Any]:
     """requests.jsonl, run.json, summary.json and report.md, as loadgen writes them."""
     # imported here: only the collecting process writes, and report's matplotlib would add
     # a second to every worker's start
-    from loadgen import rundir
     from loadgen.analysis.summary import summarize_run
     from loadgen.reports import comparison
     from loadgen.reports import run as report
+    from loadgen.runs import rundir
 
     summary = summarize_run(data)
     report.write(rundir.write(out, data, summary), data, summary, comparison.of_run(data, summary))

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from latency_proxy.measure.conversation import block_hashes
-from loadgen import jsonl
+from loadgen.inputs import jsonl
 from loadgen.replay.rows import BadRow, Row, TraceRecord, count, gap, seconds, text_tokens
 from loadgen.replay.turns import Sessions
 

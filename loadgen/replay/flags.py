@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from loadgen.engine import bounds
+from loadgen.inputs import bounds
 from loadgen.replay import ReplaySettings
 from loadgen.replay.formats import FORMATS
 from loadgen.replay.prompts import DEFAULT_BLOCK_TOKENS

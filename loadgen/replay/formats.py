@@ -41,8 +41,8 @@ from typing import Any
 import orjson
 
 from latency_proxy.base.semconv import OTHER_MODEL
-from loadgen import jsonl
-from loadgen.engine.bounds import MAX_TOKENS
+from loadgen.inputs import jsonl
+from loadgen.inputs.bounds import MAX_TOKENS
 from loadgen.replay import aiperf, inference_perf, otlp
 from loadgen.replay.rows import (
     DAY_S,

@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
-from loadgen import jsonl
-from loadgen.engine.bounds import MAX_TOKENS
+from loadgen.inputs import jsonl
+from loadgen.inputs.bounds import MAX_TOKENS
 from loadgen.replay.rows import DAY_S, BadRow, Row, TraceRecord, count, text_tokens
 
 CHAT = "chat"

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen import jsonl
-from loadgen.engine.bounds import MAX_TOKENS
+from loadgen.inputs import jsonl
+from loadgen.inputs.bounds import MAX_TOKENS
 
 
 @dataclass(frozen=True, slots=True)

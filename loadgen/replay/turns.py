@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from loadgen.engine.bounds import MAX_TOKENS
+from loadgen.inputs.bounds import MAX_TOKENS
 from loadgen.replay.rows import DAY_S, BadRow, TraceRecord
 
 

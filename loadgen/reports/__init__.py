@@ -6,7 +6,6 @@ drawn from summary.json and capacity.json; charts/ computes each chart once for 
 - `capacity.py` a capacity search's capacity.json, report.md, report.html and PNGs
 - `plan.py` a plan's plan.json, plan.md, plan.html and PNG
 - `formatting.py` how a figure is written everywhere
-- `checked.py` the sentences for answers, consistency, cost and energy
 - `charts/` every chart, computed once
 - `html/` report.html pages
 """

@@ -17,10 +17,10 @@ from loadgen.analysis.slo import LABELS, METRICS, Slos, named, percentile_label
 from loadgen.capacity.advice import sentence, slos_of
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import VIRTUAL_REQUESTS, Search, crossing
-from loadgen.config import RunConfig
 from loadgen.reports.charts import capacity as capacity_charts
 from loadgen.reports.charts import png
 from loadgen.reports.html import capacity as html_capacity
+from loadgen.runs.config import RunConfig
 
 STOPPED = {
     "bracket": "every bracket is narrow enough (or nothing met at the lowest level tried)",

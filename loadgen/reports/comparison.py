@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 
 from latency_proxy.base.units import parse_duration
-from loadgen.analysis import stats, steady
+from loadgen.analysis import checked, stats, steady
 from loadgen.analysis.records import Record, RunData
 from loadgen.analysis.slo import LABELS, Slos, check, percentile_label
 from loadgen.analysis.summary import figures
-from loadgen.reports import checked
 from loadgen.reports.formatting import fell_behind, ms, sustained
 
 COMPARED_METRICS = (

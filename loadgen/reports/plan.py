@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loadgen.config import RunConfig
 from loadgen.reports.charts import plan as plan_charts
 from loadgen.reports.charts import png
 from loadgen.reports.html import plan as html_plan
+from loadgen.runs.config import RunConfig
 
 PREDICTED = (
     "Predicted: every candidate was sized by capacity searches on the simulator's virtual "

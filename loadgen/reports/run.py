@@ -11,10 +11,9 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from loadgen.analysis import sessions, slices, stats, steady, timesplit
+from loadgen.analysis import checked, sessions, slices, stats, steady, timesplit
 from loadgen.analysis.records import Record, RunData
 from loadgen.capacity import advice
-from loadgen.reports import checked
 from loadgen.reports.charts import png
 from loadgen.reports.charts import run as charts
 from loadgen.reports.charts.model import Figure

@@ -12,11 +12,11 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadgen import rundir
 from loadgen.analysis.records import RunData
 from loadgen.analysis.summary import summarize_run
 from loadgen.reports import comparison
 from loadgen.reports import run as report
+from loadgen.runs import rundir
 
 
 def combine(shards: Sequence[RunData]) -> RunData:

@@ -1,6 +1,6 @@
 """--workers N: one run spread over N processes, then merged into one exact result.
 
-Each worker is `python -m loadgen.worker` with its share as a RunConfig on stdin: shard i
+Each worker is `python -m loadgen.commands.worker` with its share as a RunConfig on stdin: shard i
 of N, its own run directory under shards/, the common --sync-dir so all start their load at
 the same moment, no progress line. The parent sends no load itself; it merges the shards'
 raw data (merge.py), so percentiles are over all requests.
@@ -14,13 +14,13 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from loadgen import rundir
-from loadgen.config import RunConfig
 from loadgen.engine.interrupt import STOP_SIGNALS
+from loadgen.runs import rundir
+from loadgen.runs.config import RunConfig
 from loadgen.shards import merge
 from loadgen.stack.processes import stop
 
-WORKER = (sys.executable, "-m", "loadgen.worker")
+WORKER = (sys.executable, "-m", "loadgen.commands.worker")
 
 
 def shard_dir(out: Path, index: int) -> Path:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
 from loadgen.analysis import evals
-from loadgen.cli import main
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from tests.support.answering_upstream import serve
 
 QUICK = ["--warmup", "0", "--no-progress", "--concurrency", "16", "--seed", "3"]

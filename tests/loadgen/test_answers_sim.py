@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.sim.model import presets
 from loadgen.stack.processes import simulator
 from tests.support.proxy import ProxyProcess

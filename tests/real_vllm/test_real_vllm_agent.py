@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
-from loadgen.cli import main
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from tests.real_vllm.conftest import MODEL, VLLMServer
 from tests.support import agent_checks as agent
 

@@ -27,7 +27,7 @@ PROXY_CORE = (
 )
 # their folder, loaded with them: its __init__ is a docstring
 PROXY_FOLDERS = ("latency_proxy.base",)
-LEAVES = ("loadgen.jsonl",)
+LEAVES = ("loadgen.inputs.jsonl",)
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -71,7 +71,7 @@ def test_the_scan_sees_an_import_of_the_load_generator() -> None:
     assert outside_the_simulator("loadgen.engine.workload") and outside_the_simulator("loadgen")
     assert outside_the_simulator("latency_proxy.forwarding.forward")
     assert not outside_the_simulator("loadgen.sim.wire.requests")
-    assert not outside_the_simulator("loadgen.jsonl")
+    assert not outside_the_simulator("loadgen.inputs.jsonl")
 
 
 def test_starting_the_simulator_loads_no_load_generator_module() -> None:

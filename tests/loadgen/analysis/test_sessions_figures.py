@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import agents
 from loadgen.analysis.records import Record
 from loadgen.analysis.sessions import from_lines, per_session, sentence, ttft_by_turn, view
+from loadgen.commands import agents
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "agent-capture.jsonl"
 

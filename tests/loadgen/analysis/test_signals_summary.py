@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen import compare, rundir
 from loadgen.analysis import timesplit
 from loadgen.analysis.records import Record, RunData, SummarySettings
 from loadgen.analysis.slo import Slos
 from loadgen.analysis.summary import summarize
+from loadgen.commands import compare
 from loadgen.reports import comparison
 from loadgen.reports import run as report
+from loadgen.runs import rundir
 from tests.loadgen.analysis.test_summary import T0, phases, records
 
 

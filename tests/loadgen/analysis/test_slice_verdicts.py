@@ -8,8 +8,8 @@ import json
 from html import unescape
 from pathlib import Path
 
-from loadgen import rundir
-from loadgen.cli import main
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from tests.support.scripted_upstream import arrivals, control, running
 
 RATE = 10  # requests/s: ten to a one-second slice, as many as a P90 needs

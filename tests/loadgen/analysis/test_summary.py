@@ -11,14 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen import compare, rundir
 from loadgen.analysis.records import UNFINISHED, GpuSample, Phase, Record, RunData, SummarySettings
 from loadgen.analysis.slo import Slos, parse_slos
 from loadgen.analysis.stats import union_seconds
 from loadgen.analysis.summary import summarize
+from loadgen.commands import compare
 from loadgen.engine.progress import Progress
 from loadgen.reports import comparison
 from loadgen.reports import run as report
+from loadgen.runs import rundir
 from loadgen.shards import merge
 from loadgen.stack import gpu_metrics
 

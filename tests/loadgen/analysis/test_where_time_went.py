@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loadgen.analysis import timesplit
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.stack.processes import simulator
 from tests.support.nginx import NGINX, nginx
 from tests.support.proxy import ProxyProcess

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
 from loadgen.analysis.slo import parse_slos
-from loadgen.capacity import command
 from loadgen.capacity.verdict import verdict
-from loadgen.cli import main
+from loadgen.commands import capacity as capacity_command
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from loadgen.stack.processes import stop
 from tests.support import ROOT
 
@@ -74,7 +74,7 @@ def test_capacity_brackets_where_the_sweep_turns(sim: str, sweep: dict, tmp_path
         assert probe["ttft_s"]["count"] >= 36 and "p90" in probe["tpot_s"]
         assert probe["warmup_s"] >= 0.5 and probe["settled"] in (True, False)
         # the window lasts several request durations, not only 36 requests
-        assert probe["window_s"] >= 0.5 * command.WINDOW_E2ES * probe["e2e_s"]["p50"]
+        assert probe["window_s"] >= 0.5 * capacity_command.WINDOW_E2ES * probe["e2e_s"]["p50"]
         sides = {m: i["side"] for m, i in probe["intervals"].items()}
         if probe["outcome"] == "meets":
             assert set(sides.values()) == {"under"} and probe["steady"]

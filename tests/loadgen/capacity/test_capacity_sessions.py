@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import main
+from loadgen.commands.cli import main
 
 AGENT = Path(__file__).parents[1] / "fixtures" / "agent-capture.jsonl"
 COPIES, EVERY_S = 8, 6.0  # the agent's three sessions, started again every 6 s

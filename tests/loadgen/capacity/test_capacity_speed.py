@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from loadgen.capacity.axis import AXES
-from loadgen.capacity.command import CapacityConfig, _Prober
 from loadgen.capacity.search import Search
 from loadgen.capacity.verdict import MEETS, UNDECIDED
-from loadgen.cli import build_parser, config_from, main
+from loadgen.commands.capacity import CapacityConfig, _Prober
+from loadgen.commands.cli import build_parser, config_from, main
 from loadgen.stack.processes import simulator
 
 SLO = ["--slo", "ttft=300ms@p90", "--slo", "tpot=50ms@p90"]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.stack.processes import free_port, running, stop
 from tests.support import ROOT
 
@@ -87,8 +87,8 @@ def one_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_a_level_that_saturates_slowly_is_undecided_then_fails(
     one_at_a_time: str, tmp_path: Path
 ) -> None:
-    from loadgen import run
-    from loadgen.cli import build_parser, config_from
+    from loadgen.commands import run
+    from loadgen.commands.cli import build_parser, config_from
 
     # its service rate, measured: one request at a time, back to back, each taking its E2E
     args = ["--target", one_at_a_time, "--concurrency", "1", "--requests", "20", *WORKLOAD]

@@ -8,11 +8,11 @@ from html import unescape
 import pytest
 
 from loadgen.analysis.slo import Slos, parse_slos
-from loadgen.capacity import command as capacity
 from loadgen.capacity.advice import sentence
 from loadgen.capacity.axis import AXES
 from loadgen.capacity.search import Search, bounded_samples, crossing, probe_requests
 from loadgen.capacity.verdict import FAILS, MEETS, UNDECIDED, verdict
+from loadgen.commands import capacity
 from loadgen.reports import capacity as capacity_report
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loadgen.cli import main
+from loadgen.commands.cli import main
 
 DATA = Path(__file__).parents[3] / "docs" / "sim" / "opt-13b-a100"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.sim import twin
 from loadgen.sim.model import presets
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadgen.cli import build_parser
+from loadgen.commands.cli import build_parser
 from loadgen.engine import flags
 from loadgen.engine.dataset import load_dataset
 from loadgen.replay import ReplaySettings, load

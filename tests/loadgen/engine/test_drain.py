@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.analysis.records import UNFINISHED
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.engine.budget import Budget
 from loadgen.engine.schedule import Block
 from loadgen.engine.window import DRAIN_MIN_S, drain_s

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import uvloop
 
-from loadgen import rundir
 from loadgen.engine.runner import Load, Runner
 from loadgen.engine.schedule import plan
 from loadgen.engine.targets import Target
 from loadgen.engine.workload import Lengths, Workload
+from loadgen.runs import rundir
 from tests.support import ROOT
 from tests.support.scripted_upstream import arrivals, running
 

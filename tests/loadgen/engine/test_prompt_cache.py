@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadgen import rundir
-from loadgen.cli import main
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from loadgen.stack.processes import simulator
 
 QUICK = ["--input-tokens", "200", "--output-tokens", "2", "--warmup", "0s", "--no-progress"]

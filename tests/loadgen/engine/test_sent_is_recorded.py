@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from loadgen.analysis.records import UNFINISHED
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from tests.support.scripted_upstream import arrivals, running
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.engine.workload import Durations
+from loadgen.runs import rundir
 from loadgen.stack.processes import simulator
 from tests.loadgen.engine.test_prompt_cache import hits
 

@@ -32,8 +32,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import compare, rundir
 from loadgen.analysis.records import RunData
+from loadgen.commands import compare
+from loadgen.runs import rundir
 from loadgen.stack.processes import LOOPBACK, free_port, simulator, stop
 from tests.support import ROOT
 from tests.support.browser import CHROMIUM, Browser, open_offline, sections

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
 from loadgen.analysis.records import UNFINISHED
 from loadgen.locust.run import Roster
+from loadgen.runs import rundir
 from loadgen.stack.processes import LOOPBACK, free_port, simulator, stop
 from tests.loadgen.locust.test_locust import start, wait_for_line
 from tests.loadgen.replay.test_replay import mooncake_trace, offsets, on_schedule, served

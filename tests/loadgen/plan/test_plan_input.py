@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import main
+from loadgen.commands.cli import main
 
 SLO = ["--slo", "ttft=800ms@p90", "--slo", "tpot=50ms@p90"]
 

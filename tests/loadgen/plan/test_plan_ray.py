@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from tests.loadgen.plan.test_plan_search import SLO, write_trace
 from tests.support import ROOT
 
@@ -54,7 +54,7 @@ def test_candidates_sized_on_ray_read_as_those_sized_here(tmp_path: Path) -> Non
 
 
 def test_without_ray_installed_the_flag_says_how_to_get_it(tmp_path: Path) -> None:
-    code = "import sys; sys.modules['ray'] = None\nfrom loadgen.cli import main\n"
+    code = "import sys; sys.modules['ray'] = None\nfrom loadgen.commands.cli import main\n"
     code += "sys.exit(main(sys.argv[1:]))"
     trace = write_trace(tmp_path / "trace.jsonl", 40, rate=2.0)
     argv = [

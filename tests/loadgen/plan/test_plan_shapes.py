@@ -8,7 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.engine import virtual
 from loadgen.plan import bounds, space
 

@@ -8,9 +8,10 @@ import dataclasses
 import json
 from pathlib import Path
 
-from loadgen.cli import build_parser, capacity_request, config_from
+from loadgen.commands import plan as plan_command
+from loadgen.commands.cli import build_parser, capacity_request, config_from
 from loadgen.engine import virtual
-from loadgen.plan import basis, bounds, command, space
+from loadgen.plan import basis, bounds, space
 from loadgen.sim.model import presets
 
 CONFIGS = Path(__file__).parents[2] / "sim" / "model" / "configs"
@@ -30,8 +31,8 @@ def test_the_twin_on_its_gpu_and_carried_to_another(tmp_path: Path) -> None:
     argv += ["--out", str(tmp_path / "plan")]
     args = build_parser(plan=True).parse_args(argv)
     config = config_from(args, ["plan", *argv])
-    plan = command.settings(args, argv, None, capacity_request)
-    entries, _traffic, _bound, written = command.prepare(config, plan)
+    plan = plan_command.settings(args, argv, None, capacity_request)
+    entries, _traffic, _bound, written = plan_command.prepare(config, plan)
     by_gpu = {e["gpu"]: e for e in entries}
     own, other = by_gpu["a100-sxm-80gb"], by_gpu["h100-sxm"]
     assert own["spec"] == f"virtual:{twin}"
@@ -83,8 +84,8 @@ def test_a_twin_fitted_to_a_config_json_model(tmp_path: Path) -> None:
     argv += ["--models", str(config), "--gpu-types", "h100,l40s", "--tensor-parallel", "1"]
     argv += ["--dtypes", "bf16", "--gpu-prices", "h100=3,l40s=1", "--out", str(tmp_path / "p")]
     args = build_parser(plan=True).parse_args(argv)
-    plan = command.settings(args, argv, None, capacity_request)
-    entries, _traffic, _bound, written = command.prepare(config_from(args, argv), plan)
+    plan = plan_command.settings(args, argv, None, capacity_request)
+    entries, _traffic, _bound, written = plan_command.prepare(config_from(args, argv), plan)
     by_gpu = {e["gpu"]: e for e in entries}
     own, other = by_gpu["h100-sxm"], by_gpu["l40s"]
     # the twin replaces the catalogue's model: its file alone, no --model-config beside it

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadgen import rundir
-from loadgen.cli import main
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from loadgen.stack.processes import simulator
 from tests.support import run_module
 from tests.support.agent_checks import (

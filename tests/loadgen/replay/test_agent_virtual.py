@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from loadgen import rundir
 from loadgen.analysis.records import Record, RunData
-from loadgen.cli import main
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from loadgen.sim.model import presets
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "agent-capture.jsonl"

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadgen import rundir
-from loadgen.cli import main
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from loadgen.stack.processes import simulator
 from tests.loadgen.engine.test_prompt_cache import hits
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
 from loadgen.analysis.records import UNFINISHED
-from loadgen.cli import main
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from loadgen.stack.processes import simulator
 from tests.loadgen.replay.test_replay import on_schedule
 from tests.support.proxy import ProxyProcess, proxy_env

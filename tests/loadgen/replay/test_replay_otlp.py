@@ -16,11 +16,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind
 
-from loadgen import rundir
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.replay import otlp, sessions
 from loadgen.replay.formats import BadRow, parse
 from loadgen.replay.window import schedule
+from loadgen.runs import rundir
 from loadgen.stack.processes import simulator
 
 S = 10**9  # nanoseconds

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from loadgen.analysis.summary import summarize_run
-from loadgen.cli import main
-from loadgen.rundir import read
+from loadgen.commands.cli import main
+from loadgen.runs.rundir import read
 from loadgen.stack.processes import simulator
 
 PRESET = "llama-2-7b-bf16-h200"  # prefill grows with the prompt, far from its limit here

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
 from loadgen.analysis.records import Record, RunData
-from loadgen.cli import main
-from loadgen.engine.bounds import MAX_TOKENS
+from loadgen.commands.cli import main
+from loadgen.inputs.bounds import MAX_TOKENS
 from loadgen.replay.formats import BadRow, TraceRecord, parse
+from loadgen.runs import rundir
 from loadgen.stack.processes import simulator
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "aiperf"

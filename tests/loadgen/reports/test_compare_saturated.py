@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
-from loadgen.cli import main
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from loadgen.stack.processes import simulator
 
 LOAD = ["--duration", "8s", "--warmup", "0s", "--drain", "2s", "--input-tokens", "64"]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
 from loadgen.analysis import slices
 from loadgen.capacity.advice import sentence
-from loadgen.cli import main
+from loadgen.commands.cli import main
+from loadgen.runs import rundir
 from tests.support.browser import CHROMIUM, Browser, Page, open_offline, sections
 from tests.support.pages import external
 

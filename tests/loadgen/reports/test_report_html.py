@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
 from loadgen.analysis.records import RunData
 from loadgen.analysis.summary import summarize_run
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.reports import comparison
 from loadgen.reports import run as report
 from loadgen.reports.charts import run as charts
 from loadgen.reports.charts.model import MAX_CDF_POINTS, cdf, thin
 from loadgen.reports.formatting import pct
+from loadgen.runs import rundir
 from tests.support.pages import external
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "run-v1"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from loadgen.analysis.stats import union_seconds
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.stack.processes import simulator
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "agent-capture.jsonl"

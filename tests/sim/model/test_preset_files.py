@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import main as loadgen_main
+from loadgen.commands.cli import main as loadgen_main
 from loadgen.sim import cli
 from loadgen.sim.model import presets
 from loadgen.sim.model.roofline import Efficiency, Hardware, ModelSpec

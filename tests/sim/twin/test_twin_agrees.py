@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.sim import twin
 from loadgen.sim.model import presets
 from loadgen.sim.twin import capture, fit

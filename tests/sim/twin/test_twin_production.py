@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import main
+from loadgen.commands.cli import main
 from loadgen.sim import twin
 from loadgen.sim.cli import main as sim_main
 from loadgen.sim.model import presets

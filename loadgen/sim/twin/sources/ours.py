@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.jsonl import strict_objects
+from loadgen.inputs.jsonl import strict_objects
 from loadgen.sim.twin.sources.fields import MAX_EPOCH, number, seconds, tokens
 from loadgen.sim.twin.sources.stream import Captured, CaptureError, Stream
 

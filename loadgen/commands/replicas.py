@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen.capacity import command as capacity
 from loadgen.capacity.search import PRECISION
-from loadgen.config import RunConfig
+from loadgen.commands import capacity
 from loadgen.engine import flags
 from loadgen.reports import capacity as capacity_report
+from loadgen.runs.config import RunConfig
 
 CapacityRequest = Callable[[Sequence[str]], "tuple[RunConfig, capacity.CapacityConfig] | int"]
 PLAN_ONLY = (*flags.PLAN, "--rate", "--out")  # the plan's flags, not a capacity search's

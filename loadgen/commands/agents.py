@@ -9,8 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadgen import jsonl
 from loadgen.analysis.sessions import from_lines, per_session, ttft_by_turn
+from loadgen.inputs import jsonl
 from loadgen.replay.formats import ACCESS_LOGGER
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from loadgen import rundir
 from loadgen.analysis import stats
 from loadgen.analysis.slo import parse_slos
 from loadgen.reports.comparison import Margin, Series, judged_percentile, render, series_of
 from loadgen.reports.html import compare as html_compare
+from loadgen.runs import rundir
 
 
 def load_series(paths: Sequence[str | Path]) -> list[Series]:

@@ -2,8 +2,8 @@
 
 Subcommands `compare`, `merge` and `sessions` live in their own modules; everything else is a
 load run, or a search of load runs (`capacity`, which takes the run's flags but no levels). This
-module is the parser only: the flags become one RunConfig (config.py), and run.py
-(capacity/command.py) does the run (the search) from that.
+module is the parser only: the flags become one RunConfig (runs/config.py), and run.py
+(capacity.py) does the run (the search) from that.
 """
 
 from __future__ import annotations
@@ -17,14 +17,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from latency_proxy.base.units import parse_duration
-from loadgen import agents, compare, rebuild, run
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
-from loadgen.capacity import command as capacity
-from loadgen.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
-from loadgen.engine import bounds, flags, probes
-from loadgen.plan import command as plan
+from loadgen.commands import agents, capacity, compare, plan, rebuild, run
+from loadgen.engine import flags, probes
+from loadgen.inputs import bounds
 from loadgen.replay import flags as replay_flags
+from loadgen.runs.config import DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_WARMUP, RunConfig
 from loadgen.shards import merge
 
 EPILOG = f"""\

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from loadgen.plan.sizing import Job, size
+from loadgen.commands.replicas import Job, size
 
 Sized = dict[str, Any]
 Submit = Callable[[Job], "concurrent.futures.Future[Sized]"]

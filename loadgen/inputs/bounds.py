@@ -17,7 +17,7 @@ from typing import Any
 
 from latency_proxy.base.setting_types import WEEK_S, Duration, Number, SettingType
 from latency_proxy.base.units import format_size, parse_size
-from loadgen.jsonl import MAX_TOKENS as MAX_TOKENS  # the one limit, where files are read too
+from loadgen.inputs.jsonl import MAX_TOKENS as MAX_TOKENS  # the one limit, where files are read too
 
 YEAR_S = 366 * 24 * 3600.0
 

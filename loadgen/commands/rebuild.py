@@ -15,11 +15,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadgen import rundir
 from loadgen.analysis.summary import summarize_run
 from loadgen.reports import capacity as capacity_report
 from loadgen.reports import comparison
 from loadgen.reports import run as report
+from loadgen.runs import rundir
 
 CAPACITY = "capacity.json"
 

@@ -1,12 +1,12 @@
 """`python -m loadgen plan`: the cheapest deployment that meets the SLOs for this traffic.
 
 Everything that can be refused is refused before any search (one line, exit 2): the space
-(space.py), the twin, the traffic's window, a model that fits on no candidate. Then each
-candidate is checked without running it (bounds.py): does it fit in memory, can its decode
-step ever meet the TPOT limit. Those left are sized (sizing.py) in order of the roofline's
-lower bound on their cost, on `--jobs` processes or a Ray cluster (pools.py); a candidate
-whose lower bound is above the top of the cheapest found's cost range is not run: it cannot
-win. Every candidate is listed in plan.json with what became of it, and why.
+(plan/space.py), the twin, the traffic's window, a model that fits on no candidate. Then each
+candidate is checked without running it (plan/bounds.py): does it fit in memory, can its
+decode step ever meet the TPOT limit. Those left are sized (replicas.py) in order of the
+roofline's lower bound on their cost, on `--jobs` processes or a Ray cluster (pools.py); a
+candidate whose lower bound is above the top of the cheapest found's cost range is not run:
+it cannot win. Every candidate is listed in plan.json with what became of it, and why.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from loadgen import replay
-from loadgen.capacity import command as capacity
-from loadgen.config import RunConfig
+from loadgen.commands import capacity, pools
+from loadgen.commands.replicas import CapacityRequest, Job
 from loadgen.engine import virtual
-from loadgen.plan import advice, basis, bounds, pools, space
-from loadgen.plan.sizing import CapacityRequest, Job
+from loadgen.plan import advice, basis, bounds, space
 from loadgen.reports import plan as plan_report
+from loadgen.runs.config import RunConfig
 from loadgen.sim.model import presets
 from loadgen.sim.model.presets import Preset
 

@@ -3,21 +3,21 @@
 Each probe is one ordinary run (run.measure) of one target at one level, a
 `dataclasses.replace` of the command's RunConfig, in its own run directory beside
 capacity.json, with its own arrival seed; the embedded stack, when asked for, is started
-once for all of them. A probe warms up until the level's steady state (settle.py) and then
+once for all of them. A probe warms up until the level's steady state (analysis/settle.py) and then
 measures a window of at least WINDOW_E2ES request durations and as many requests as the
-SLOs' percentiles need. An undecided probe (verdict.py) is run again at once with twice the
+SLOs' percentiles need. An undecided probe (capacity/verdict.py) is run again at once with twice the
 window and warm-up cap (a replay: twice the trace window), up to MAX_EXTENSIONS times; by
 speed, every later probe then replays that wider window, so all levels see the same requests.
 Targets take turns level by level
-(A, B, A, B …), so drift in shared hardware hits all alike. The search (search.py) stops
+(A, B, A, B …), so drift in shared hardware hits all alike. The search (capacity/search.py) stops
 when every bracket is narrow enough, when the next probe would not fit in the budget, or at
 Ctrl-C; `--repeat N` then re-runs each bracket's ends with new seeds. Whatever was found is
-written either way (report.py).
+written either way (reports/capacity.py).
 
 A search of virtual: targets runs every probe on the simulator's virtual clock (run.measure
 predicts it; engine/virtual_settle.py settles its warm-up), with VIRTUAL_REQUESTS times the
 requests; its targets are all virtual (checked before any probe), and what predicted each
-one is kept for capacity.json and the sentence (advice.py).
+one is kept for capacity.json and the sentence (capacity/advice.py).
 """
 
 from __future__ import annotations
@@ -27,18 +27,19 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from loadgen import replay, run
+from loadgen import replay
 from loadgen.analysis import steady
 from loadgen.analysis.settle import Settle
 from loadgen.analysis.slo import LABELS
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import PRECISION, Search, probe_requests
 from loadgen.capacity.verdict import FAILS, UNDECIDED, verdict
-from loadgen.config import RunConfig
+from loadgen.commands import run
 from loadgen.drivers.virtual import drive as drive_virtual
 from loadgen.engine import virtual
 from loadgen.engine.targets import VIRTUAL, load_file, resolve
 from loadgen.reports import capacity as capacity_report
+from loadgen.runs.config import RunConfig
 from loadgen.stack import embedded
 
 PROBE_METRICS = ("ttft_s", "tpot_s", "e2e_s")

@@ -1,4 +1,4 @@
-"""RunConfig: one load run as its flags asked for it, typed, built once by cli.py.
+"""RunConfig: one load run as its flags asked for it, typed, built once by commands/cli.py.
 
 Everything past the parser reads this, never an argparse Namespace. It is frozen: a run that
 derives from another (a worker's share of a --workers run, a probe of a search) is a

@@ -15,12 +15,13 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from loadgen import drivers, replay, rundir
+from loadgen import drivers, replay
 from loadgen.analysis.summary import summarize_run
-from loadgen.config import RunConfig
 from loadgen.engine.dataset import load_dataset
 from loadgen.reports import comparison
 from loadgen.reports import run as report
+from loadgen.runs import rundir
+from loadgen.runs.config import RunConfig
 from loadgen.shards import supervisor
 from loadgen.stack import embedded
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import rundir
-from loadgen.cli import main
-from loadgen.engine.bounds import shard
+from loadgen.commands.cli import main
 from loadgen.engine.workload import WORDS
+from loadgen.inputs.bounds import shard
+from loadgen.runs import rundir
 from tests.support import ROOT
 from tests.support.scripted_upstream import control, running
 from tests.support.timing import on_time

@@ -1,4 +1,5 @@
-"""`python -m loadgen.worker`: one process of a --workers run; internal, supervisor.py starts it.
+"""`python -m loadgen.commands.worker`: one process of a --workers run; internal, the
+supervisor (shards/supervisor.py) starts it.
 
 Its configuration arrives as a RunConfig in JSON on stdin rather than as a command line, so
 what the supervisor decided (shard, run directory, sync point, targets) comes typed, with
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from loadgen import run
-from loadgen.config import RunConfig
+from loadgen.commands import run
+from loadgen.runs.config import RunConfig
 
 
 def main() -> int:
