@@ -19,6 +19,6 @@ below imports them.
 - `engine/` drives the load and measures each request
 - `replay/` traces read and timed
 - `analysis/` records in, figures and verdicts out (pure)
-- `inputs/` JSON-lines files and flags' numbers read and checked (leaves every layer may import)
+- `inputs/` JSON lines, flags' numbers and prompt text (leaves every layer may import)
 - `sim/` a vLLM-like simulated server
 """

@@ -61,13 +61,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         f"{LOADGEN}.sim",
         f"{LOADGEN}.inputs",
     },
-    # replayed prompts are made of the same text as synthetic ones; its flags' numbers are
-    # checked as the engine's are
-    f"{LOADGEN}.replay": {
-        f"{LOADGEN}.analysis",
-        f"{LOADGEN}.engine.workload",
-        f"{LOADGEN}.inputs.bounds",
-    },
+    f"{LOADGEN}.replay": {f"{LOADGEN}.analysis", f"{LOADGEN}.inputs"},
     f"{LOADGEN}.analysis": set(),
     # the simulator's commands compose its five layers: the engine model at the bottom, vLLM's
     # flags applied to it, driven in real time behind vLLM's interface, or on a virtual clock

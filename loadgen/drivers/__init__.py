@@ -19,7 +19,7 @@ from loadgen import replay
 from loadgen.analysis.records import RunData
 from loadgen.drivers import live, virtual
 from loadgen.engine.virtual import is_virtual
-from loadgen.engine.workload import Prompt
+from loadgen.inputs.prompt_text import Prompt
 from loadgen.runs.config import RunConfig
 
 Drive = Callable[[RunConfig, replay.Replay | None, list[Prompt] | None], RunData]

@@ -24,7 +24,8 @@ from loadgen.engine.runner import Load, Runner
 from loadgen.engine.schedule import Block, plan, shard_count
 from loadgen.engine.sizing import calibrate
 from loadgen.engine.targets import Target, load_file, resolve
-from loadgen.engine.workload import Prompt, Sizing, Workload, shared_prefix, user_messages
+from loadgen.engine.workload import Workload
+from loadgen.inputs.prompt_text import Prompt, Sizing, shared_prefix, user_messages
 from loadgen.runs.config import RunConfig
 from loadgen.shards import sync
 from loadgen.stack import gpu_metrics

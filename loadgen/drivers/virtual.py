@@ -13,7 +13,7 @@ from loadgen.analysis.records import Phase, Record, RunData
 from loadgen.analysis.server_metrics import ServerWindow
 from loadgen.drivers.meta import run_meta
 from loadgen.engine import virtual, virtual_requests, virtual_settle
-from loadgen.engine.workload import Prompt
+from loadgen.inputs.prompt_text import Prompt
 from loadgen.runs.config import RunConfig
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import budget

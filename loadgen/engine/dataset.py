@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loadgen.engine.workload import Prompt
 from loadgen.inputs import jsonl
+from loadgen.inputs.prompt_text import Prompt
 
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"\s*")

@@ -27,7 +27,7 @@ from typing import Any
 from loadgen.analysis import consistency, evals
 from loadgen.analysis.evals import EvalItem
 from loadgen.analysis.records import Record
-from loadgen.engine.workload import user_messages
+from loadgen.inputs.prompt_text import user_messages
 
 EVAL_MAX_TOKENS = 512  # an item without max_tokens: room for a worked answer, then a cap
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import numpy as np
 
-from loadgen.engine.workload import LEAD, WORDS, Sizing, synthetic_text
+from loadgen.inputs.prompt_text import LEAD, WORDS, Sizing, synthetic_text
 
 Count = Callable[[str], Awaitable[int | None]]
 REPEATS = 3  # a word qualifies when REPEATS more of it cost exactly REPEATS tokens

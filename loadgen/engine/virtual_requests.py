@@ -29,15 +29,8 @@ from functools import cache
 
 import numpy as np
 
-from loadgen.engine.workload import (
-    LEAD,
-    NO_THINK,
-    Durations,
-    Lengths,
-    Prompt,
-    Sizing,
-    user_messages,
-)
+from loadgen.engine.workload import NO_THINK, Durations, Lengths
+from loadgen.inputs.prompt_text import LEAD, Prompt, Sizing, user_messages
 from loadgen.replay import Arrival, PromptBook, sessions
 from loadgen.sim import twin
 from loadgen.sim.model.tokenizer import SIMPLE

@@ -28,7 +28,8 @@ from loadgen.engine.runner import LOOP_LAG_INTERVAL_S
 from loadgen.engine.sizing import calibrate
 from loadgen.engine.targets import Target, resolve
 from loadgen.engine.window import drain_s
-from loadgen.engine.workload import Sizing, Workload, shared_prefix, user_messages
+from loadgen.engine.workload import Workload
+from loadgen.inputs.prompt_text import Sizing, shared_prefix, user_messages
 from loadgen.locust.client import Cut, StreamingClient
 from loadgen.locust.options import Options
 from loadgen.locust.run import Final, Outbox

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from latency_proxy.measure.conversation import BLOCK_CHARS
-from loadgen.engine.workload import LEAD, Prompt, Sizing, synthetic_text
+from loadgen.inputs.prompt_text import LEAD, Prompt, Sizing, synthetic_text
 from loadgen.replay.formats import TraceRecord
 
 DEFAULT_BLOCK_TOKENS = 512  # Mooncake's published traces

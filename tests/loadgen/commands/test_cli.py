@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from loadgen.commands.cli import main
-from loadgen.engine.workload import WORDS
 from loadgen.inputs.bounds import shard
+from loadgen.inputs.prompt_text import WORDS
 from loadgen.runs import rundir
 from tests.support import ROOT
 from tests.support.scripted_upstream import control, running

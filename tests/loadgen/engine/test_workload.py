@@ -13,12 +13,11 @@ import pytest
 from loadgen.engine.dataset import load_dataset
 from loadgen.engine.sizing import Count, calibrate
 from loadgen.engine.targets import Target, load_file, resolve
-from loadgen.engine.workload import (
+from loadgen.engine.workload import Lengths, Workload
+from loadgen.inputs.prompt_text import (
     LEAD,
     WORDS,
-    Lengths,
     Sizing,
-    Workload,
     shared_prefix,
     synthetic_text,
     user_messages,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen.engine.workload import LEAD, Sizing
+from loadgen.inputs.prompt_text import LEAD, Sizing
 from loadgen.replay import ReplaySettings, load
 from loadgen.replay.formats import BadRow, TraceRecord, detect, parse
 from loadgen.replay.prompts import PromptBook
