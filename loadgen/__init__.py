@@ -1,18 +1,17 @@
 """loadgen: comparative load runs against OpenAI-compatible streaming endpoints.
 
-Each folder is a layer or a seam, and imports go down, never back up: commands/ over the
-Locust engine, drivers/ and shards/; those over plan/, stack/ and reports/; reports/ over
-capacity/ and runs/, runs/ over engine/ and replay/, all over analysis/ and inputs/. sim/
-stands apart: a server, not a client. The top level holds only the entry points: no module
-below imports them.
+Each folder is a layer or a seam, and imports go down this list, never back up: the Locust
+engine and commands/ at the top, inputs/ at the bottom, no two folders importing each other.
+sim/ stands apart: a server, not a client. The top level holds only the entry points: no
+module below imports them.
 
 - `locustfile.py` the ready locustfile for `locust -f`
+- `locust/` the Locust engine, and its command `python -m loadgen.locust`
 - `commands/` what a person types: `python -m loadgen` and each of its commands
-- `locust/` the Locust engine
 - `drivers/` how a run's load is driven: live servers, or the simulator's twin
 - `shards/` one run over many processes or machines
-- `plan/` a plan's candidates, their bounds and their ranking (pure)
 - `stack/` the processes beside a run
+- `plan/` a plan's candidates, their bounds and their ranking (pure)
 - `reports/` what a person reads of each command
 - `capacity/` the capacity search, pure: its levels, verdicts and answer in words
 - `runs/` a run as its flags asked for it, and as its directory keeps it

@@ -40,29 +40,46 @@ MAY_IMPORT: dict[str, set[str]] = {
     f"{PROXY}.record": {f"{PROXY}.measure"},
     f"{PROXY}.measure": set(),
     f"{PROXY}.base": {f"{PROXY}.measure"},
-    # the commands: the top level, and the two command folders
-    LOADGEN: {"*"},
-    f"{LOADGEN}.capacity": {"*"},
-    f"{LOADGEN}.plan": {"*"},
-    f"{LOADGEN}.locust": {"*"},
+    # the top level holds only entry points: `python -m loadgen` and the locustfile
+    LOADGEN: {f"{LOADGEN}.commands", f"{LOADGEN}.locust"},
+    # a second engine and its own command (`python -m loadgen.locust`, which checks its
+    # extras as `python -m loadgen` does): loadgen's workload and measurements under Locust
+    f"{LOADGEN}.locust": {
+        f"{LOADGEN}.commands.extras",
+        *(f"{LOADGEN}.{p}" for p in ("reports", "runs", "engine", "replay", "analysis")),
+    },
+    f"{LOADGEN}.commands": {
+        f"{LOADGEN}.{p}"
+        for p in (
+            *("drivers", "shards", "plan", "stack", "reports", "capacity", "runs"),
+            *("engine", "replay", "analysis", "sim"),
+        )
+    },
+    f"{LOADGEN}.drivers": {
+        f"{LOADGEN}.{p}" for p in ("shards", "stack", "runs", "engine", "replay", "analysis", "sim")
+    },
     f"{LOADGEN}.shards": {
         f"{LOADGEN}.{p}" for p in ("runs", "reports", "engine", "stack", "analysis")
     },
-    f"{LOADGEN}.reports": {
-        f"{LOADGEN}.runs",
+    # a plan's candidates are the simulator's presets, vLLM's flags applied to each as to a
+    # virtual: target's (engine/virtual.py)
+    f"{LOADGEN}.plan": {
+        f"{LOADGEN}.capacity",
+        f"{LOADGEN}.engine",
         f"{LOADGEN}.analysis",
-        *(f"{LOADGEN}.capacity.{m}" for m in ("advice", "axis", "search", "verdict")),
+        f"{LOADGEN}.sim.model",
+        f"{LOADGEN}.sim.vllm_flags",
     },
+    f"{LOADGEN}.reports": {f"{LOADGEN}.capacity", f"{LOADGEN}.runs", f"{LOADGEN}.analysis"},
     f"{LOADGEN}.stack": {f"{LOADGEN}.engine", f"{LOADGEN}.analysis"},
+    f"{LOADGEN}.capacity": {f"{LOADGEN}.analysis"},
+    # a run's settings are the engine's, the replay's and the analysis' settings together
+    f"{LOADGEN}.runs": {f"{LOADGEN}.engine", f"{LOADGEN}.replay", f"{LOADGEN}.analysis"},
     # a virtual: target's load runs on the simulator's twin instead of a socket
-    f"{LOADGEN}.engine": {
-        f"{LOADGEN}.analysis",
-        f"{LOADGEN}.replay",
-        f"{LOADGEN}.sim",
-        f"{LOADGEN}.inputs",
-    },
-    f"{LOADGEN}.replay": {f"{LOADGEN}.analysis", f"{LOADGEN}.inputs"},
+    f"{LOADGEN}.engine": {f"{LOADGEN}.replay", f"{LOADGEN}.analysis", f"{LOADGEN}.sim"},
+    f"{LOADGEN}.replay": {f"{LOADGEN}.analysis"},
     f"{LOADGEN}.analysis": set(),
+    f"{LOADGEN}.inputs": set(),
     # the simulator's commands compose its five layers: the engine model at the bottom, vLLM's
     # flags applied to it, driven in real time behind vLLM's interface, or on a virtual clock
     # as a deployment's twin (which reads vLLM's flags as the server does)
@@ -75,9 +92,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     f"{LOADGEN}.sim.realtime": {f"{LOADGEN}.sim.model"},
     f"{LOADGEN}.sim.model": set(),
 }
-# leaves of loadgen: modules that import nothing of the project, so every layer (the
-# simulator and the pure analysis too) may share them
-LEAVES = {f"{LOADGEN}.inputs.jsonl"}
+# leaves of loadgen: modules that import nothing of loadgen outside their folder, so every
+# layer (the simulator and the pure analysis too) may share them
+LEAVES = {f"{LOADGEN}.inputs"}
 # what loadgen takes of the proxy: the measuring core, and the names, units and value types
 # (a flag's number is checked as a setting's is) it shares
 FROM_THE_PROXY = {
@@ -87,7 +104,7 @@ FROM_THE_PROXY = {
     f"{PROXY}.base.semconv",
 }
 # the packages whose folders are layers in one order: no two import each other
-ORDERED = (PROXY,)
+ORDERED = (PROXY, LOADGEN)
 
 
 def _modules(package: Path) -> set[str]:
@@ -105,9 +122,10 @@ def test_the_package_docstring_names_each_module_it_has(package: Path) -> None:
 
 
 def _layer(module: str) -> str:
-    """The layer a module belongs to: its package, or its top package for a root module."""
+    """The layer a module belongs to: its package, or its top package for a root module (a
+    package imported by name, `from loadgen import replay`, is its own layer)."""
     parts = module.split(".")
-    for depth in range(len(parts) - 1, 0, -1):
+    for depth in range(len(parts), 0, -1):
         candidate = ".".join(parts[:depth])
         if candidate in MAY_IMPORT:
             return candidate
@@ -181,9 +199,36 @@ def test_no_two_layers_import_each_other(top: str) -> None:
     assert _two_way({(a, b) for a, b in done if a != b}) == []
 
 
-@pytest.mark.parametrize("leaf", sorted(LEAVES))
-def test_a_leaf_imports_nothing_of_the_project(leaf: str) -> None:
-    assert _imports(ROOT / (leaf.replace(".", "/") + ".py")) == set()
+@pytest.mark.parametrize(
+    "leaf",
+    sorted(p for s in LEAVES for p in (ROOT / s.replace(".", "/")).glob("*.py")),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_a_leaf_imports_nothing_of_loadgen_outside_its_folder(leaf: Path) -> None:
+    folder = _module(leaf).rpartition(".")[0]
+    imported = {t for t in _imports(leaf) if t.split(".")[0] == LOADGEN}
+    assert {t for t in imported if not t.startswith(folder + ".")} == set()
+
+
+def _top_level_imported_back(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of loadgen's top-level modules by the modules of its folders: the top level
+    composes the layers, none of them needs it."""
+
+    def in_a_folder(module: str) -> bool:
+        return (ROOT.joinpath(*module.split(".")[:2]) / "__init__.py").exists()
+
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        if in_a_folder(source)
+        for target in targets
+        if target.startswith(f"{LOADGEN}.") and not in_a_folder(target)
+    )
+
+
+def test_no_loadgen_folder_imports_the_top_level() -> None:
+    graph = {_module(p): _imports(p) for p in (ROOT / LOADGEN).rglob("*.py")}
+    assert _top_level_imported_back(graph) == []
 
 
 def test_the_layer_rules_catch_an_import_back_up() -> None:
@@ -193,4 +238,14 @@ def test_the_layer_rules_catch_an_import_back_up() -> None:
     assert _two_way({("a", "b"), ("b", "c"), ("b", "a")}) == [("a", "b")]
     assert not _allowed("loadgen.analysis.summary", "loadgen.engine.runner")
     assert not _allowed("loadgen.engine.runner", "latency_proxy.forwarding.relay")
+    assert not _allowed("loadgen.capacity.advice", "loadgen.reports.capacity")
+    assert not _allowed("loadgen.replay.prompts", "loadgen.engine.workload")
+    assert not _allowed("loadgen.runs.config", "loadgen.commands.cli")
+    assert not _allowed("loadgen.locust.node", "loadgen.commands.run")
+    assert not _allowed("loadgen.shards.merge", "loadgen.rundir")  # the top level
+    imports = {
+        "loadgen.shards.merge": {"loadgen.rundir", "loadgen.runs.rundir.read"},
+        "loadgen.__main__": {"loadgen.commands.cli.main"},
+    }
+    assert _top_level_imported_back(imports) == ["loadgen.shards.merge -> loadgen.rundir"]
     assert _allowed("latency_proxy.forwarding.relay", "latency_proxy.measure.meter")

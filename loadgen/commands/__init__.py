@@ -1,7 +1,8 @@
 """The commands: what a person types, each in the module named for it, over every layer.
 
 `python -m loadgen` (loadgen/__main__.py) reads its flags in cli.py and hands the RunConfig
-to the command they name; nothing below this folder imports it.
+to the command they name. No layer imports this folder; only the Locust engine's command,
+above it, checks its extras with extras.py first, as `python -m loadgen` does.
 
 - `cli.py` `python -m loadgen`: flags in, a RunConfig out, the command they name run
 - `run.py` a load run from its RunConfig
