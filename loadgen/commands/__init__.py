@@ -11,8 +11,8 @@ above it, checks its extras with extras.py first, as `python -m loadgen` does.
 - `replicas.py` the fewest replicas of one plan candidate that hold the traffic
 - `pools.py` where a plan's candidates are sized: this machine's processes, or a Ray cluster
 - `compare.py` `python -m loadgen compare`
-- `rebuild.py` `python -m loadgen report`
-- `agents.py` `python -m loadgen sessions`: agents' sessions in a proxy capture
+- `report.py` `python -m loadgen report`: a run's report made again from its directory
+- `sessions.py` `python -m loadgen sessions`: agents' sessions in a proxy capture
 - `worker.py` one process of a --workers run
 - `extras.py` what a command needs beyond the core install
 """

@@ -1,9 +1,10 @@
 """`python -m loadgen`: flags in, a run directory out (requests.jsonl, summary.json, report.md).
 
-Subcommands `compare`, `merge` and `sessions` live in their own modules; everything else is a
-load run, or a search of load runs (`capacity`, which takes the run's flags but no levels). This
+Subcommands `compare`, `report` and `sessions` live in modules of their own beside this one
+(`merge` in shards/merge.py); everything else is a load run, or a search of load runs
+(`capacity`, which takes the run's flags but no levels; `plan`, a search of searches). This
 module is the parser only: the flags become one RunConfig (runs/config.py), and run.py
-(capacity.py) does the run (the search) from that.
+(capacity.py, plan.py) does the run (the search) from that.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from latency_proxy.base.units import parse_duration
 from loadgen.analysis.records import SummarySettings
 from loadgen.analysis.slo import parse_slos
-from loadgen.commands import agents, capacity, compare, plan, rebuild, run
+from loadgen.commands import capacity, compare, plan, report, run, sessions
 from loadgen.engine import flags, probes
 from loadgen.inputs import bounds
 from loadgen.replay import flags as replay_flags
@@ -228,9 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["merge"]:
         return merge.main(argv[1:])
     if argv[:1] == ["report"]:
-        return rebuild.main(argv[1:])
+        return report.main(argv[1:])
     if argv[:1] == ["sessions"]:
-        return agents.main(argv[1:])
+        return sessions.main(argv[1:])
     if argv[:1] == ["capacity"]:
         return _capacity(argv)
     if argv[:1] == ["plan"]:

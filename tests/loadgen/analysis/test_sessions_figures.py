@@ -13,7 +13,7 @@ import pytest
 
 from loadgen.analysis.records import Record
 from loadgen.analysis.sessions import from_lines, per_session, sentence, ttft_by_turn, view
-from loadgen.commands import agents
+from loadgen.commands import sessions as sessions_command
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "agent-capture.jsonl"
 
@@ -47,7 +47,7 @@ def test_the_sessions_command_reads_the_capture_as_its_lines_say(capsys) -> None
     """`loadgen sessions` on the agent capture: each session's calls, span and TTFT by turn
     as counted here from its lines; the trace ids stay in the capture."""
     lines = [json.loads(x) for x in CAPTURE.read_text().splitlines()]
-    assert agents.main([str(CAPTURE), "--json"]) == 0
+    assert sessions_command.main([str(CAPTURE), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     mine: dict[str, list[dict]] = defaultdict(list)
     for x in lines:
