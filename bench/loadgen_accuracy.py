@@ -17,8 +17,8 @@ import numpy as np
 import uvloop
 from servers import MODEL, add_stream_flags, fixed_simulator  # bench/, beside this script
 
-from loadgen.engine.runner import Load, Runner
-from loadgen.engine.schedule import plan
+from loadgen.engine.runner import Runner
+from loadgen.engine.schedule import Load, plan
 from loadgen.engine.targets import Target
 from loadgen.engine.workload import Lengths, Workload
 

@@ -20,8 +20,8 @@ from loadgen.engine import client
 from loadgen.engine.interrupt import default_signal_handlers, stop_on_signal
 from loadgen.engine.probes import Probes
 from loadgen.engine.progress import Progress
-from loadgen.engine.runner import Load, Runner
-from loadgen.engine.schedule import Block, plan, shard_count
+from loadgen.engine.runner import Runner
+from loadgen.engine.schedule import Block, Load, plan, shard_count
 from loadgen.engine.sizing import calibrate
 from loadgen.engine.targets import Target, load_file, resolve
 from loadgen.engine.workload import Workload

@@ -2,11 +2,12 @@
 request on the client side. It writes records; analysis/ judges them.
 
 - `runner.py` blocks of closed- or open-loop requests, interleaved across targets
+- `conversations.py` conversations under way: a --turns history, a replayed call graph
 - `server_window.py` the servers' metrics scraped around each measured window
 - `tasks.py` a block's coroutines run until it is over, the rest cancelled
 - `budget.py` a block's budget: its window, warm-up and end
 - `window.py` which part of a load a request belongs to
-- `schedule.py` arrival schedules and the block plan (pure)
+- `schedule.py` the load, its arrival schedules and the block plan (pure)
 - `client.py` the streaming client: one request in, one Record out
 - `measurement.py` one request's measurement, whatever client streams it
 - `workload.py` what each request asks for: prompts and lengths

@@ -13,6 +13,10 @@ fell behind cannot keep a run going for as long as its queue.
 
 The client watches itself: every request records its send lag (actual − intended), and a
 monitor samples event-loop lag, so a run where the client was the bottleneck can be told.
+
+Long because the Runner is one object whose methods share a block's state (its budget, the
+requests in flight, the clock, the call graph under way); what needs none of it lives
+beside it (schedule.py, conversations.py, window.py, budget.py).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import contextlib
 import math
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,16 +39,16 @@ from loadgen.analysis.records import Phase, Record
 from loadgen.analysis.server_metrics import ServerWindow
 from loadgen.engine import client, server_window
 from loadgen.engine.budget import Budget
+from loadgen.engine.conversations import Following, Talk
 from loadgen.engine.measurement import Clock
 from loadgen.engine.probes import Probes
-from loadgen.engine.schedule import Block, arrivals
+from loadgen.engine.schedule import Block, Load, offsets
 from loadgen.engine.server_window import ServerWindows
 from loadgen.engine.targets import Target
 from loadgen.engine.tasks import cancel, run_until
 from loadgen.engine.window import WARMUP
 from loadgen.engine.workload import Workload
 from loadgen.replay import sessions
-from loadgen.replay.formats import TraceRecord
 from loadgen.replay.prompts import PromptBook
 from loadgen.replay.window import Arrival
 
@@ -54,19 +58,6 @@ SERVER_SAMPLE_S = 1.0  # ... and the server's (running + waiting) this often
 DRAIN_CHECK_S = 0.25  # a block whose drain is not yet known looks again this often
 WIND_DOWN_S = 5.0  # cut requests still not back by then are cancelled (a stuck connection)
 RAMP_SAMPLE = 1000  # recent records a later block's ramp-up is sized from
-
-
-@dataclass(frozen=True, slots=True)
-class Load:
-    """How hard to push: closed loop at `concurrency`, open loop at `rate` requests/s, or a
-    trace's records each at its own offset (`replay`)."""
-
-    concurrency: int | None = None
-    rate: float | None = None
-    arrival: str = "poisson"
-    gamma_shape: float = 0.5
-    replay: list[Arrival] | None = None
-    gap_scale: float = 1.0  # a replayed call's think or tool time after its parent, scaled
 
 
 @dataclass(slots=True)
@@ -101,7 +92,7 @@ class Runner:
     _landed: asyncio.Event = field(default_factory=asyncio.Event)  # none in flight any more
     _sending: int = 0  # requests sent and not finished, of every kind
     _sent: int = 0  # requests sent so far
-    _follow: _Following = field(default_factory=lambda: _Following(sessions.graph([])))
+    _follow: Following = field(default_factory=lambda: Following(sessions.graph([])))
 
     @property
     def _servers(self) -> ServerWindows:
@@ -240,15 +231,19 @@ class Runner:
         excluded: str | None,
         level: float | None,
         replayed: Arrival | None = None,
-        talk: _Talk | None = None,
+        talk: Talk | None = None,
     ) -> Record:
         target = self.targets[block.target]
         path, probe = self.workload.path, None
         answer: list[str] | None
         if talk is not None:
             body, answer = self.workload.turn(self.models[block.target], talk.history), []
-        elif self.probes is not None and replayed is None and (
-            probe := self.probes.take(block.target, self.models[block.target], excluded is None)
+        elif (
+            self.probes is not None
+            and replayed is None
+            and (
+                probe := self.probes.take(block.target, self.models[block.target], excluded is None)
+            )
         ):
             path, body, answer = probe.path, probe.body, []
         else:
@@ -315,7 +310,7 @@ class Runner:
     ) -> bool:
         """One conversation of --turns requests, each after the answer to the one before and
         a think time; False once the block is over. A failed turn ends the conversation."""
-        talk = _Talk(uuid.uuid4().hex[:16])
+        talk = Talk(uuid.uuid4().hex[:16])
         for turn in range(self.workload.turns):
             if turn:
                 intended = time.perf_counter() + self.workload.think.draw(self.rng)
@@ -396,7 +391,7 @@ class Runner:
         start = budget.start
 
         if load.replay is not None:
-            self._follow = _Following(sessions.graph(load.replay))
+            self._follow = Following(sessions.graph(load.replay))
 
         async def one(intended: float, excluded: str | None, replayed: Arrival | None) -> None:
             await self._one(http, block, intended, excluded, level, replayed)
@@ -420,7 +415,7 @@ class Runner:
             await self._session(http, block, intended, budget, level)
 
         async def dispatch() -> None:
-            for offset, replayed in _schedule(load, self.rng):
+            for offset, replayed in offsets(load, self.rng):
                 intended = start + offset
                 if budget.end is not None and intended > budget.end:
                     # a slow schedule must not keep the block open past its end
@@ -476,64 +471,3 @@ class Runner:
             after = time.perf_counter()
             lag = max(0.0, after - before - LOOP_LAG_INTERVAL_S)
             samples.append((self.clock.epoch(after), lag))
-
-
-def _schedule(load: Load, rng: np.random.Generator) -> Iterator[tuple[float, Arrival | None]]:
-    """Open-loop offsets from the block's start: a trace's (the calls that wait for no other
-    call), else the arrival process's."""
-    if load.replay is not None:
-        return ((a.offset_s, a) for a in sessions.graph(load.replay).roots)
-    assert load.rate is not None
-    return ((t, None) for t in arrivals(load.rate, load.arrival, rng, load.gamma_shape))
-
-
-class _Following:
-    """A replayed trace's call graph, and what each awaited call said and was answered on
-    this run (kept until the last call that continues it has its prompt)."""
-
-    def __init__(self, tree: sessions.Graph) -> None:
-        self.tree = tree
-        self._parent = {c.record.line: p for p, kids in tree.children.items() for c in kids}
-        self._records = {a.record.line: a.record for a in tree.roots}
-        for kids in tree.children.values():
-            self._records.update((c.record.line, c.record) for c in kids)
-        # each awaited call's messages, answer and prompt tokens on this run, and how many
-        # of its followers have yet to take them
-        self._said: dict[int, tuple[list[dict[str, Any]], str, int | None, int]] = {}
-
-    def awaited(self, arrival: Arrival) -> bool:
-        return arrival.record.line in self.tree.children
-
-    def answered(
-        self, arrival: Arrival, body: dict[str, Any], answer: str | None, tokens: int | None
-    ) -> None:
-        """An awaited call ended, its prompt `tokens` long as the server counted (None: not
-        said); answer None: it failed (its followers get prompts of their own)."""
-        messages = body.get("messages")
-        if answer is not None and isinstance(messages, list):
-            line = arrival.record.line
-            self._said[line] = (messages, answer, tokens, len(self.tree.children[line]))
-
-    def said(
-        self, arrival: Arrival
-    ) -> tuple[TraceRecord, list[dict[str, Any]], str, int | None] | None:
-        """The parent's record, messages, answer and prompt tokens on this run, for a call
-        that continues it."""
-        parent = self._parent.get(arrival.record.line)
-        kept = self._said.get(parent) if parent is not None else None
-        if parent is None or kept is None:
-            return None
-        messages, answer, tokens, left = kept
-        if left > 1:
-            self._said[parent] = (messages, answer, tokens, left - 1)
-        else:
-            del self._said[parent]
-        return self._records[parent], messages, answer, tokens
-
-
-@dataclass(slots=True)
-class _Talk:
-    """A conversation under way: its id and what was said (user and assistant, in turn)."""
-
-    session: str
-    history: list[dict[str, Any]] = field(default_factory=list)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.analysis.settle import Settle
+from loadgen.replay import sessions
+from loadgen.replay.window import Arrival
 
 ARRIVALS = ("poisson", "constant", "gamma")
 
@@ -108,3 +110,25 @@ def plan(
 def shard_count(total: int, index: int, count: int) -> int:
     """Shard `index` of `count`'s part of an integer total (concurrency, requests)."""
     return split(total, count)[index]
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """How hard to push: closed loop at `concurrency`, open loop at `rate` requests/s, or a
+    trace's records each at its own offset (`replay`)."""
+
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str = "poisson"
+    gamma_shape: float = 0.5
+    replay: list[Arrival] | None = None
+    gap_scale: float = 1.0  # a replayed call's think or tool time after its parent, scaled
+
+
+def offsets(load: Load, rng: np.random.Generator) -> Iterator[tuple[float, Arrival | None]]:
+    """Open-loop offsets from the block's start: a trace's (the calls that wait for no other
+    call), else the arrival process's."""
+    if load.replay is not None:
+        return ((a.offset_s, a) for a in sessions.graph(load.replay).roots)
+    assert load.rate is not None
+    return ((t, None) for t in arrivals(load.rate, load.arrival, rng, load.gamma_shape))

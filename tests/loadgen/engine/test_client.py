@@ -15,8 +15,8 @@ import uvloop
 
 from loadgen.analysis.records import UNFINISHED, Record, SummarySettings
 from loadgen.analysis.summary import summarize
-from loadgen.engine.runner import Load, Runner, RunResult
-from loadgen.engine.schedule import plan
+from loadgen.engine.runner import Runner, RunResult
+from loadgen.engine.schedule import Load, plan
 from loadgen.engine.targets import Target
 from loadgen.engine.workload import Lengths, Workload
 from tests.support.scripted_upstream import arrivals, control, running

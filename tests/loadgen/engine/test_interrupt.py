@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import uvloop
 
-from loadgen.engine.runner import Load, Runner
-from loadgen.engine.schedule import plan
+from loadgen.engine.runner import Runner
+from loadgen.engine.schedule import Load, plan
 from loadgen.engine.targets import Target
 from loadgen.engine.workload import Lengths, Workload
 from loadgen.runs import rundir
