@@ -29,7 +29,7 @@ from typing import Any
 from latency_proxy.base.setting_types import Duration, Flag, Number, SettingType, Size, Text
 from loadgen.sim.model import catalogue, keys
 from loadgen.sim.model.roofline import Efficiency, Hardware, ModelSpec, PerfModel
-from loadgen.sim.model.scheduler import BLOCK_SIZES, EngineConfig
+from loadgen.sim.model.scheduler import BLOCK_SIZES, SCHEDULERS, EngineConfig
 
 HELD_OUT = ("ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90")  # a fit's checked figures
 
@@ -224,6 +224,7 @@ TYPES: dict[str, dict[str, SettingType]] = {
         "block_size": keys.OneOf(BLOCK_SIZES),
         "enable_chunked_prefill": Flag(),
         "enable_prefix_caching": Flag(),
+        "scheduler": Text(SCHEDULERS),
     },
 }
 _CLASSES: dict[str, type] = {

@@ -8,6 +8,13 @@ cannot hold a running sequence's next token, the most recently admitted sequence
 preempted: its blocks are freed and it goes back to the head of the queue, to be
 recomputed (prompt + what it had generated) when it is readmitted.
 
+vLLM's V0 engine without chunked prefill (`scheduler = "v0"`, as vLLM ran until chunked
+prefill became its default) scheduled differently: a step that can admit a waiting prompt runs
+prompts only (as many whole ones as the budget, free slots and the cache allow), and the
+running sequences decode only in steps with no prompt to admit; so every prefill stalls
+every decoding sequence for its whole length, and gives them no token. With chunked prefill
+on, V0 batched as V1 does.
+
 With prefix caching (on by default, as in vLLM V1) a sequence being admitted first takes the
 cached blocks its prompt starts with (prefix_cache.py) and computes only the rest: those
 tokens skip prefill. Each first admission counts its tokens as queried and the cached ones
@@ -32,6 +39,7 @@ from loadgen.sim.model.sequence import Seq
 from loadgen.sim.model.speculation import SpecStats, Speculation
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize (config/cache.py)
+SCHEDULERS = ("v1", "v0")  # vLLM's engine generations (see the module's docstring)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +50,7 @@ class EngineConfig:
     block_size: int = 16
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
+    scheduler: str = "v1"  # one of SCHEDULERS
     speculation: Speculation | None = None  # --speculative-config (speculation.py)
 
 
@@ -121,10 +130,28 @@ class Scheduler:
         seq.aborted = True
         self._free(seq)
 
+    @property
+    def prefill_first(self) -> bool:
+        """V0 without chunked prefill: prompts get steps of their own (the module's docstring)."""
+        return self.config.scheduler == "v0" and not self.config.enable_chunked_prefill
+
     def schedule(self, now: float) -> Batch:
         """The next step's work; sequences admitted for the first time are stamped `now`."""
         batch = Batch([], speculation=self.config.speculation)
         budget = self.config.max_num_batched_tokens
+        if self.prefill_first:
+            self._admit(batch, budget, now)
+            if not batch.work:
+                self._continue(batch, budget)
+            return batch
+        budget, preempted = self._continue(batch, budget)
+        if not preempted:
+            self._admit(batch, budget, now)
+        return batch
+
+    def _continue(self, batch: Batch, budget: int) -> tuple[int, bool]:
+        """The running sequences' next tokens into `batch`, preempting the newest while the
+        cache cannot hold them: the budget left, and whether any was preempted."""
         preempted = False
         i = 0
         while i < len(self.running) and budget > 0:
@@ -142,12 +169,12 @@ class Scheduler:
             drafts = min(self._drafts(seq, n), budget - n)
             budget -= self._take(batch, seq, n, need, drafts)
             i += 1
-        while (
-            self.waiting
-            and budget > 0
-            and not preempted
-            and len(self.running) < self.config.max_num_seqs
-        ):
+        return budget, preempted
+
+    def _admit(self, batch: Batch, budget: int, now: float) -> None:
+        """Waiting sequences into `batch` in arrival order while budget, a slot and the
+        cache allow."""
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0]
             size = self.config.block_size
             hits = self.blocks.lookup(seq.block_hashes, seq.known - 1, size)
@@ -172,7 +199,6 @@ class Scheduler:
             seq.hashed_blocks = len(hits)
             seq.computed = cached
             budget -= self._take(batch, seq, n, need)
-        return batch
 
     def complete(self, batch: Batch, now: float) -> list[tuple[Seq, float | None]]:
         """Apply a step that ended at `now`: sequences whose whole context is now computed

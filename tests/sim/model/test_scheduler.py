@@ -99,6 +99,32 @@ def test_chunked_prefill_splits_a_long_prompt_and_keeps_decodes_going() -> None:
     assert tpot(decoder) < 2 * perf.step_time(1, 400).total
 
 
+def test_v0_without_chunked_prefill_runs_prompts_alone_and_stalls_the_decodes() -> None:
+    whole = dataclasses.replace(PRESET.engine, enable_chunked_prefill=False)
+    prompt = [(0.0, 16, 400), (0.5, 1500, 10), (0.5, 1500, 10)]
+    mixed, _ = simulate(prompt, config=whole)
+    v0, _ = simulate(prompt, config=dataclasses.replace(whole, scheduler="v0"))
+    scheduler = Scheduler(dataclasses.replace(whole, scheduler="v0"), 100_000)
+    decoding, late = Seq(16, 400, 0.0), Seq(1500, 10, 0.0)
+    scheduler.add(decoding)
+    scheduler.complete(scheduler.schedule(0.0), 0.01)
+    scheduler.add(late)
+    step = scheduler.schedule(0.01)
+    # the waiting prompt gets a step of its own: the running sequence sits it out
+    assert [seq for seq, _ in step.work] == [late] and step.tokens == 1500
+    scheduler.complete(step, 0.2)
+    assert [seq for seq, _ in scheduler.schedule(0.2).work] == [decoding, late]
+    # two prompts over the 2,048-token budget: a step each, in which the running request
+    # gets no token, where it rode along in both (V1, or V0 with chunked prefill)
+    first_token = [ttft(s) for s in v0[1:]]
+    assert first_token == pytest.approx([ttft(s) for s in mixed[1:]], rel=0.05)
+    stalled = v0[0].finished_at - mixed[0].finished_at  # type: ignore[operator]
+    assert stalled == pytest.approx(2 * PRESET.perf.step_time(1, 400).total, rel=0.1)
+    chunked = dataclasses.replace(PRESET.engine, scheduler="v0")
+    same, _ = simulate(prompt, config=chunked)
+    assert [s.finished_at for s in same] == [s.finished_at for s in simulate(prompt)[0]]
+
+
 def test_max_num_seqs_caps_the_batch() -> None:
     config = dataclasses.replace(PRESET.engine, max_num_seqs=4)
     seqs, _ = simulate([(0.0, 10, 20)] * 8, config=config)
