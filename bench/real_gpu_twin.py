@@ -7,10 +7,10 @@ in fp16 on one A100-80GB, ShareGPT requests at Poisson rates of 1 to 4 req/s, ea
 TTFT and TPOT as its client measured them, converted to the proxy's request log lines. The
 twin is fitted to the 1 req/s log (`python -m loadgen.sim fit`) from each of two preset
 files beside the data, one with a current vLLM's overheads and one with an older one's (one
-rate cannot tell the host overhead from the cost per sequence, so the start decides which
-carries the time), then each rate's log is replayed through it (`python -m loadgen --target
-virtual:fitted.toml --replay rate-R.log`, with a drain long enough that every request
-finishes, as every measured one did) and through the unfitted base preset. Measured and
+rate cannot show the cost per sequence, so the start decides it), then each rate's log is
+replayed through it (`python -m loadgen --target virtual:fitted.toml --replay rate-R.log`,
+with a drain long enough that every request finishes, as every measured one did) and
+through the unfitted base preset. Measured and
 predicted TTFT/TPOT P50/P90 are over all of a rate's requests.
 
 The knee is where loadgen's steady-state verdict (analysis/steady.py) turns: for the

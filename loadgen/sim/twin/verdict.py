@@ -261,9 +261,11 @@ def at_ceiling(fitted: Fitted, free: list[fit.Term]) -> dict[str, dict[str, Any]
 
 def unidentified(fitted: Fitted, pinned: dict[str, Any] | None = None) -> dict[str, str]:
     """Free terms the search could not pin down, each with why: every term the figures do
-    not move with, and of those whose interval is too wide only the widest for its range
-    (two terms that trade off are both wide until one of them is fixed). A term pinned at
-    its ceiling is not among them: the capture says where it would be (at_ceiling)."""
+    not move with, else of those whose interval is too wide only the widest for its range
+    (two terms that trade off are both wide until one of them is fixed, and a term the
+    search drove to nothing may be what made its partner wide: fixing it, the partner is
+    judged again in the next round). A term pinned at its ceiling is not among them: the
+    capture says where it would be (at_ceiling)."""
     pinned = pinned or {}
     reasons = {
         n: why
@@ -275,12 +277,12 @@ def unidentified(fitted: Fitted, pinned: dict[str, Any] | None = None) -> dict[s
     # two terms whose estimates move together are one term to this capture, however
     # narrow each interval looks from where the search stopped
     tied = [n for n in open_ if abs(fitted.partner[n][1]) > TIED]
-    if wide:
+    if wide and not reasons:
         # widest for its range: a term confined to ×15 (MBU) that spans all of it is
         # less known than one that spans ×35 of a ×10,000 range (the host overhead)
         name = max(wide, key=lambda n: fitted.spread[n] / _log_range(n))
         reasons[name] = why_not(fitted, name) or ""
-    elif tied:  # of a tied pair, the one the figures see less
+    elif tied and not reasons:  # of a tied pair, the one the figures see less
         name = min(tied, key=lambda n: fitted.sensitivity[n])
         reasons[name] = _tied(fitted, name)
     return reasons

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -14,7 +15,7 @@ from loadgen.sim import twin
 from loadgen.sim.cli import main
 from loadgen.sim.model import presets
 from loadgen.sim.twin import capture as capture_format
-from loadgen.sim.twin import fit
+from loadgen.sim.twin import fit, verdict
 from loadgen.sim.twin.verdict import percentile
 
 BASE = "llama-70b-bf16-tp4-a100"
@@ -140,6 +141,30 @@ def test_the_fit_recovers_the_terms_that_made_the_capture(tmp_path: Path) -> Non
     held_out = {key: row["error"] for key, row in report["held_out"].items()}
     assert fitted.fit == pytest.approx({"error": report["held_out_error"], **held_out})
     assert tomllib.loads((tmp_path / "fitted.toml").read_text())["model"]["layers"] == 80
+
+
+def test_a_term_looks_unidentified_only_once_its_quiet_partner_is_fixed() -> None:
+    # a cost per sequence the search drove to nothing (quiet), and the host overhead it
+    # traded off with (wide while both were free): fixing the quiet one is this round's
+    # change, and the host overhead is judged again without it, as a real fit refits
+    spread = {"mfu": math.log(1.2), "host_overhead": math.log(6.2), "sequence_overhead": 9.9}
+    fitted = fit.Fitted(
+        values={},
+        free=list(spread),
+        intervals={},
+        spread=spread,
+        sensitivity={"mfu": 0.58, "host_overhead": 0.16, "sequence_overhead": 0.0009},
+        partner={
+            "mfu": ("host_overhead", -0.69),
+            "host_overhead": ("sequence_overhead", -0.82),
+            "sequence_overhead": ("host_overhead", -0.82),
+        },
+        loss=0.03,
+        replays=1,
+    )
+    assert list(verdict.unidentified(fitted)) == ["sequence_overhead"]
+    alone = dataclasses.replace(fitted, free=["mfu", "host_overhead"])
+    assert list(verdict.unidentified(alone)) == ["host_overhead"]  # still wide: now it goes
 
 
 @pytest.mark.parametrize("name", presets.names())
