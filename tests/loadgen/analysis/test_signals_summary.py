@@ -16,6 +16,7 @@ from loadgen.analysis.summary import summarize
 from loadgen.commands import compare
 from loadgen.reports import comparison
 from loadgen.reports import run as report
+from loadgen.reports.slowest import ttft_split
 from loadgen.runs import rundir
 from tests.loadgen.analysis.test_summary import T0, phases, records
 
@@ -83,7 +84,7 @@ def test_the_report_shows_the_signals_and_splits_the_slowest_ttfts(tmp_path: Pat
     assert "- stalls: 30 in 30 of 120 streams" in text
     assert "| answer TTFT |" in text  # the metrics table's row
     slowest = max(recs, key=lambda r: r.ttft_s)
-    queue, server, rest = report.ttft_split(slowest)
+    queue, server, rest = ttft_split(slowest)
     assert queue + server + rest == slowest.ttft_s and rest > 0
     row = next(line for line in text.splitlines() if slowest.request_id in line)
     assert f"| {report.ms(queue)} | {report.ms(server)} | {report.ms(rest)} |" in row
