@@ -249,3 +249,37 @@ def test_the_layer_rules_catch_an_import_back_up() -> None:
     }
     assert _top_level_imported_back(imports) == ["loadgen.shards.merge -> loadgen.rundir"]
     assert _allowed("latency_proxy.forwarding.relay", "latency_proxy.measure.meter")
+
+
+MODULE_LINES = 450
+FUNCTION_LINES = 80
+SAYS_WHY = "Long because"  # a docstring that goes on to say why a module or function is long
+
+
+def _too_long(path: Path, name: str) -> list[str]:
+    """A module or function past its size whose docstring does not say why."""
+    text = path.read_text()
+    tree = ast.parse(text)
+    found = []
+    if text.count("\n") > MODULE_LINES and SAYS_WHY not in (ast.get_docstring(tree) or ""):
+        found.append(f"{name}: {text.count(chr(10))} lines")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > FUNCTION_LINES and SAYS_WHY not in (ast.get_docstring(node) or ""):
+                found.append(f"{name}:{node.name}: {lines} lines")
+    return found
+
+
+def test_modules_and_functions_are_short_or_say_why() -> None:
+    found = [problem for path in _source_files() for problem in _too_long(path, _module(path))]
+    assert found == []
+
+
+def test_the_size_rule_sees_a_long_function(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_LINES))
+    long = tmp_path / "long.py"
+    long.write_text(f"def f():\n{body}\n")
+    said = tmp_path / "said.py"
+    said.write_text(f'def f():\n    """{SAYS_WHY} it is a table."""\n{body}\n')
+    assert len(_too_long(long, "long")) == 1 and _too_long(said, "said") == []
