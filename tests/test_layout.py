@@ -283,3 +283,18 @@ def test_the_size_rule_sees_a_long_function(tmp_path: Path) -> None:
     said = tmp_path / "said.py"
     said.write_text(f'def f():\n    """{SAYS_WHY} it is a table."""\n{body}\n')
     assert len(_too_long(long, "long")) == 1 and _too_long(said, "said") == []
+
+
+def _tests_of(package: Path) -> Path:
+    """Where a package's tests live: tests/proxy, tests/sim and tests/loadgen mirror the tree."""
+    parts = package.relative_to(ROOT).parts
+    if parts[0] == PROXY:
+        return ROOT / "tests" / "proxy" / Path(*parts[1:])
+    if parts[1:2] == ("sim",):
+        return ROOT / "tests" / "sim" / Path(*parts[2:])
+    return ROOT / "tests" / "loadgen" / Path(*parts[1:])
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_package_has_its_tests_in_the_mirrored_folder(package: Path) -> None:
+    assert list(_tests_of(package).glob("test_*.py")), _tests_of(package)

@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# a real embedded run in today's on-disk format: what the reports' tests read and rebuild
+RUN_V1 = ROOT / "tests" / "loadgen" / "fixtures" / "run-v1"
 
 
 def run_module(module: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:

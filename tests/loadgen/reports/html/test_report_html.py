@@ -20,12 +20,11 @@ from loadgen.commands.cli import main
 from loadgen.reports import comparison
 from loadgen.reports import run as report
 from loadgen.reports.charts import run as charts
-from loadgen.reports.charts.model import MAX_CDF_POINTS, cdf, thin
 from loadgen.reports.formatting import pct
 from loadgen.runs import rundir
+from tests.support import RUN_V1
 from tests.support.pages import external
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "run-v1"
 TRACE = "http://127.0.0.1:3000/explore?trace={trace_id}"  # the fixture's --trace-url
 
 
@@ -36,18 +35,11 @@ def page_of(data: RunData) -> str:
     return report.page(data, summary, charts.figures(data, summary), compared)
 
 
-@pytest.fixture
-def run_dir(tmp_path: Path) -> Path:
-    out = tmp_path / "run"
-    shutil.copytree(FIXTURE, out)
-    return out
-
-
 @pytest.fixture(scope="module")
 def rebuilt(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The fixture rebuilt by `loadgen report` once, and what it printed."""
     out = tmp_path_factory.mktemp("rebuilt") / "run"
-    shutil.copytree(FIXTURE, out)
+    shutil.copytree(RUN_V1, out)
     assert not (out / "report.html").exists()
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         assert main(["report", str(out)]) == 0
@@ -64,8 +56,8 @@ def test_report_rebuilds_an_old_run_directory(rebuilt: tuple[Path, str]) -> None
         assert (run_dir / png).stat().st_size > 1000
         assert f"![{png}]({png})" in (run_dir / "report.md").read_text()
     rebuilt = json.loads((run_dir / "summary.json").read_text())
-    old = json.loads((FIXTURE / "summary.json").read_text())
-    assert rebuilt == json.loads(json.dumps(summarize_run(rundir.read(FIXTURE))))
+    old = json.loads((RUN_V1 / "summary.json").read_text())
+    assert rebuilt == json.loads(json.dumps(summarize_run(rundir.read(RUN_V1))))
     for name, t in old["targets"].items():  # the figures the old summary had, alike
         assert rebuilt["targets"][name]["metrics"]["ttft_s"] == t["metrics"]["ttft_s"]
         assert rebuilt["targets"][name]["throughput"] == t["throughput"]
@@ -125,30 +117,6 @@ def test_a_cdf_hover_holds_the_summarys_percentile(rebuilt: tuple[Path, str]) ->
         assert f"{block['p50'] * 1e3:.1f} [" in tip
 
 
-def test_png_and_svg_draw_the_same_series(run_dir: Path) -> None:
-    data = rundir.read(run_dir)
-    summary = summarize_run(data)
-    figure = charts.cdfs(data, summary)
-    ttft = next(c for c in figure.charts if c.key == "cdf-ttft")
-    for series in ttft.series:
-        values = sorted(
-            r.ttft_s * 1e3 for r in data.records
-            if r.target == series.name and r.ok and not r.excluded and r.ttft_s is not None
-        )  # fmt: skip
-        assert series.points[0] == (values[0], 1 / len(values))
-        assert series.points[-1] == (values[-1], 1.0)
-
-
-def test_downsampling_keeps_the_extremes() -> None:
-    values = [float(i) for i in range(10_000)]
-    points = cdf(values)
-    assert len(points) == MAX_CDF_POINTS
-    assert points[0] == (0.0, 1e-4) and points[-1] == (9999.0, 1.0)
-    spikes = [(float(i), 1000.0 if i % 997 == 0 else 1.0) for i in range(5000)]
-    kept = thin(spikes)
-    assert len(kept) <= 1500 and all(i in kept for i in range(0, 5000, 997))
-
-
 def test_a_thousand_request_run_makes_a_page_under_a_megabyte(run_dir: Path) -> None:
     data = rundir.read(run_dir)
     span = max(r.end_at for r in data.records) - min(r.intended_at for r in data.records)
@@ -167,7 +135,7 @@ def test_a_thousand_request_run_makes_a_page_under_a_megabyte(run_dir: Path) -> 
 
 def test_compare_out_writes_a_page_beside_the_markdown(tmp_path: Path, capsys) -> None:
     out = tmp_path / "cmp.md"
-    assert main(["compare", str(FIXTURE), "--out", str(out)]) == 0
+    assert main(["compare", str(RUN_V1), "--out", str(out)]) == 0
     page = out.with_suffix(".html").read_text()
     assert external(page) == []
     page = unescape(page)
