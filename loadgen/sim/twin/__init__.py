@@ -8,7 +8,7 @@ each request's predicted timings.
 - `capture.py` a capture of a deployment's traffic, its sources on one timeline
 - `sources/` the files a fit reads: the proxy's log, loadgen runs, other tools' files
 - `fit.py` fitting a preset's efficiency terms to a capture
-- `targets.py` the figures a fit matches, grouped where a step's timing would blur them
+- `fit_targets.py` the figures a fit matches, grouped where a step's timing would blur them
 - `sensitivity.py` how timings move with each term, the schedule held fixed
 - `verdict.py` a fit from start to verdict: identification, held-out error
 - `calibration.py` the model against published measurements, on a virtual clock

@@ -2,7 +2,7 @@
 
 The capture's arrivals and lengths run through the twin (deployment.py); the terms are chosen so
 that each request's simulated TTFT and TPOT (and the server's queue, prefill and decode
-times, when captured) match what was measured (targets.py), in log ratio, each kind weighing
+times, when captured) match what was measured (fit_targets.py), in log ratio, each kind weighing
 the same. The search is Levenberg–Marquardt on the logs of the terms, clamped inside the
 model's ceilings, each candidate one replay whose derivatives come with it
 (sensitivity.py). Its Jacobian at the optimum gives the 95% intervals: a bootstrap over
@@ -26,8 +26,8 @@ from loadgen.sim.model.presets import Preset
 from loadgen.sim.model.roofline import MBU_CEILING, MFU_CEILING
 from loadgen.sim.twin import deployment
 from loadgen.sim.twin.capture import Capture
+from loadgen.sim.twin.fit_targets import SLICES, Targets
 from loadgen.sim.twin.sensitivity import ENGINE_TERMS, Sensitivity
-from loadgen.sim.twin.targets import SLICES, Targets
 
 STEP = 0.2  # the finite difference, in log of a term: a 22% change (wider than the jumps
 # a shifted schedule makes)

@@ -7,7 +7,7 @@ fitted twin replays the whole capture and its P50 and P90 of TTFT and TPOT over 
 requests are set against the measured ones, over all of them and per source. That is the
 error a user should expect of a what-if, and it decides the front end: its two terms are
 kept only when they lower it. When the capture has the server's own timings, the engine is
-fitted to those (targets.engine_timed) and the front end, with the engine's terms held, to the
+fitted to those (fit_targets.engine_timed) and the front end, with the engine's terms held, to the
 client's TTFT alone: the time between the client and the engine (API server, network,
 proxy) is what it stands for. The server's own TTFT and TPOT are then judged on the
 held-out requests too (`held_out_server`).
@@ -24,7 +24,7 @@ from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import deployment, fit
 from loadgen.sim.twin.capture import Capture, Captured
 from loadgen.sim.twin.fit import FRONTEND, TERMS, Fitted, Search
-from loadgen.sim.twin.targets import SLICES, Targets, engine_timed
+from loadgen.sim.twin.fit_targets import SLICES, Targets, engine_timed
 
 QUIET = 0.002  # a term whose STEP change moves the fitted figures less (rms, log) is unseen
 FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.sim.twin import capture, targets
+from loadgen.sim.twin import capture, fit_targets
 from loadgen.sim.twin.sources import rebuilt
 from loadgen.sim.twin.sources.stream import PER_REQUEST, REBUILT
 from loadgen.sim.twin.verdict import percentile
@@ -131,11 +131,11 @@ def test_a_vllm_run_without_send_times_is_rebuilt_from_its_settings() -> None:
 
 def test_rebuilt_requests_are_fitted_by_their_percentiles() -> None:
     got = capture.read([str(VLLM_OLD)])
-    fitted_to = targets.Targets.of(got, range(len(got.requests)))
+    fitted_to = fit_targets.Targets.of(got, range(len(got.requests)))
     assert fitted_to.groups and all(q is not None for *_, q in fitted_to.groups)
     ttft = sorted(r.ttft for r in got.requests if r.ttft is not None)
     median = next(g for g in fitted_to.groups if g[1] == "ttft" and g[4] == 0.5)
-    assert median[2] == pytest.approx(math.log(percentile(ttft, 50) + targets.FLOOR["ttft"]))
+    assert median[2] == pytest.approx(math.log(percentile(ttft, 50) + fit_targets.FLOOR["ttft"]))
 
 
 @pytest.mark.parametrize("burstiness", [0.5, 1.0, 4.0])
