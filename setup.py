@@ -19,6 +19,8 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = runpy.run_path(os.path.join(HERE, "latency_proxy", "base", "build.py"))
+# the compiled modules' one shared library, latency_proxy/hot_path__mypyc.*.so
+GROUP = "latency_proxy.hot_path"
 
 
 def _note(message: str) -> None:
@@ -67,7 +69,7 @@ class BuildHotPath(build_ext):
             return
         root = HERE if self.inplace else self.build_lib
         suffixes = tuple(EXTENSION_SUFFIXES)
-        for name in (*BUILD["COMPILED"], "latency_proxy.native__mypyc"):
+        for name in (*BUILD["COMPILED"], GROUP + "__mypyc"):
             base = os.path.join(root, *name.split("."))
             for path in glob.glob(glob.escape(base) + ".*"):
                 if path.endswith(suffixes):
@@ -87,7 +89,7 @@ def _extensions() -> list:
         _note("no C compiler or Python headers: building pure")
         return []
     paths = [name.replace(".", "/") + ".py" for name in BUILD["COMPILED"]]
-    return mypycify(paths, opt_level="3", debug_level="0", group_name="latency_proxy.base.build")
+    return mypycify(paths, opt_level="3", debug_level="0", group_name=GROUP)
 
 
 def _have_compiler() -> bool:
