@@ -51,11 +51,11 @@ def ray_cluster(address: str, jobs: int | None) -> Iterator[Pool]:
     """The Ray cluster at `address` (or, for `local`, one started on this machine); as many
     candidates at once as `jobs`, else as the cluster has CPUs. ValueError when Ray is not
     installed or the cluster cannot be joined."""
+    _reachable(address)
     try:
         import ray
     except ImportError:
         raise ValueError("--ray needs Ray: pip install 'latency-proxy[ray]'") from None
-    _reachable(address)
     try:
         ray.init(
             address=None if address == LOCAL else address,
