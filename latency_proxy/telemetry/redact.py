@@ -23,8 +23,7 @@ from typing import Any
 
 from latency_proxy.base.config import CONTENT_CAPTURE_MODES, ConfigError, Settings, secret_key
 
-MODES = CONTENT_CAPTURE_MODES
-OFF, HASH, REDACTED, FULL = MODES
+OFF, HASH, REDACTED, FULL = CONTENT_CAPTURE_MODES
 
 AuditHook = Callable[[str], str | None]
 
@@ -171,8 +170,9 @@ class ContentPolicy:
         audit_hook: AuditHook | None = None,
         max_chars: int = 8192,
     ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"--content-capture {mode!r}: choose one of {', '.join(MODES)}")
+        if mode not in CONTENT_CAPTURE_MODES:
+            modes = ", ".join(CONTENT_CAPTURE_MODES)
+            raise ValueError(f"--content-capture {mode!r}: choose one of {modes}")
         if mode == HASH and not hash_key:
             raise ValueError(
                 "--content-capture hash needs a key: set --content-hash-key-file "
