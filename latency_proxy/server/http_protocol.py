@@ -22,6 +22,7 @@ The body's timer is the app's (request.read_body), so it holds under any ASGI se
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -104,12 +105,16 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope:
             if self.scope["http_version"] == "1.0":
                 cycle.__class__ = Http10Cycle
-            # uvicorn's types hold only dicts there; ours are calls the app makes
+            # uvicorn's types hold only dicts there; ours are calls the app makes. They
+            # reach the cycle by a weak reference: the cycle holds the scope, so a strong
+            # one would make every request a loop that only the garbage collector frees
+            # (its passes then scan each finished request, and its full ones stall streams)
+            this = weakref.ref(cycle)
             extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
-            extensions[ABORT] = lambda flush: self._abort(cycle, flush)
-            extensions[WRITER] = lambda: self._writer_for(cycle)
-            extensions[ON_GONE] = lambda on_gone: self._watch(cycle, on_gone)
-            extensions[BODY_AT_HAND] = lambda: _body_at_hand(cycle)
+            extensions[ABORT] = lambda flush: self._abort(_alive(this), flush)
+            extensions[WRITER] = lambda: self._writer_for(_alive(this))
+            extensions[ON_GONE] = lambda on_gone: self._watch(_alive(this), on_gone)
+            extensions[BODY_AT_HAND] = lambda: _body_at_hand(_alive(this))
             self._open = [c for c in self._open if not c.response_complete]
             self._open.append(cycle)
 
@@ -187,6 +192,14 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.cycle.keep_alive = False  # pipelined behind a response: close after it
         else:
             self._close()
+
+
+def _alive(this: weakref.ReferenceType[RequestResponseCycle]) -> RequestResponseCycle:
+    """The request's cycle: alive while its app runs, as the app's task holds its send."""
+    cycle = this()
+    if cycle is None:
+        raise RuntimeError("the request's connection cycle is gone")
+    return cycle
 
 
 def _body_at_hand(cycle: RequestResponseCycle) -> bytes | None:
