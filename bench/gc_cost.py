@@ -58,7 +58,8 @@ signal.signal(signal.SIGUSR1, _dump)
 
 
 def measure(threshold: str, args: argparse.Namespace, upstream: int, tmp: Path, pin: Pinning):
-    """One proxy at `threshold`, loaded for one cell: (CPU µs per request, passes)."""
+    """One proxy at `threshold`, loaded for one cell: CPU µs per request, requests, passes
+    and its RSS at the window's end."""
     out = tmp / "passes.json"
     env = os.environ | {
         "PYTHONPATH": f"{tmp}{os.pathsep}{args.tree}",
@@ -82,7 +83,8 @@ def measure(threshold: str, args: argparse.Namespace, upstream: int, tmp: Path, 
             time.sleep(0.1)
         passes = json.loads(out.read_text())
         out.unlink()
-    return result.cpu_s["intermediary"] / max(result.completed, 1) * 1e6, result.completed, passes
+    cpu = result.cpu_s["intermediary"] / max(result.completed, 1) * 1e6
+    return cpu, result.completed, passes, result.rss_bytes
 
 
 def main() -> None:
@@ -102,11 +104,11 @@ def main() -> None:
         upstream, upstream_process = start_upstream(tmp, pin)
         with upstream_process:
             print("| threshold | round | requests | CPU µs/request | gen 0 | gen 1 | gen 2 | "
-                  "collector µs/request | longest pause |")  # fmt: skip
-            print("|---|---|---|---|---|---|---|---|---|")
+                  "collector µs/request | longest pause | RSS |")  # fmt: skip
+            print("|---|---|---|---|---|---|---|---|---|---|")
             for round_ in range(args.rounds):
                 for threshold in args.thresholds.split(":"):
-                    cpu, done, passes = measure(threshold, args, upstream, tmp, pin)
+                    cpu, done, passes, rss = measure(threshold, args, upstream, tmp, pin)
                     total = sum(p[1] for p in passes.values())
                     longest = max(p[2] for p in passes.values())
                     gens = " | ".join(
@@ -114,7 +116,8 @@ def main() -> None:
                     )
                     print(
                         f"| {threshold} | {round_ + 1} | {done} | {cpu:.0f} | {gens} | "
-                        f"{total / max(done, 1) * 1e6:.0f} | {longest * 1e3:.1f} ms |",
+                        f"{total / max(done, 1) * 1e6:.0f} | {longest * 1e3:.1f} ms | "
+                        f"{rss / 2**20:.0f} MiB |",
                         flush=True,
                     )
 
