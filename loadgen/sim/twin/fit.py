@@ -39,6 +39,7 @@ REACH = 1.0  # no search step moves a term by more than this (log): the derivati
 # from one schedule, and a term the figures barely see would otherwise jump by ×1000
 BOOTSTRAPS = 200
 WIDE = math.log(4.0)  # a 95% interval wider than ×4 is no identification
+MAX_LOG = 700.0  # the largest log of a term's value that exp() still takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +265,10 @@ def _intervals(
         spread[name] = hi - lo
         kinds = search.targets.kinds
         sensitivity[name] = math.sqrt(_dot(jacobian[k], jacobian[k]) / kinds)
-    unbounded = {name: math.exp(v + d) for name, v, d in zip(names, x, centre, strict=True)}
+    # a term the figures barely see may have its linearised optimum past any float
+    unbounded = {
+        name: math.exp(min(v + d, MAX_LOG)) for name, v, d in zip(names, x, centre, strict=True)
+    }
     partner = {
         name: max(
             ((other, _correlation(draws[k], draws[j])) for j, other in enumerate(names) if j != k),
