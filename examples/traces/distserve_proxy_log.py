@@ -55,6 +55,8 @@ def lines(found: list[dict]) -> list[bytes]:
             scheduled=at,
             first_token=r["first_token_time"] - start,
             finished=r["complete_time"] - start,
+            first_sent=r["first_token_time"] - start,
+            last_sent=r["complete_time"] - start,
             prompt_tokens=request.prompt_tokens,
             output_tokens=request.output_tokens,
             cached_tokens=0,

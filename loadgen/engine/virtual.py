@@ -283,8 +283,8 @@ def records(
     for i, (t, warm, (session, turn)) in enumerate(
         zip(timings, warmed, planned.labels, strict=True)
     ):
-        finished = warm or t.finished <= cut
-        end = t.finished if finished else cut
+        finished = warm or t.last_sent <= cut  # as the client saw it: its last token
+        end = t.last_sent if finished else cut
         if not warm:
             done = max(done, end)
         tpot = t.tpot if finished else None
@@ -303,10 +303,10 @@ def records(
                 level=level,
                 session=session,
                 turn=turn,
-                ttft_s=t.ttft if t.first_token <= end else None,
+                ttft_s=t.ttft if t.first_sent <= end else None,
                 tpot_s=tpot,
                 e2e_s=t.e2e if finished else None,
-                time_to_first_chunk_s=t.ttft if t.first_token <= end else None,
+                time_to_first_chunk_s=t.ttft if t.first_sent <= end else None,
                 input_tokens=t.prompt_tokens,
                 output_tokens=t.output_tokens if finished else None,
                 token_source="usage_total",

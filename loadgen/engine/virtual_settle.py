@@ -45,8 +45,8 @@ class Opened:
 def warm_up(timings: Sequence[twin.Timing], rule: Settle, ramp: float) -> Opened:
     """When the runner would open the window over these timings (runner._warm_up)."""
     sent = sorted(t.arrival for t in timings)
-    done = sorted(timings, key=lambda t: t.finished)
-    ends = [t.finished for t in done]
+    done = sorted(timings, key=lambda t: t.last_sent)
+    ends = [t.last_sent for t in done]
     counts: list[tuple[float, float]] = []
     now = 0.0
     while True:

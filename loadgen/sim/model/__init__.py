@@ -13,7 +13,7 @@ twin drive the same code.
 - `plan.py` what a request will generate, decided on arrival
 - `speculation.py` speculative decoding, reduced to what the timing needs
 - `prefix_cache.py` the KV cache's blocks with automatic prefix caching
-- `frontend.py` the API server before the engine: one serial process
+- `frontend.py` the API server around the engine: one serial process, both ways
 - `gpus.py` the simulated GPUs' busy time, power and energy
 - `tokenizer.py` the tokenizer and text generator
 """

@@ -4,6 +4,13 @@ vLLM's API server tokenises and templates each request in one Python process bef
 engine core sees it, one request at a time. A burst therefore queues there, each request
 waiting for the ones before it: a cost per request plus one per input token (the preset's
 efficiency.frontend_request and frontend_token, both 0 by default: no front end).
+
+The same process turns what the engine sampled into each stream's chunks (detokenising,
+building and writing each server-sent event): with a cost per output token
+(frontend_output_token, 0 by default) each step's tokens are work in the same queue, sent
+to the clients once it is done, and a request arriving behind it waits for it. The more
+streams are running, the longer that queue: a new request's wait grows with the load, not
+only with the arrivals.
 """
 
 from __future__ import annotations
@@ -12,22 +19,32 @@ from loadgen.sim.model.roofline import Efficiency
 
 
 class Frontend:
-    """A first-come-first-served server: when each request reaches the engine."""
+    """A first-come-first-served server: when each request reaches the engine, and when
+    each step's tokens reach the clients."""
 
-    __slots__ = ("free_at", "per_request", "per_token")
+    __slots__ = ("free_at", "per_output_token", "per_request", "per_token")
 
     def __init__(self, efficiency: Efficiency) -> None:
         self.per_request = efficiency.frontend_request
         self.per_token = efficiency.frontend_token
+        self.per_output_token = efficiency.frontend_output_token
         self.free_at = float("-inf")
 
     @property
     def active(self) -> bool:
-        return self.per_request > 0 or self.per_token > 0
+        return self.per_request > 0 or self.per_token > 0 or self.per_output_token > 0
 
     def admit(self, now: float, prompt_tokens: int) -> float:
         """The time a request arriving `now` with `prompt_tokens` is handed to the engine."""
         if not self.active:
             return now
         self.free_at = max(now, self.free_at) + self.per_request + self.per_token * prompt_tokens
+        return self.free_at
+
+    def emit(self, now: float, tokens: int) -> float:
+        """The time the `tokens` a step sampled at `now` are sent to their clients. Without a
+        cost per output token the front end has no part in the output path: `now`."""
+        if self.per_output_token <= 0:
+            return now
+        self.free_at = max(now, self.free_at) + self.per_output_token * tokens
         return self.free_at

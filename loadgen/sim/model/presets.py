@@ -216,6 +216,7 @@ TYPES: dict[str, dict[str, SettingType]] = {
         "sequence_overhead": Duration(positive=False, high=0.1),
         "frontend_request": Duration(positive=False, high=1.0),
         "frontend_token": Duration(positive=False, high=0.01),
+        "frontend_output_token": Duration(positive=False, high=0.01),
     },
     "engine": {
         "max_num_seqs": Number(1, 1_000_000, "a sequence count", whole=True, zero_ok=False),

@@ -108,6 +108,9 @@ class Efficiency:
     # one serial process (frontend.py): seconds per request and per input token
     frontend_request: float = 0.0
     frontend_token: float = 0.0
+    # and its work on what the engine sampled (detokenising, each stream's chunk), in the
+    # same process: seconds per output token
+    frontend_output_token: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

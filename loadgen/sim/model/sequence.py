@@ -32,10 +32,12 @@ class Seq:
         "created_tokens",
         "finished_at",
         "first_chunk",
+        "first_sent_at",
         "first_token_at",
         "generated",
         "hashed_blocks",
         "index",
+        "last_sent_at",
         "last_token_at",
         "output_tokens",
         "preemptions",
@@ -73,6 +75,9 @@ class Seq:
         self.first_token_at: float | None = None
         self.last_token_at: float | None = None
         self.finished_at: float | None = None
+        # when the front end (frontend.py) sent its first and latest tokens on to the client
+        self.first_sent_at: float | None = None
+        self.last_sent_at: float | None = None
         self.aborted = False
         self.spec: SpecStats | None = None  # its verify steps, when the engine speculates
         self.stepped = 0  # tokens sampled in its last step (more than 1 when speculating)
@@ -106,6 +111,12 @@ class Seq:
             if self._waiter is not None and not self._waiter.done():
                 self._waiter.set_result(None)
         return gap
+
+    def sent(self, at: float) -> None:
+        """Its tokens of the latest step reached the client at `at`."""
+        if self.first_sent_at is None:
+            self.first_sent_at = at
+        self.last_sent_at = at
 
     @property
     def released(self) -> int:

@@ -57,17 +57,21 @@ class Engine:
     async def generate(self, seq: Seq) -> AsyncGenerator[int, None]:
         """Queue `seq`; yields the cumulative token count of each chunk as it is released.
         Closing the iterator early aborts the request and frees its KV cache. With a front
-        end (frontend.py) the engine gets it once the front end is done with it."""
-        if self._frontend.active:
-            seq.arrival = self._frontend.admit(time.monotonic(), seq.prompt_tokens)
+        end (frontend.py) the engine gets it once the front end is done with it, and a
+        chunk is yielded once the front end has sent it."""
+        frontend = self._frontend
+        if frontend.active:
+            seq.arrival = frontend.admit(time.monotonic(), seq.prompt_tokens)
             await sleep_until(seq.arrival)
         self.scheduler.add(seq)
         self._work.set()
         try:
             count = 0
-            while (count := await seq.next_chunk(count)) < seq.output_tokens:
+            while count < seq.output_tokens:
+                count = await seq.next_chunk(count)
+                if frontend.per_output_token > 0 and seq.last_sent_at is not None:
+                    await sleep_until(seq.last_sent_at)  # the front end's output work
                 yield count
-            yield count
         finally:
             if not seq.finished:
                 self.scheduler.abort(seq)
@@ -91,7 +95,10 @@ class Engine:
             self.gpus.add(gpu_clock, duration, self.perf.power(step))
             now = await sleep_until(gpu_clock)
             self._metrics.schedule_lag.observe(max(0.0, now - gpu_clock))
-            for seq, gap in self.scheduler.complete(batch, now):
+            sampled = self.scheduler.complete(batch, now)
+            sent = self._frontend.emit(now, sum(seq.stepped for seq, _ in sampled))
+            for seq, gap in sampled:
+                seq.sent(sent)
                 self._metrics.on_token(seq, seq.stepped, gap)
 
 

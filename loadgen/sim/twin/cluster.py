@@ -2,11 +2,12 @@
 sockets or sleeping. Pure, no I/O.
 
 N replicas, each a Scheduler stepping back to back with the preset's performance model and
-its own front end (frontend.py), behind a router that sends each request to the replica
-with the fewest requests outstanding (the lowest index on a tie), as a least-loaded router
-does. Events run in time order; at one instant arrivals and hand-offs come before a
-replica's next step, so a request arriving when a step ends joins the next one, as it would
-in real time. calibration.py's replays and deployment.py's runs are this loop.
+its own front end (frontend.py: requests pass it on the way in, each step's tokens on the
+way out), behind a router that sends each request to the replica with the fewest requests
+outstanding (the lowest index on a tie), as a least-loaded router does. Events run in time
+order; at one instant arrivals and hand-offs come before a replica's next step, so a
+request arriving when a step ends joins the next one, as it would in real time.
+calibration.py's replays and deployment.py's runs are this loop.
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ class Cluster:
     def run(self, follow_up: FollowUp | None = None, observe: Observer | None = None) -> float:
         """Every submitted request to the end; returns the virtual time the last step ended.
         A request's `arrival` becomes the time its replica's engine received it (after the
-        front end, when the preset has one)."""
+        front end, when the preset has one); its tokens are sent (Seq.sent) once the front
+        end has done their step's output work, and a follow-up is told of a finished
+        request then: when its client had the last token."""
         perf = self.preset.perf
         calendar = self._calendar
         while calendar:
@@ -107,13 +110,15 @@ class Cluster:
                 batch, step = replica.batch, replica.step
                 self.steps += 1
                 sampled = replica.scheduler.complete(batch, now)
+                sent = replica.frontend.emit(now, sum(seq.stepped for seq, _ in sampled))
                 if observe is not None:
                     observe(index, batch, step, now, sampled)
                 for done, _gap in sampled:
+                    done.sent(sent)
                     if not done.finished:
                         continue
                     replica.outstanding -= 1
-                    for nxt in follow_up(done, now) if follow_up is not None else ():
+                    for nxt in follow_up(done, sent) if follow_up is not None else ():
                         self.submit(nxt)
                 if replica.scheduler.idle:
                     replica.awake = False

@@ -49,8 +49,12 @@ class Timing:
     arrival: float  # at the router
     engine_arrival: float  # handed to the engine (after the front end)
     scheduled: float  # first admitted to a step
-    first_token: float
+    first_token: float  # sampled by the engine
     finished: float
+    # the first and last tokens reached the client (after the front end's output work: the
+    # engine's times when the preset has none)
+    first_sent: float
+    last_sent: float
     prompt_tokens: int
     output_tokens: int
     cached_tokens: int  # prompt tokens its first admission found in the prefix cache
@@ -59,18 +63,19 @@ class Timing:
 
     @property
     def ttft(self) -> float:
-        return self.first_token - self.arrival
+        """As the client sees it: from its arrival to the first token sent."""
+        return self.first_sent - self.arrival
 
     @property
     def tpot(self) -> float | None:
-        """(last − first token) / (output − 1), None below two tokens (as loadgen's)."""
+        """(last − first token sent) / (output − 1), None below two tokens (as loadgen's)."""
         if self.output_tokens < 2:
             return None
-        return (self.finished - self.first_token) / (self.output_tokens - 1)
+        return (self.last_sent - self.first_sent) / (self.output_tokens - 1)
 
     @property
     def e2e(self) -> float:
-        return self.finished - self.arrival
+        return self.last_sent - self.arrival
 
     @property
     def queue(self) -> float:
@@ -269,6 +274,7 @@ def _timing(seq: _Seq) -> Timing:
     """A finished sequence's path through the twin."""
     assert seq.finished_at is not None
     assert seq.scheduled_at is not None and seq.first_token_at is not None
+    assert seq.first_sent_at is not None and seq.last_sent_at is not None
     return Timing(
         replica=seq.replica,
         arrival=seq.sent_at,
@@ -276,6 +282,8 @@ def _timing(seq: _Seq) -> Timing:
         scheduled=seq.scheduled_at,
         first_token=seq.first_token_at,
         finished=seq.finished_at,
+        first_sent=seq.first_sent_at,
+        last_sent=seq.last_sent_at,
         prompt_tokens=seq.prompt_tokens,
         output_tokens=seq.output_tokens,
         cached_tokens=seq.cached_tokens,

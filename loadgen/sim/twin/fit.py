@@ -63,10 +63,11 @@ TERMS = (  # MBU's and MFU's upper ends are the GPU's own ceilings (terms)
     Term("allreduce_latency", "hardware", 1e-6, 1e-3),
     Term("interconnect_bandwidth", "hardware", 1e9, 2e12),
 )
-FRONTEND = (
+ADMISSION = (  # the front end's work on the way in
     Term("frontend_request", "efficiency", 1e-5, 0.2),
     Term("frontend_token", "efficiency", 1e-9, 1e-4),
 )
+FRONTEND = (*ADMISSION, Term("frontend_output_token", "efficiency", 1e-7, 1e-2))
 
 
 CEILINGS = {"mbu": "mbu_ceiling", "mfu": "mfu_ceiling"}  # the Hardware field bounding each

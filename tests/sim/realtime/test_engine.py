@@ -117,6 +117,19 @@ def test_the_front_end_hands_a_burst_to_the_engine_one_request_at_a_time() -> No
     assert 2 * front + prefill <= second < 2 * front + 2 * prefill + 0.06
 
 
+def test_the_front_ends_output_work_holds_each_token_until_it_is_sent() -> None:
+    """At 0.1 s a token the front end, not the engine's 10 ms steps, sets the pace."""
+    base = presets.load("mpt-7b-fp16-a100")
+    efficiency = dataclasses.replace(base.perf.efficiency, frontend_output_token=0.1)
+    preset = dataclasses.replace(base, perf=dataclasses.replace(base.perf, efficiency=efficiency))
+    body = {"prompt": "word " * 100, "max_tokens": 3, "ignore_eos": True}
+    with serve(preset=preset) as server:
+        timing = completion_timing(server, body)
+    prefill = base.perf.step_time(timing.input_tokens, timing.input_tokens).total
+    assert prefill + 0.1 <= timing.ttft_s < prefill + 0.1 + 0.04
+    assert timing.tpot_s == pytest.approx(0.1, abs=0.01)
+
+
 def test_engine_releases_chunks_every_stream_interval_tokens() -> None:
     preset = presets.load("llama-2-7b-bf16-h200")
     with serve(preset=preset, stream_interval=4) as server:

@@ -101,6 +101,27 @@ def test_the_front_end_serves_a_burst_one_request_at_a_time() -> None:
     assert [t.engine_arrival for t in timings] == pytest.approx([0.02, 0.04, 0.06])
 
 
+def test_the_front_ends_output_work_delays_a_request_by_the_streams_running() -> None:
+    """The API server's work on each step's tokens (1 ms a token here) is in the queue a new
+    request waits in, and its own first token waits behind the others' of its step: the
+    client's TTFT less the server's grows with the streams running, the server's does not
+    hold it."""
+    preset = with_efficiency(PRESET, frontend_output_token=1e-3)
+    probe = Request(0.5, 100, 5)
+    streams = [Request(0.0, 100, 400) for _ in range(16)]
+
+    def gap(t: twin.Timing) -> float:
+        return t.ttft - (t.queue + t.prefill)
+
+    [alone] = twin.run(preset, [probe]).timings
+    assert gap(alone) == pytest.approx(1e-3)  # its own first token's output work
+    busy = twin.run(preset, [*streams, probe]).timings[-1]
+    assert gap(busy) >= 17e-3  # behind up to 16 tokens, then a step of 17 sent together
+    assert busy.first_sent > busy.first_token and busy.last_sent > busy.finished
+    engine_only = twin.run(PRESET, [*streams, probe]).timings[-1]
+    assert gap(engine_only) == 0 and engine_only.first_sent == engine_only.first_token
+
+
 def test_a_request_longer_than_the_context_is_refused() -> None:
     with pytest.raises(ValueError, match="request 1: 8000 \\+ 500 tokens"):
         twin.run(PRESET, [Request(0.0, 10, 10), Request(0.0, 8000, 500)])

@@ -75,3 +75,32 @@ def test_the_front_end_is_fitted_to_the_clients_ttft(tmp_path: Path) -> None:
             assert abs(predicted - measured) < 0.5 * (measured - _p([t.ttft for t in without], q))
         server = _p([t.queue + t.prefill for t in truth], q)
         assert _p([t.queue + t.prefill for t in fitted], q) == pytest.approx(server, rel=0.15)
+
+
+def test_a_front_end_busy_with_the_streams_output_is_found_and_predicts_a_faster_rate(
+    tmp_path: Path,
+) -> None:
+    """A front end that also does each step's output work (3 ms a token here) holds a new
+    request longer the more streams run: fitted at one rate, the twin predicts the client's
+    TTFT at 1.5× the rate."""
+    base = presets.load(PRESET)
+    hidden = fit.with_terms(base, {"frontend_request": 0.005, "frontend_output_token": 3e-3})
+    # the rate rises from 1 to 4 a second: the held-out requests are the busiest, where a
+    # cost per request alone falls short
+    rng = np.random.default_rng(5)
+    arrivals = np.cumsum([rng.exponential(1 / (1 + 3 * i / 240)) for i in range(240)])
+    requests = [
+        twin.Request(float(a), int(rng.integers(600, 1500)), int(rng.integers(20, 60)))
+        for a in arrivals
+    ]
+    captured = _capture(tmp_path / "proxy.log", twin.run(hidden, requests), requests)
+    report = verdict.calibrate(base, captured)
+    assert report.frontend["kept"] is True, report.frontend
+    assert report.values["frontend_output_token"] == pytest.approx(3e-3, rel=0.3)
+
+    faster = [twin.Request(r.arrival / 1.5, r.prompt_tokens, r.output_tokens) for r in requests]
+    truth = twin.run(hidden, faster).timings
+    fitted = twin.run(fit.with_terms(base, report.values), faster).timings
+    for q in (50, 90):
+        measured = _p([t.ttft for t in truth], q)
+        assert _p([t.ttft for t in fitted], q) == pytest.approx(measured, rel=0.1)

@@ -1,0 +1,45 @@
+"""Where the front end's search starts (verdict.py fits it after the engine): from the gap
+between the client's TTFT and the server's in the capture. Pure, no I/O.
+
+From FRONTEND_START's scale a search whose first steps gain little stops before it reaches
+a gap of tens of milliseconds, so a capture with the server's timings starts it at the
+median gap instead.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from loadgen.sim.twin.capture import Captured
+
+FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6, "frontend_output_token": 1e-6}
+
+
+def gap_start(requests: list[Captured]) -> dict[str, float]:
+    """The median gap, half of it a cost per request and half one per prompt token, and for
+    the output work a third of it that of the streams running when a request arrives
+    (Little's law: the arrival rate times the mean time a request is in flight)."""
+    gaps, prompts = [], []
+    for r in requests:
+        if r.ttft is not None and r.server_queue is not None and r.server_prefill is not None:
+            gaps.append(r.ttft - r.server_queue - r.server_prefill)
+            prompts.append(r.prompt_tokens)
+    if not gaps:
+        return dict(FRONTEND_START)
+    gap = max(statistics.median(gaps), FRONTEND_START["frontend_request"])
+    mean_prompt = max(1.0, sum(prompts) / len(prompts))
+    span = max(requests[-1].arrival - requests[0].arrival, 1.0)
+    running = max(1.0, sum(_in_flight(r) for r in requests) / span)
+    return {
+        "frontend_request": gap / 2,
+        "frontend_token": gap / 2 / mean_prompt,
+        "frontend_output_token": gap / 3 / running,
+    }
+
+
+def _in_flight(r: Captured) -> float:
+    """How long a captured request was in flight, as far as its figures say."""
+    decode = r.server_decode
+    if decode is None and r.tpot is not None:
+        decode = r.tpot * max(0, r.output_tokens - 1)
+    return (r.ttft or 0.0) + (decode or 0.0)
