@@ -8,6 +8,7 @@ import math
 import random
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -213,3 +214,24 @@ def test_a_tpot_of_zero_is_read_as_not_measured(tmp_path: Path) -> None:
     read = capture_format.read([str(log)])
     assert read.requests[3].tpot is None and read.requests[3].ttft is not None
     assert read.requests[4].tpot == pytest.approx(timings[4].tpot, rel=1e-3)
+
+
+class _BarelySeen:
+    """Residuals of -1 that a term moves by 1e-12 per e-fold: the linearised optimum lies
+    about 1e12 e-folds up, past any float. Only the figures a fit reads of a Search."""
+
+    replays = 0
+    targets = SimpleNamespace(slice_of=list(range(10)), kinds=1)
+
+    def evaluate(
+        self, values: dict[str, float], names: list[str]
+    ) -> tuple[list[float], list[list[float]]]:
+        return [-1.0] * 10, [[1e-12] * 10 for _ in names]
+
+
+def test_a_term_the_figures_barely_see_is_fitted_without_overflow() -> None:
+    term = fit.FRONTEND[-1]
+    # a stand-in for a Search: the fit reads only these of one
+    fitted = fit.fit(_BarelySeen(), {term.name: 1e-6}, [term])  # type: ignore[arg-type]
+    assert math.isfinite(fitted.unbounded[term.name])
+    assert term.low <= fitted.values[term.name] <= term.high
