@@ -41,7 +41,7 @@ import json
 import math
 import shlex
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,12 +194,23 @@ def _variations(vary: Any, where: str) -> list[list[str]]:
     for key, values in vary.items():
         if not isinstance(values, list) or not values:
             raise ValueError(f"{where}: [vary] {key} must be a list of at least one value")
+        if key == "tensor_parallel_size" and any(
+            not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64 for v in values
+        ):
+            raise ValueError(f"{where}: [vary] {key} takes whole numbers from 1 to 64")
         if key == "speculative":
             texts = [speculative(v, f"{where}: [vary] {key}") for v in values]
             choices.append([f"{VARIED[key]} {shlex.quote(t)}" if t else "" for t in texts])
         else:
             choices.append([f"{VARIED[key]} {shlex.quote(str(v))}" for v in values])
     return choices
+
+
+def _own_tensor_parallel(combo: tuple[str, ...]) -> tuple[int | None, tuple[str, ...]]:
+    """A combination's varied tensor-parallel size (None: not varied) and its other flags."""
+    flag = f"{VARIED['tensor_parallel_size']} "
+    sizes = [int(word.removeprefix(flag)) for word in combo if word.startswith(flag)]
+    return (sizes[0] if sizes else None), tuple(w for w in combo if not w.startswith(flag))
 
 
 def _load(name: str, where: str) -> tuple[str, Preset]:
@@ -369,9 +380,10 @@ class _Builder:
         refused: str = "",
         built: bool = False,
         model_args: str = "",
+        combos: Iterable[tuple[str, ...]] | None = None,  # default: every varied combination
     ) -> None:
         gpu, tp, dtype = at
-        for combo in itertools.product(*self.choices):
+        for combo in itertools.product(*self.choices) if combos is None else combos:
             args = " ".join(filter(None, combo))
             name = label + (f" {args}" if args else "")
             flags = " ".join(filter(None, (model_args, args)))
@@ -397,10 +409,20 @@ class _Builder:
         every = list(itertools.product(self.axes.gpus, self.axes.tps, self.axes.dtypes))
         config = shapes.named(name, relative_to, named_by)
         if config is not None:
+            # a varied --tensor-parallel-size is the candidate's own: its model is built on
+            # that count and names it once (the axis's count under it is the same candidate)
+            grouped: dict[tuple[str, int, str], list[tuple[str, ...]]] = {}
             for gpu, tp, dtype in every:
+                for combo in itertools.product(*self.choices):
+                    varied, rest = _own_tensor_parallel(combo)
+                    combos = grouped.setdefault((gpu, varied or tp, dtype), [])
+                    if rest not in combos:
+                        combos.append(rest)
+            for (gpu, tp, dtype), combos in grouped.items():
                 derived, label, why = shapes.build(config, gpu, tp, dtype)
                 flags = shapes.model_args(config, gpu, tp, dtype)
-                self.add(label, VIRTUAL, derived, (gpu, tp, dtype), why, model_args=flags)
+                at = (gpu, tp, dtype)
+                self.add(label, VIRTUAL, derived, at, why, model_args=flags, combos=combos)
             return
         spec, model = _load(str(name), self.where)
         own = (gpu_of(model), model.perf.hardware.tensor_parallel)

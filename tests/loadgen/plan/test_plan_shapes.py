@@ -8,6 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from loadgen.commands.cli import main
 from loadgen.engine import virtual
 from loadgen.plan import bounds, space
@@ -94,3 +96,38 @@ def test_a_model_too_big_for_its_gpu_is_listed_with_the_reason(tmp_path: Path) -
     llama = by_name["Meta-Llama-3-8B-bf16-tp1-l4"]
     assert llama["status"] == "cannot_meet" and "weights 15.0 GiB per GPU" in llama["memory"]
     assert llama["spec"] == "virtual:" and "--model-config" in llama["args"]
+
+
+def test_a_varied_tensor_parallel_size_is_the_config_candidates_own(tmp_path: Path) -> None:
+    """[vary] tensor_parallel_size on a config.json model: each candidate is built on the
+    varied count, named by it, and its --virtual-args say it once (not the axis's and then
+    the varied one), so the command typed by hand is unambiguous."""
+    config = checkout(tmp_path, "Meta-Llama-3-8B", "llama-3-8b")
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        '[space]\nmodels = [{model_config = "models/Meta-Llama-3-8B/config.json"}]\n'
+        'gpus = ["h100"]\ndtypes = ["bf16"]\ntensor_parallel = [1, 2]\n'
+        "[vary]\ntensor_parallel_size = [2, 4]\nmax_num_seqs = [64]\n[prices]\nh100 = 3.0\n"
+    )
+    found = space.read(str(plan)).candidates
+    assert sorted(c.tensor_parallel for c in found) == [2, 4]
+    for c in found:
+        words = c.args.split()
+        assert words.count("--tensor-parallel-size") + words.count("-tp") == 1, c.args
+        assert c.name == f"Meta-Llama-3-8B-bf16-tp{c.tensor_parallel}-h100-sxm --max-num-seqs 64"
+        args = f"--model-config {config} --gpu h100 --dtype bf16 -tp {c.tensor_parallel}"
+        by_hand = virtual.preset("virtual:", f"{args} --max-num-seqs 64")
+        assert c.base is not None
+        applied, why = bounds.fit(c.base, c.args)
+        assert applied == by_hand and why == "", c.name
+        assert applied.perf.hardware.tensor_parallel == c.tensor_parallel
+
+
+def test_a_varied_tensor_parallel_size_must_be_a_whole_number(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'presets = ["llama-70b-awq-tp4-a100"]\n[vary]\ntensor_parallel_size = ["four"]\n'
+        "[prices]\na100 = 1.8\n"
+    )
+    with pytest.raises(ValueError, match=r"\[vary\] tensor_parallel_size takes whole numbers"):
+        space.read(str(plan))
