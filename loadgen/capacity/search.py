@@ -1,9 +1,11 @@
 """The capacity search, pure: how many requests a probe needs, and the next level.
 
 A probe meets, fails or is undecided (verdict.py). Per target, the search brackets
-(doubling from the start level until a probe fails, or halving until one meets) and then
-bisects the bracket [highest meeting, lowest failing or undecided] until it is within
-PRECISION of its lower end (concurrency: until the two are neighbours).
+(doubling from the start level until a probe fails, or halving until one meets, down to
+its floor) and then bisects the bracket [highest meeting, lowest failing or undecided] until
+it is within PRECISION of its lower end (concurrency: until the two are neighbours). A floor
+at the start asks only "does the start hold, and how far above it": a start that does not
+meet ends the search at one probe.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Search:
     axis: Axis
     start: float
     precision: float = PRECISION
+    floor: float | None = None  # the lowest level halving goes to (None: the axis's)
     tried: list[tuple[float, str]] = field(default_factory=list)  # (level, outcome)
 
     def record(self, level: float, outcome: str) -> None:
@@ -118,7 +121,8 @@ class Search:
         if low is None:
             assert high is not None
             lower = self.axis.level(high / 2)
-            return lower if self.axis.floor(self.start) <= lower < high else None
+            lowest = self.axis.floor(self.start) if self.floor is None else self.floor
+            return lower if lowest <= lower < high else None
         if high is None:
             return self.axis.level(low * 2)
         if self.converged:

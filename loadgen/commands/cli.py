@@ -278,12 +278,15 @@ def capacity_request(argv: Sequence[str]) -> tuple[RunConfig, capacity.CapacityC
         parser.error("--by speed searches a --replay's speed; a --replay is searched by speed")
     if args.by == "concurrency" and args.start != int(args.start):
         parser.error("--by concurrency starts at a whole number of streams")
+    if args.floor is not None and args.floor > args.start:
+        parser.error(f"--floor {args.floor:g} is above --start {args.start:g}")
     config = _configured(parser, args, argv)
     if config is None:
         return 2
     search = capacity.CapacityConfig(
         by=args.by,
         start=args.start,
+        floor=args.floor,
         budget_s=args.budget,
         probe_requests=args.requests,
         min_probe_s=args.duration,

@@ -13,6 +13,7 @@ from loadgen.capacity.axis import AXES
 from loadgen.capacity.search import Search, bounded_samples, crossing, probe_requests
 from loadgen.capacity.verdict import FAILS, MEETS, UNDECIDED, verdict
 from loadgen.commands import capacity
+from loadgen.commands.cli import main
 from loadgen.reports import capacity as capacity_report
 
 
@@ -56,6 +57,34 @@ def test_bracket_then_bisect_to_within_five_percent() -> None:
     )  # neighbours: as close as streams get
     nothing = search_for(0.01, start=1)
     assert nothing.passing is None and nothing.failing == 0.125  # gave up at start / 8
+
+
+def test_a_floor_at_the_start_asks_only_whether_it_holds_and_how_far_above() -> None:
+    """--floor START: a start that does not meet (fails, or stays undecided) ends the search
+    at that one probe; one that meets is searched above as without a floor."""
+    for outcome in (FAILS, UNDECIDED):
+        search = Search(AXES["speed"], 1.0, floor=1.0)
+        assert search.next_level() == 1.0
+        search.record(1.0, outcome)
+        assert search.next_level() is None and search.passing is None
+    floored, free = Search(AXES["speed"], 1.0, floor=1.0), Search(AXES["speed"], 1.0)
+    for search in (floored, free):
+        while (level := search.next_level()) is not None:
+            search.record(level, MEETS if level <= 1.3 else FAILS)
+    assert floored.tried == free.tried and floored.passing is not None
+    assert floored.passing <= 1.3 < floored.failing
+    low = Search(AXES["rate"], 4, floor=0.1)  # a floor below start / 8: halves further
+    while (level := low.next_level()) is not None:
+        low.record(level, MEETS if level <= 0.2 else FAILS)
+    assert low.passing is not None and low.passing <= 0.2 < low.failing
+
+
+def test_a_floor_above_the_start_is_refused(capsys) -> None:
+    argv = ["capacity", "--target", "virtual:llama-70b-awq-tp4-a100", "--slo", "ttft=1s@p90"]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--start", "2", "--floor", "3"])
+    assert exited.value.code == 2
+    assert "--floor 3 is above --start 2" in capsys.readouterr().err
 
 
 def test_a_pass_above_a_failure_does_not_raise_the_capacity() -> None:
