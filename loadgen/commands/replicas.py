@@ -2,13 +2,16 @@
 clock, each the very command `python -m loadgen capacity --target virtual:…` a person would
 type (its argv is kept in plan.json), in its own directory.
 
-One replica is searched first; its capacity s (a multiple of the traffic: --by speed, or
-requests/s over the traffic's rate) puts the need at about ceil(want / s) replicas. That
-many are searched (starting at the level wanted), then one more while they fall short, or
-one fewer while the estimate says it may do, until the fewest that hold it are pinned or
-the bound on replicas is reached. A candidate that meets the SLOs at no level on one replica,
-even from far below the traffic, meets them at no size: the SLO is missed by a request
-alone, not by the load.
+One replica is searched first, from the traffic down to a floor of 1 / (8 x the bound on
+replicas) of it; its capacity s (a multiple of the traffic: --by speed, or requests/s over
+the traffic's rate) puts the need at about ceil(want / s) replicas. That many are searched
+(starting at the level wanted), then one more while they fall short, or one fewer while
+the estimate says it may do, until the fewest that hold it are pinned or the bound on
+replicas is reached. Those searches have the level wanted as their floor (`--floor`): a
+count that does not hold it is told so by its first probe, with no search below it that
+nothing would read. A candidate that meets the SLOs at no level on one replica, even that
+far below the traffic, meets them at no size: the SLO is missed by a request alone, not by
+the load.
 """
 
 from __future__ import annotations
@@ -48,9 +51,9 @@ class Job:
     request: CapacityRequest
 
 
-def capacity_argv(job: Job, replicas: int, start: float, below: bool = False) -> list[str]:
-    """The capacity command for `replicas` of the candidate: the plan's workload, SLO and
-    seed flags as given, its own flags left out."""
+def capacity_argv(job: Job, replicas: int, start: float, floor: float) -> list[str]:
+    """The capacity command for `replicas` of the candidate from `start` down to `floor`:
+    the plan's workload, SLO and seed flags as given, its own flags left out."""
     kept, skip = [], False
     for word in job.argv:
         if skip:
@@ -61,13 +64,13 @@ def capacity_argv(job: Job, replicas: int, start: float, below: bool = False) ->
             skip = "=" not in word
             continue
         kept.append(word)
-    # the search far below the traffic, when one replica held none of it, has its own folder
-    out = job.out / (f"replicas-{replicas}" + ("-below" if below else ""))
+    out = job.out / f"replicas-{replicas}"
     target = ["--target", job.spec, "--virtual-replicas", str(replicas)]
     if job.args:
         target += ["--virtual-args", job.args]
     by = ["--by", "rate"] if job.rate is not None else ["--by", "speed"]
-    return ["capacity", *target, *by, "--start", f"{start:g}", *kept, "--out", str(out)]
+    levels = ["--start", f"{start:g}", "--floor", f"{floor:g}"]
+    return ["capacity", *target, *by, *levels, *kept, "--out", str(out)]
 
 
 def _share(result: dict[str, Any], rate: float | None) -> float | None:
@@ -78,10 +81,12 @@ def _share(result: dict[str, Any], rate: float | None) -> float | None:
     return t["capacity"] / rate if rate is not None else t["capacity"]
 
 
-def search(job: Job, replicas: int, want: float, below: bool = False) -> dict[str, Any]:
-    """One capacity search, written as the command writes it; its entry in plan.json."""
+def search(job: Job, replicas: int, want: float, floor: float) -> dict[str, Any]:
+    """One capacity search from `want` down to `floor` (multiples of the traffic), written as
+    the command writes it; its entry in plan.json."""
     level = job.rate or 1.0
-    argv = capacity_argv(job, replicas, float(f"{want * level:.3g}"), below)
+    start = float(f"{want * level:.3g}")
+    argv = capacity_argv(job, replicas, start, min(start, float(f"{floor * level:.3g}")))
     found = job.request(argv)
     if isinstance(found, int):
         raise ValueError(f"the capacity command refused {' '.join(argv)}")
@@ -114,7 +119,7 @@ def fewest(job: Job, want: float, searched: dict[int, dict[str, Any]]) -> int | 
 
     def holds(n: int) -> bool:
         if n not in searched:
-            searched[n] = search(job, n, want)
+            searched[n] = search(job, n, want, floor=want)
         share = searched[n]["share"]
         return share is not None and share >= want
 
@@ -151,21 +156,16 @@ def size(job: Job) -> dict[str, Any]:
 
 
 def _size(job: Job) -> dict[str, Any]:
-    searched: dict[int, dict[str, Any]] = {1: search(job, 1, 1.0)}
-    below: list[dict[str, Any]] = []
-    if searched[1]["share"] is None:  # even an eighth of the traffic missed: try far below
-        below.append(searched.pop(1))
-        low = search(job, 1, 1.0 / (8 * job.max_replicas), below=True)
-        if low["share"] is None:
-            said = f"meets the SLOs at no size: {low['reason']}"
-            return _sized([*below, low], None, None, said)
-        searched[1] = low
+    one = search(job, 1, 1.0, floor=1.0 / (8 * job.max_replicas))
+    if one["share"] is None:
+        return _sized([one], None, None, f"meets the SLOs at no size: {one['reason']}")
+    searched: dict[int, dict[str, Any]] = {1: one}
     whole = fewest(job, 1.0, searched)
     wanted = fewest(job, 1.0 + job.headroom, searched) if whole is not None else None
     reason: str | None = None
     if whole is None or wanted is None:
         reason = f"needs more than {job.max_replicas} replicas (the bound)"
-    return _sized([*below, *(searched[n] for n in sorted(searched))], whole, wanted, reason)
+    return _sized([searched[n] for n in sorted(searched)], whole, wanted, reason)
 
 
 def _sized(

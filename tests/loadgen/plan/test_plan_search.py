@@ -45,12 +45,18 @@ def typed_by_hand(tmp_path: Path, entry: dict, trace: Path, target: list[str]) -
         by_hand = tmp_path / f"by-hand-{search['replicas']}"
         argv = ["capacity", *target, "--by", "speed"]
         argv += ["--virtual-replicas", str(search["replicas"]), "--replay", str(trace), *SLO]
-        argv += ["--start", search["argv"][search["argv"].index("--start") + 1]]
+        for flag in ("--start", "--floor"):  # a count checked against the traffic: floored
+            if flag in search["argv"]:
+                argv += [flag, search["argv"][search["argv"].index(flag) + 1]]
         argv += ["--seed", "3", "--out", str(by_hand)]
         assert main(argv) == 0
         (t,) = json.loads((by_hand / "capacity.json").read_text())["targets"].values()
         for figure in ("capacity", "bracket", "binding", "output_tokens_per_s"):
             assert t[figure] == search[figure], figure
+        assert len(t["probes"]) == search["probes"]
+        if "--floor" in argv and t["capacity"] is None:  # told by its first level alone
+            start = float(argv[argv.index("--start") + 1])
+            assert {p["level"] for p in t["probes"]} == {start}
 
 
 @pytest.mark.slow
@@ -154,15 +160,19 @@ def test_the_cheapest_is_a_brute_force_sweeps(tmp_path: Path) -> None:
 
 
 def test_each_search_keeps_its_own_folder(tmp_path: Path) -> None:
-    """One replica holding none of the traffic is searched again far below it: that search
-    is written to a folder of its own, and each entry's folder holds its own figures."""
+    """One replica holding not an eighth of the traffic is searched on down to 1/(8 x the
+    bound) of it, in the one search; each count searched is written to a folder of its own,
+    and each entry's folder holds its own figures."""
     trace = write_trace(tmp_path / "trace.jsonl", 240, rate=60.0)
     one = tmp_path / "plan.toml"
     one.write_text('presets = ["llama-70b-awq-tp4-a100"]\nmax_replicas = 2\n[prices]\na100 = 1.8\n')
     (entry,) = plan(tmp_path, "--replay", str(trace), "--candidates", str(one))["candidates"]
     dirs = [s["dir"] for s in entry["searches"]]
-    assert len(entry["searches"]) >= 2 and len(set(dirs)) == len(dirs), dirs
-    assert any(d.endswith("replicas-1-below") for d in dirs)
+    assert len(set(dirs)) == len(dirs) == len({s["replicas"] for s in entry["searches"]}), dirs
+    first = entry["searches"][0]
+    assert first["replicas"] == 1 and first["argv"][first["argv"].index("--floor") + 1] == "0.0625"
     for search in entry["searches"]:
         (t,) = json.loads((Path(search["dir"]) / "capacity.json").read_text())["targets"].values()
         assert (t["capacity"], t["bracket"]) == (search["capacity"], search["bracket"])
+        if search is first:  # 1/8 of 60 req/s is more than one replica holds: on below it
+            assert min(p["level"] for p in t["probes"]) < 1 / 8
