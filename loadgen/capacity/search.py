@@ -5,7 +5,8 @@ A probe meets, fails or is undecided (verdict.py). Per target, the search bracke
 its floor) and then bisects the bracket [highest meeting, lowest failing or undecided] until
 it is within PRECISION of its lower end (concurrency: until the two are neighbours). A floor
 at the start asks only "does the start hold, and how far above it": a start that does not
-meet ends the search at one probe.
+meet ends the search at one probe; a ceiling caps the doubling, and at the start too, the
+search is one level's check.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class Search:
     start: float
     precision: float = PRECISION
     floor: float | None = None  # the lowest level halving goes to (None: the axis's)
+    ceiling: float | None = None  # the highest level doubling goes to (None: no end)
     tried: list[tuple[float, str]] = field(default_factory=list)  # (level, outcome)
 
     def record(self, level: float, outcome: str) -> None:
@@ -124,7 +126,10 @@ class Search:
             lowest = self.axis.floor(self.start) if self.floor is None else self.floor
             return lower if lowest <= lower < high else None
         if high is None:
-            return self.axis.level(low * 2)
+            if self.ceiling is not None and low >= self.ceiling:
+                return None
+            higher = self.axis.level(low * 2)
+            return higher if self.ceiling is None else min(higher, self.ceiling)
         if self.converged:
             return None
         return self.axis.level((low + high) / 2)

@@ -56,6 +56,7 @@ class CapacityConfig:
     start: float  # the first level probed
     budget_s: float
     floor: float | None = None  # --floor: halve down to this level (None: start / 8)
+    ceiling: float | None = None  # --ceiling: double up to this level (None: no end)
     probe_requests: int | None  # --requests: per probe and target (None: what the SLOs need)
     min_probe_s: float | None  # --duration: probes' windows last at least this long
     repeat: int = 0  # re-run each final bracket's ends this many times with new seeds
@@ -304,7 +305,8 @@ def _search(config: RunConfig, capacity: CapacityConfig, requests: int) -> dict[
     file_targets = load_file(config.targets_file) if config.targets_file else None
     names = {s: _name(s, config, file_targets) for s in config.targets}
     axis = AXES[capacity.by]
-    searches = {spec: Search(axis, capacity.start, floor=capacity.floor) for spec in config.targets}
+    start, floor, ceiling = capacity.start, capacity.floor, capacity.ceiling
+    searches = {s: Search(axis, start, floor=floor, ceiling=ceiling) for s in config.targets}
     prober = _Prober(config, capacity, axis, requests, names)
     stopped = "bracket"
     try:

@@ -280,6 +280,8 @@ def capacity_request(argv: Sequence[str]) -> tuple[RunConfig, capacity.CapacityC
         parser.error("--by concurrency starts at a whole number of streams")
     if args.floor is not None and args.floor > args.start:
         parser.error(f"--floor {args.floor:g} is above --start {args.start:g}")
+    if args.ceiling is not None and args.ceiling < args.start:
+        parser.error(f"--ceiling {args.ceiling:g} is below --start {args.start:g}")
     config = _configured(parser, args, argv)
     if config is None:
         return 2
@@ -287,6 +289,7 @@ def capacity_request(argv: Sequence[str]) -> tuple[RunConfig, capacity.CapacityC
         by=args.by,
         start=args.start,
         floor=args.floor,
+        ceiling=args.ceiling,
         budget_s=args.budget,
         probe_requests=args.requests,
         min_probe_s=args.duration,

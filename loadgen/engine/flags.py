@@ -231,6 +231,10 @@ FLAGS = {
              "halve down to this level before giving up (default --start / 8; --start "
              "itself: a start that does not meet ends the search)",
              bounds.real(0, 100_000, "a level", zero_ok=False), options={"metavar": "LEVEL"}),
+        Flag("--ceiling",
+             "double up to this level at most (default: no end; --start itself: a check of "
+             "that one level)",
+             bounds.real(0, 100_000, "a level", zero_ok=False), options={"metavar": "LEVEL"}),
         Flag("--budget", "stop searching when the next probe would end past this",
              bounds.duration(), 900.0, format_duration),
         Flag("--repeat",
@@ -292,7 +296,7 @@ CONVERSATION = ("--turns", "--think-time")
 SPREAD = ("--blocks", "--workers", "--shard", "--sync-dir", "--sync-timeout")
 READ_BESIDE = ("--slice", "--gpu-metrics", "--gpu-interval", "--server-metrics", "--weight-bytes",
                "--kv-bytes-per-token", "--gpu-bandwidth", "--gpus", "--progress")  # fmt: skip
-SEARCH = ("--by", "--start", "--floor", "--budget", "--repeat")
+SEARCH = ("--by", "--start", "--floor", "--ceiling", "--budget", "--repeat")
 PLAN = ("--candidates", "--models", "--tensor-parallel", "--gpu-types", "--dtypes",
         "--gpu-prices", "--twin", "--headroom", "--max-replicas", "--jobs", "--ray")  # fmt: skip
 

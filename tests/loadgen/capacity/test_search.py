@@ -79,12 +79,32 @@ def test_a_floor_at_the_start_asks_only_whether_it_holds_and_how_far_above() -> 
     assert low.passing is not None and low.passing <= 0.2 < low.failing
 
 
-def test_a_floor_above_the_start_is_refused(capsys) -> None:
+def test_a_ceiling_caps_the_doubling_and_at_the_start_checks_one_level() -> None:
+    capped = Search(AXES["speed"], 1.0, ceiling=3.0)
+    while (level := capped.next_level()) is not None:
+        capped.record(level, MEETS)
+    assert [lvl for lvl, _ in capped.tried] == [1, 2, 3] and capped.failing is None
+    for outcome in (MEETS, FAILS, UNDECIDED):
+        one = Search(AXES["speed"], 1.0, floor=1.0, ceiling=1.0)
+        assert one.next_level() == 1.0
+        one.record(1.0, outcome)
+        assert one.next_level() is None and len(one.tried) == 1
+        assert one.passing == (1.0 if outcome == MEETS else None)
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--start", "2", "--floor", "3"], "--floor 3 is above --start 2"),
+        (["--start", "2", "--ceiling", "1"], "--ceiling 1 is below --start 2"),
+    ],
+)
+def test_a_floor_above_or_a_ceiling_below_the_start_is_refused(capsys, flags, said) -> None:
     argv = ["capacity", "--target", "virtual:llama-70b-awq-tp4-a100", "--slo", "ttft=1s@p90"]
     with pytest.raises(SystemExit) as exited:
-        main([*argv, "--start", "2", "--floor", "3"])
+        main([*argv, *flags])
     assert exited.value.code == 2
-    assert "--floor 3 is above --start 2" in capsys.readouterr().err
+    assert said in capsys.readouterr().err
 
 
 def test_a_pass_above_a_failure_does_not_raise_the_capacity() -> None:
