@@ -4,14 +4,14 @@ type (its argv is kept in plan.json), in its own directory.
 
 One replica is searched first, from the traffic down to a floor of 1 / (8 x the bound on
 replicas) of it; its capacity s (a multiple of the traffic: --by speed, or requests/s over
-the traffic's rate) puts the need at about ceil(want / s) replicas. That many are searched
-(starting at the level wanted), then one more while they fall short, or one fewer while
-the estimate says it may do, until the fewest that hold it are pinned or the bound on
-replicas is reached. Those searches have the level wanted as their floor (`--floor`): a
-count that does not hold it is told so by its first probe, with no search below it that
-nothing would read. A candidate that meets the SLOs at no level on one replica, even that
-far below the traffic, meets them at no size: the SLO is missed by a request alone, not by
-the load.
+the traffic's rate) puts the need at about ceil(want / s) replicas. Counts are then checked,
+each by the capacity command held to the one level wanted (`--floor` and `--ceiling` there:
+a probe, extended while undecided, says whether that many hold it): that many, twice as many
+while they fall short, then halving the gap between the most that fell short and the fewest
+that held, as more replicas never hold less. The fewest that hold it is then searched in
+full from the level wanted up (its capacity, its cost per token, what binds). A candidate
+that meets the SLOs at no level on one replica, even that far below the traffic, meets them
+at no size: the SLO is missed by a request alone, not by the load.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen.capacity.search import PRECISION
 from loadgen.commands import capacity
 from loadgen.engine import flags
 from loadgen.reports import capacity as capacity_report
@@ -31,7 +30,6 @@ from loadgen.runs.config import RunConfig
 
 CapacityRequest = Callable[[Sequence[str]], "tuple[RunConfig, capacity.CapacityConfig] | int"]
 PLAN_ONLY = (*flags.PLAN, "--rate", "--out")  # the plan's flags, not a capacity search's
-MAX_SEARCHES = 6  # per candidate: one replica, then a few counts around the estimate
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +49,12 @@ class Job:
     request: CapacityRequest
 
 
-def capacity_argv(job: Job, replicas: int, start: float, floor: float) -> list[str]:
-    """The capacity command for `replicas` of the candidate from `start` down to `floor`:
-    the plan's workload, SLO and seed flags as given, its own flags left out."""
+def capacity_argv(
+    job: Job, replicas: int, start: float, floor: float, ceiling: float | None = None
+) -> list[str]:
+    """The capacity command for `replicas` of the candidate from `start`, down to `floor` and
+    up to `ceiling`: the plan's workload, SLO and seed flags as given, its own flags left
+    out. A check of one level has its own folder beside the count's full search."""
     kept, skip = [], False
     for word in job.argv:
         if skip:
@@ -64,12 +65,13 @@ def capacity_argv(job: Job, replicas: int, start: float, floor: float) -> list[s
             skip = "=" not in word
             continue
         kept.append(word)
-    out = job.out / f"replicas-{replicas}"
+    out = job.out / (f"replicas-{replicas}" + (f"-at-{start:g}" if ceiling is not None else ""))
     target = ["--target", job.spec, "--virtual-replicas", str(replicas)]
     if job.args:
         target += ["--virtual-args", job.args]
     by = ["--by", "rate"] if job.rate is not None else ["--by", "speed"]
     levels = ["--start", f"{start:g}", "--floor", f"{floor:g}"]
+    levels += ["--ceiling", f"{ceiling:g}"] if ceiling is not None else []
     return ["capacity", *target, *by, *levels, *kept, "--out", str(out)]
 
 
@@ -87,6 +89,17 @@ def search(job: Job, replicas: int, want: float, floor: float) -> dict[str, Any]
     level = job.rate or 1.0
     start = float(f"{want * level:.3g}")
     argv = capacity_argv(job, replicas, start, min(start, float(f"{floor * level:.3g}")))
+    return _ran(job, replicas, argv, "search")
+
+
+def check(job: Job, replicas: int, want: float) -> dict[str, Any]:
+    """Whether `replicas` hold `want`: the capacity command held to that one level."""
+    start = float(f"{want * (job.rate or 1.0):.3g}")
+    return _ran(job, replicas, capacity_argv(job, replicas, start, start, start), "check")
+
+
+def _ran(job: Job, replicas: int, argv: list[str], kind: str) -> dict[str, Any]:
+    """The capacity command of `argv`, written as the command writes it; its plan.json entry."""
     found = job.request(argv)
     if isinstance(found, int):
         raise ValueError(f"the capacity command refused {' '.join(argv)}")
@@ -97,6 +110,7 @@ def search(job: Job, replicas: int, want: float, floor: float) -> dict[str, Any]
     knee = [p for p in t["probes"] if p["level"] == t["capacity"] and p["repeat"] is None]
     return {
         "replicas": replicas,
+        "kind": kind,
         "share": _share(result, job.rate),
         "capacity": t["capacity"],
         "bracket": t["bracket"],
@@ -113,38 +127,42 @@ def search(job: Job, replicas: int, want: float, floor: float) -> dict[str, Any]
     }
 
 
-def fewest(job: Job, want: float, searched: dict[int, dict[str, Any]]) -> int | None:
-    """The fewest replicas (searched, or searched now) whose share holds `want`; None when
-    the bound or the count of searches is reached first."""
+class _Counts:
+    """What is known of each count against each level wanted, checks run as needed."""
 
-    def holds(n: int) -> bool:
-        if n not in searched:
-            searched[n] = search(job, n, want, floor=want)
-        share = searched[n]["share"]
-        return share is not None and share >= want
+    def __init__(self, job: Job, one: dict[str, Any]) -> None:
+        self.job = job
+        self.one = one
+        self.checks: dict[tuple[int, float], dict[str, Any]] = {}
 
-    held = [n for n in searched if (searched[n]["share"] or 0) >= want]
-    n = min(held) if held else _estimate(job, want, searched)
-    while n is not None and len(searched) < MAX_SEARCHES + 1:
-        if holds(n):
-            if n == 1 or (n - 1 in searched and not holds(n - 1)):
-                return n
-            share = searched[n]["share"] * (n - 1) / n  # a perfect split over one fewer
-            if n - 1 not in searched and share < want * (1 - PRECISION):
-                return n
-            n -= 1
-        else:
-            n = n + 1 if n < job.max_replicas else None
-    return None
+    def holds(self, n: int, want: float) -> bool:
+        if n == 1:
+            return self.one["share"] is not None and self.one["share"] >= want
+        if (n, want) not in self.checks:
+            self.checks[(n, want)] = check(self.job, n, want)
+        return self.checks[(n, want)]["share"] is not None
+
+    def fewest(self, want: float, short: int = 0) -> int | None:
+        """The fewest replicas that hold `want`, more than `short` (known to fall short);
+        None past the bound."""
+        if self.holds(1, want):
+            return 1
+        short, held = max(short, 1), None
+        n = min(self.job.max_replicas, max(short + 1, _estimate(want, self.one["share"])))
+        while held is None or held - short > 1:
+            if self.holds(n, want):
+                held = n
+            else:
+                short = n
+                if held is None and n == self.job.max_replicas:
+                    return None
+            n = min(self.job.max_replicas, 2 * n) if held is None else (short + held) // 2
+        return held
 
 
-def _estimate(job: Job, want: float, searched: dict[int, dict[str, Any]]) -> int | None:
-    """Replicas a perfect split would need, from the largest count searched that held some."""
-    held = [(n, r["share"]) for n, r in searched.items() if r["share"]]
-    if not held:
-        return None
-    n, share = max(held)
-    return min(job.max_replicas, max(1, math.ceil(want * n / share - 1e-9)))
+def _estimate(want: float, share: float) -> int:
+    """Replicas a perfect split of one replica's share would need."""
+    return max(1, math.ceil(want / share - 1e-9))
 
 
 def size(job: Job) -> dict[str, Any]:
@@ -159,13 +177,19 @@ def _size(job: Job) -> dict[str, Any]:
     one = search(job, 1, 1.0, floor=1.0 / (8 * job.max_replicas))
     if one["share"] is None:
         return _sized([one], None, None, f"meets the SLOs at no size: {one['reason']}")
-    searched: dict[int, dict[str, Any]] = {1: one}
-    whole = fewest(job, 1.0, searched)
-    wanted = fewest(job, 1.0 + job.headroom, searched) if whole is not None else None
+    counts = _Counts(job, one)
+    whole = counts.fewest(1.0)
+    want = 1.0 + job.headroom
+    wanted = counts.fewest(want, (whole or 1) - 1) if whole is not None else None
+    full = {1: one}
+    if wanted is not None and wanted > 1:  # the count bought, searched in full from `want` up
+        full[wanted] = search(job, wanted, want, floor=want)
+    checked = [c for (n, _), c in sorted(counts.checks.items()) if n not in full]
     reason: str | None = None
     if whole is None or wanted is None:
         reason = f"needs more than {job.max_replicas} replicas (the bound)"
-    return _sized([searched[n] for n in sorted(searched)], whole, wanted, reason)
+    searches = sorted([*full.values(), *checked], key=lambda s: s["replicas"])
+    return _sized(searches, whole, wanted, reason)
 
 
 def _sized(

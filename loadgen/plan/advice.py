@@ -74,7 +74,8 @@ def rank(entries: list[dict[str, Any]]) -> list[str]:
 
 def front(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every searched deployment that met the SLOs at the traffic (candidate, replicas,
-    $/hour, headroom), and whether none cheaper has as much headroom (the Pareto front)."""
+    $/hour, headroom), and whether none cheaper has as much headroom (the Pareto front). A
+    count only checked at one level has no headroom figure: it is left out."""
     points = [
         {
             "name": e["name"],
@@ -85,7 +86,7 @@ def front(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for e in entries
         if e.get("usd_per_hour") is not None
         for s in e["searches"]
-        if s["share"] is not None and s["share"] >= 1
+        if s.get("kind") != "check" and s["share"] is not None and s["share"] >= 1
     ]
     for p in points:
         p["front"] = not any(

@@ -45,7 +45,7 @@ def typed_by_hand(tmp_path: Path, entry: dict, trace: Path, target: list[str]) -
         by_hand = tmp_path / f"by-hand-{search['replicas']}"
         argv = ["capacity", *target, "--by", "speed"]
         argv += ["--virtual-replicas", str(search["replicas"]), "--replay", str(trace), *SLO]
-        for flag in ("--start", "--floor"):  # a count checked against the traffic: floored
+        for flag in ("--start", "--floor", "--ceiling"):  # a count checked: held to one level
             if flag in search["argv"]:
                 argv += [flag, search["argv"][search["argv"].index(flag) + 1]]
         argv += ["--seed", "3", "--out", str(by_hand)]
@@ -54,7 +54,7 @@ def typed_by_hand(tmp_path: Path, entry: dict, trace: Path, target: list[str]) -
         for figure in ("capacity", "bracket", "binding", "output_tokens_per_s"):
             assert t[figure] == search[figure], figure
         assert len(t["probes"]) == search["probes"]
-        if "--floor" in argv and t["capacity"] is None:  # told by its first level alone
+        if search["kind"] == "check":  # told by its one level alone
             start = float(argv[argv.index("--start") + 1])
             assert {p["level"] for p in t["probes"]} == {start}
 
@@ -70,10 +70,12 @@ def test_a_candidates_figure_is_the_capacity_command_typed_by_hand(tmp_path: Pat
     entry = by_name["llama-70b-awq-tp4-a100"]
     assert entry["status"] == "ranked"
     typed_by_hand(tmp_path, entry, trace, ["--target", "virtual:llama-70b-awq-tp4-a100"])
-    # the replicas it priced at hold the traffic, one fewer do not
+    # the replicas it priced at hold the traffic, searched in full; one fewer do not
     shares = {s["replicas"]: s["share"] for s in entry["searches"]}
     assert entry["replicas"] >= 2 and len(shares) >= 2
     assert shares[entry["replicas"]] >= 1 > (shares.get(entry["replicas"] - 1) or 0)
+    kinds = {s["replicas"]: s["kind"] for s in entry["searches"]}
+    assert kinds[1] == kinds[entry["replicas"]] == "search"
 
 
 @pytest.mark.slow
