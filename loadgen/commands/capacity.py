@@ -109,6 +109,8 @@ class _Prober:
     # --by speed: the widest trace window a probe needed so far; every later probe, of any
     # target, replays that window, so all levels are judged on the same requests
     widest: int = 0
+    # --by speed: the trace's window at each width, read once (a probe asks several times)
+    windows: dict[int, replay.Replay] = field(default_factory=dict)
 
     def judge(self, spec: str, level: float, search: Search) -> None:
         """Probe the level, extended while undecided (up to the cap); record its outcome
@@ -175,14 +177,19 @@ class _Prober:
         scale = 2**extension
         if self.axis.name != "speed":
             return self.requests * scale
-        return len(_window(self.config, scale).arrivals)
+        return len(self._window(scale).arrivals)
 
     def _sessions(self, level: float, scale: int) -> float | None:
         """--by speed over an agents' trace: the sessions its window starts a minute at this
         speed (None for another axis, or a trace without sessions)."""
         if self.axis.name != "speed":
             return None
-        return replay.sessions.per_minute(_window(self.config, scale).arrivals, level)
+        return replay.sessions.per_minute(self._window(scale).arrivals, level)
+
+    def _window(self, scale: int) -> replay.Replay:
+        if scale not in self.windows:
+            self.windows[scale] = _window(self.config, scale)
+        return self.windows[scale]
 
     def _grows(self, extension: int) -> bool:
         """An extension would measure more: a replay's window that holds the whole trace
