@@ -30,7 +30,6 @@ from typing import Any
 from loadgen import replay
 from loadgen.analysis import steady
 from loadgen.analysis.settle import Settle
-from loadgen.analysis.slo import LABELS
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import PRECISION, Search, probe_requests
 from loadgen.capacity.verdict import FAILS, UNDECIDED, verdict
@@ -122,10 +121,10 @@ class _Prober:
             last = extension == MAX_EXTENSIONS or not self._grows(extension + 1)
             if probe["outcome"] != UNDECIDED or last:
                 search.record(level, probe["outcome"])
-                _report(probe)
+                capacity_report.judged(probe)
                 return
             probe["extended"] = True
-            _report(probe)
+            capacity_report.judged(probe)
             extension, extends = extension + 1, probe["number"]
             if self.axis.name == "speed":
                 self.widest = max(self.widest, extension)
@@ -145,7 +144,7 @@ class _Prober:
             raise _OutOfBudget
         self.number += 1
         name, requests = self.names[spec], self._size(extension)
-        _announce(self.number, name, self.axis, level, requests, extends, repeat)
+        capacity_report.announce(self.number, name, self.axis, level, requests, extends, repeat)
         probe_config = self._config(spec, level, requests, scale)
         started = time.monotonic()
         summary = run.measure(probe_config)
@@ -367,7 +366,8 @@ def _repeat(prober: _Prober, searches: dict[str, Search], number: int) -> None:
                 for p in prober.probes[spec]
                 if p["level"] == level and p["repeat"] is None and not p["extended"]
             ]
-            _report(prober.probe(spec, level, deciding[-1]["extension"], repeat=number))
+            again = prober.probe(spec, level, deciding[-1]["extension"], repeat=number)
+            capacity_report.judged(again)
 
 
 def _probe(
@@ -418,41 +418,3 @@ def _queueing(probe: dict[str, Any], earlier: list[dict[str, Any]]) -> None:
 
 def _figures(block: dict[str, Any]) -> dict[str, Any]:
     return {k: block[k] for k in ("p50", "p90", "p99", "p999", "mean", "count", "ci95")}
-
-
-def _announce(
-    number: int,
-    name: str,
-    axis: Axis,
-    level: float,
-    requests: int,
-    extends: int | None,
-    repeat: int | None,
-) -> None:
-    why = ""
-    if extends is not None:
-        why = f"; extends undecided probe {extends}"
-    elif repeat is not None:
-        why = f"; repeat {repeat} with a new seed"
-    print(
-        f"capacity: probe {number}: {name} at {level:g} {axis.short_unit} (at least {requests} "
-        f"requests{why})",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
-def _report(probe: dict[str, Any]) -> None:
-    figures = ", ".join(f"{LABELS[m]} {r:.0%} of its limit" for m, r in probe["ratios"].items())
-    outcome = probe["outcome"]
-    if outcome == FAILS:
-        outcome += ": " + "; ".join(probe["failures"])
-    elif outcome == UNDECIDED:
-        outcome += ": " + "; ".join(probe["unsure"])
-    warmup = probe["warmup_s"]
-    print(
-        f"capacity:   {outcome} ({figures}; warm-up {warmup or 0:.0f} s, window "
-        f"{probe['window_s']:.0f} s, {probe['requests']} requests)",
-        file=sys.stderr,
-        flush=True,
-    )

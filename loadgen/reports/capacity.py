@@ -9,6 +9,7 @@ breaks first above it, and the headroom of the stronger target at the weaker one
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from loadgen.analysis.slo import LABELS, METRICS, Slos, named, percentile_label
 from loadgen.capacity.advice import sentence, slos_of
 from loadgen.capacity.axis import AXES, Axis
 from loadgen.capacity.search import VIRTUAL_REQUESTS, Search, crossing
+from loadgen.capacity.verdict import FAILS, UNDECIDED
 from loadgen.reports.charts import capacity as capacity_charts
 from loadgen.reports.charts import png
 from loadgen.reports.html import capacity as html_capacity
@@ -367,3 +369,43 @@ def conclusion(result: Mapping[str, Any]) -> list[str]:
         if t["reason"]:
             lines.append(f"No capacity for {name}: {t['reason']}.")
     return lines
+
+
+def announce(
+    number: int,
+    name: str,
+    axis: Axis,
+    level: float,
+    requests: int,
+    extends: int | None,
+    repeat: int | None,
+) -> None:
+    """A probe's first console line: what it runs, and why (an extension, a repeat)."""
+    why = ""
+    if extends is not None:
+        why = f"; extends undecided probe {extends}"
+    elif repeat is not None:
+        why = f"; repeat {repeat} with a new seed"
+    print(
+        f"capacity: probe {number}: {name} at {level:g} {axis.short_unit} (at least {requests} "
+        f"requests{why})",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def judged(probe: Mapping[str, Any]) -> None:
+    """A probe's second console line: its verdict, why, and what it measured."""
+    figures = ", ".join(f"{LABELS[m]} {r:.0%} of its limit" for m, r in probe["ratios"].items())
+    outcome = probe["outcome"]
+    if outcome == FAILS:
+        outcome += ": " + "; ".join(probe["failures"])
+    elif outcome == UNDECIDED:
+        outcome += ": " + "; ".join(probe["unsure"])
+    warmup = probe["warmup_s"]
+    print(
+        f"capacity:   {outcome} ({figures}; warm-up {warmup or 0:.0f} s, window "
+        f"{probe['window_s']:.0f} s, {probe['requests']} requests)",
+        file=sys.stderr,
+        flush=True,
+    )
