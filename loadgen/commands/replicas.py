@@ -180,7 +180,9 @@ def _size(job: Job) -> dict[str, Any]:
     counts = _Counts(job, one)
     whole = counts.fewest(1.0)
     want = 1.0 + job.headroom
-    wanted = counts.fewest(want, (whole or 1) - 1) if whole is not None else None
+    wanted = whole
+    if whole is not None and want > 1.0:  # fewer than `whole` fall short of it already
+        wanted = counts.fewest(want, whole - 1)
     full = {1: one}
     if wanted is not None and wanted > 1:  # the count bought, searched in full from `want` up
         full[wanted] = search(job, wanted, want, floor=want)
