@@ -86,13 +86,31 @@ def reach(settings: ReplaySettings, count: int) -> float | None:
     return duration_for(parsed.records, settings.start_s, count)
 
 
+# the last trace parsed, by the file's identity and how it was read: a capacity search reads
+# the same file for every probe, and parsing an hour's trace costs more than a short probe
+_last: dict[tuple[Any, ...], tuple[bytes, Parsed]] = {}
+
+
 def _read(settings: ReplaySettings) -> tuple[Path, bytes, Parsed]:
-    """The trace file, read and parsed; ValueError naming the file (and line) when it is bad."""
+    """The trace file, read and parsed (again only once it changed); ValueError naming the
+    file (and line) when it is bad."""
     path = Path(settings.file)
     try:
+        stat = path.stat()
+        key: tuple[Any, ...] = (str(path.absolute()), stat.st_dev, stat.st_ino, stat.st_size)
+        key += (stat.st_mtime_ns, settings.format, settings.skip_bad_rows)
+        if key in _last:
+            return path, *_last[key]
         raw = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"--replay {path}: {exc.strerror or exc}") from None
+    parsed = _parse(path, raw, settings)
+    _last.clear()
+    _last[key] = raw, parsed
+    return path, raw, parsed
+
+
+def _parse(path: Path, raw: bytes, settings: ReplaySettings) -> Parsed:
     try:
         parsed = parse(raw.decode("utf-8"), settings.format, settings.skip_bad_rows)
     except UnicodeDecodeError as exc:
@@ -100,7 +118,7 @@ def _read(settings: ReplaySettings) -> tuple[Path, bytes, Parsed]:
     except BadRow as exc:
         hint = "" if settings.skip_bad_rows else " (--skip-bad-rows skips such rows)"
         raise ValueError(f"{path}:{exc.line}: {exc.reason}{hint}") from None
-    return path, raw, parsed
+    return parsed
 
 
 def fit(trace: Replay, limit: int, settings: ReplaySettings) -> Replay:

@@ -305,3 +305,20 @@ def test_the_example_trace_is_azure_shaped() -> None:
     assert 2.0 * 600 * 0.8 < len(r) < 3.2 * 600 * 1.2  # 2 req/s swelling to 3.2
     assert 800 < float(np.median([x.input_tokens for x in r])) < 1300  # Splitwise's 1,020
     assert 100 < float(np.median([x.output_tokens for x in r])) < 160  # and 129
+
+
+def test_a_trace_read_again_is_the_file_as_it_is_now(tmp_path: Path) -> None:
+    """The parse is kept between loads of one file (a capacity search reads it every probe),
+    but a file written since is read anew, and another file is never taken for it."""
+    path = tmp_path / "trace.jsonl"
+    row = {"timestamp": 0, "input_length": 100, "output_length": 10}
+    path.write_text(json.dumps(row) + "\n")
+    settings = ReplaySettings(file=str(path))
+    assert len(load(settings, None, None).arrivals) == 1
+    assert len(load(settings, None, None).arrivals) == 1
+    path.write_text("".join(json.dumps(row | {"timestamp": i}) + "\n" for i in range(3)))
+    assert len(load(settings, None, None).arrivals) == 3
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps(row | {"output_length": 7}) + "\n")
+    (arrival,) = load(ReplaySettings(file=str(other)), None, None).arrivals
+    assert arrival.record.output_tokens == 7
