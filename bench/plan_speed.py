@@ -106,7 +106,8 @@ def fates(result: dict, window: int, hour: int) -> Counter[str]:
             out[c["status"]] += 1
             continue
         out["sized"] += 1
-        out["searches"] += len(c["searches"])
+        out["searches"] += sum(s.get("kind") != "check" for s in c["searches"])
+        out["checks"] += sum(s.get("kind") == "check" for s in c["searches"])
         out["probes"] += sum(s["probes"] for s in c["searches"])
         dirs += [s["dir"] for s in c["searches"]]
     for d in dirs:
@@ -152,8 +153,8 @@ def main() -> None:
     print(
         f"ruled out before any run: {seen['does_not_fit']} do not fit, {seen['cannot_meet']} "
         f"cannot meet TPOT by the roofline; pruned by the cost bound: {seen['pruned']}; "
-        f"sized: {seen['sized']} ({seen['searches']} capacity searches, {seen['probes']} "
-        f"probes; those kept replayed {seen['replayed']:,} requests)"
+        f"sized: {seen['sized']} ({seen['searches']} capacity searches, {seen['checks']} "
+        f"checks, {seen['probes']} probes; those kept replayed {seen['replayed']:,} requests)"
     )
     print(
         f"wall {wall:.0f} s, CPU {cpu:.0f} s: {cpu / n:.1f} CPU s per candidate, "
