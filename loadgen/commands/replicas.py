@@ -186,11 +186,12 @@ def _size(job: Job) -> dict[str, Any]:
     full = {1: one}
     if wanted is not None and wanted > 1:  # the count bought, searched in full from `want` up
         full[wanted] = search(job, wanted, want, floor=want)
-    checked = [c for (n, _), c in sorted(counts.checks.items()) if n not in full]
+    checked = [c for _, c in sorted(counts.checks.items())]
     reason: str | None = None
     if whole is None or wanted is None:
         reason = f"needs more than {job.max_replicas} replicas (the bound)"
-    searches = sorted([*full.values(), *checked], key=lambda s: s["replicas"])
+    ran = [*full.values(), *checked]
+    searches = sorted(ran, key=lambda s: (s["replicas"], s["kind"] == "check"))  # full first
     return _sized(searches, whole, wanted, reason)
 
 

@@ -18,8 +18,15 @@ from loadgen.analysis.slo import Slos
 
 
 def chosen(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The search of the replicas a candidate is priced at."""
-    return next((s for s in entry["searches"] if s["replicas"] == entry["replicas"]), None)
+    """The search of the replicas a candidate is priced at (its full one, not its check)."""
+    return next(
+        (
+            s
+            for s in entry["searches"]
+            if s["replicas"] == entry["replicas"] and s.get("kind") != "check"
+        ),
+        None,
+    )
 
 
 def replica_range(replicas: int, share: float, want: float, uncertainty: float) -> list[int]:

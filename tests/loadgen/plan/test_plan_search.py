@@ -70,12 +70,11 @@ def test_a_candidates_figure_is_the_capacity_command_typed_by_hand(tmp_path: Pat
     entry = by_name["llama-70b-awq-tp4-a100"]
     assert entry["status"] == "ranked"
     typed_by_hand(tmp_path, entry, trace, ["--target", "virtual:llama-70b-awq-tp4-a100"])
-    # the replicas it priced at hold the traffic, searched in full; one fewer do not
-    shares = {s["replicas"]: s["share"] for s in entry["searches"]}
-    assert entry["replicas"] >= 2 and len(shares) >= 2
-    assert shares[entry["replicas"]] >= 1 > (shares.get(entry["replicas"] - 1) or 0)
-    kinds = {s["replicas"]: s["kind"] for s in entry["searches"]}
-    assert kinds[1] == kinds[entry["replicas"]] == "search"
+    # the replicas it priced at hold the traffic, searched in full; one fewer fell short
+    full = {s["replicas"]: s["share"] for s in entry["searches"] if s["kind"] == "search"}
+    short = {s["replicas"] for s in entry["searches"] if (s["share"] or 0) < 1}
+    assert entry["replicas"] >= 2 and 1 in full
+    assert full[entry["replicas"]] >= 1 and entry["replicas"] - 1 in short
 
 
 @pytest.mark.slow
@@ -170,7 +169,7 @@ def test_each_search_keeps_its_own_folder(tmp_path: Path) -> None:
     one.write_text('presets = ["llama-70b-awq-tp4-a100"]\nmax_replicas = 2\n[prices]\na100 = 1.8\n')
     (entry,) = plan(tmp_path, "--replay", str(trace), "--candidates", str(one))["candidates"]
     dirs = [s["dir"] for s in entry["searches"]]
-    assert len(set(dirs)) == len(dirs) == len({s["replicas"] for s in entry["searches"]}), dirs
+    assert len(set(dirs)) == len(dirs), dirs
     first = entry["searches"][0]
     assert first["replicas"] == 1 and first["argv"][first["argv"].index("--floor") + 1] == "0.0625"
     for search in entry["searches"]:
