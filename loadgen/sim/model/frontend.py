@@ -15,7 +15,10 @@ only with the arrivals.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from loadgen.sim.model.roofline import Efficiency
+from loadgen.sim.model.sequence import Seq
 
 
 class Frontend:
@@ -41,10 +44,14 @@ class Frontend:
         self.free_at = max(now, self.free_at) + self.per_request + self.per_token * prompt_tokens
         return self.free_at
 
-    def emit(self, now: float, tokens: int) -> float:
-        """The time the `tokens` a step sampled at `now` are sent to their clients. Without a
-        cost per output token the front end has no part in the output path: `now`."""
-        if self.per_output_token <= 0:
-            return now
-        self.free_at = max(now, self.free_at) + self.per_output_token * tokens
-        return self.free_at
+    def send(self, now: float, sampled: Sequence[tuple[Seq, float | None]]) -> float:
+        """Send what a step sampled at `now` to its clients: each sequence learns when its
+        tokens were sent (Seq.sent), which is returned. Without a cost per output token the
+        front end has no part in the output path: `now`."""
+        sent = now
+        if self.per_output_token > 0:
+            tokens = sum(seq.stepped for seq, _ in sampled)
+            self.free_at = sent = max(now, self.free_at) + self.per_output_token * tokens
+        for seq, _ in sampled:
+            seq.sent(sent)
+        return sent

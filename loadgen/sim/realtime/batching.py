@@ -96,9 +96,8 @@ class Engine:
             now = await sleep_until(gpu_clock)
             self._metrics.schedule_lag.observe(max(0.0, now - gpu_clock))
             sampled = self.scheduler.complete(batch, now)
-            sent = self._frontend.emit(now, sum(seq.stepped for seq, _ in sampled))
+            self._frontend.send(now, sampled)
             for seq, gap in sampled:
-                seq.sent(sent)
                 self._metrics.on_token(seq, seq.stepped, gap)
 
 

@@ -110,11 +110,10 @@ class Cluster:
                 batch, step = replica.batch, replica.step
                 self.steps += 1
                 sampled = replica.scheduler.complete(batch, now)
-                sent = replica.frontend.emit(now, sum(seq.stepped for seq, _ in sampled))
+                sent = replica.frontend.send(now, sampled)
                 if observe is not None:
                     observe(index, batch, step, now, sampled)
                 for done, _gap in sampled:
-                    done.sent(sent)
                     if not done.finished:
                         continue
                     replica.outstanding -= 1
