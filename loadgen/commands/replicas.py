@@ -86,16 +86,21 @@ def _share(result: dict[str, Any], rate: float | None) -> float | None:
 def search(job: Job, replicas: int, want: float, floor: float) -> dict[str, Any]:
     """One capacity search from `want` down to `floor` (multiples of the traffic), written as
     the command writes it; its entry in plan.json."""
-    level = job.rate or 1.0
-    start = float(f"{want * level:.3g}")
-    argv = capacity_argv(job, replicas, start, min(start, float(f"{floor * level:.3g}")))
+    start = _level(job, want)
+    argv = capacity_argv(job, replicas, start, min(start, _level(job, floor)))
     return _ran(job, replicas, argv, "search")
 
 
 def check(job: Job, replicas: int, want: float) -> dict[str, Any]:
     """Whether `replicas` hold `want`: the capacity command held to that one level."""
-    start = float(f"{want * (job.rate or 1.0):.3g}")
+    start = _level(job, want)
     return _ran(job, replicas, capacity_argv(job, replicas, start, start, start), "check")
+
+
+def _level(job: Job, share: float) -> float:
+    """The capacity command's level for a multiple of the traffic (requests/s with --rate),
+    to the three figures its argv shows."""
+    return float(f"{share * (job.rate or 1.0):.3g}")
 
 
 def _ran(job: Job, replicas: int, argv: list[str], kind: str) -> dict[str, Any]:
