@@ -29,7 +29,7 @@ from loadgen.sim import twin
 from loadgen.sim.cli import main as sim_main
 from loadgen.sim.model import presets
 from loadgen.sim.twin import capture, fit
-from loadgen.sim.twin.verdict import client_figures, percentile, server_figures
+from loadgen.sim.twin.figures import client_figures, percentile, server_figures
 from tests.real_vllm.conftest import HERE, MODEL, SIGNAL_FLAGS, VLLMServer
 from tests.sim.twin.test_twin_production import swelling_trace
 

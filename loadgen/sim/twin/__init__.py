@@ -11,6 +11,7 @@ each request's predicted timings.
 - `fit_targets.py` the figures a fit matches, grouped where a step's timing would blur them
 - `sensitivity.py` how timings move with each term, the schedule held fixed
 - `verdict.py` a fit from start to verdict: identification, held-out error
+- `figures.py` the client's and the server's TTFT and TPOT, and their percentiles
 - `front_start.py` where the front end's search starts: the client's gap over the server
 - `calibration.py` the model against published measurements, on a virtual clock
 """

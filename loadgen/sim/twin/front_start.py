@@ -8,9 +8,8 @@ median gap instead.
 
 from __future__ import annotations
 
-import statistics
-
 from loadgen.sim.twin.capture import Captured
+from loadgen.sim.twin.figures import percentile, server_figures
 
 FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6, "frontend_output_token": 1e-6}
 
@@ -21,12 +20,13 @@ def gap_start(requests: list[Captured]) -> dict[str, float]:
     (Little's law: the arrival rate times the mean time a request is in flight)."""
     gaps, prompts = [], []
     for r in requests:
-        if r.ttft is not None and r.server_queue is not None and r.server_prefill is not None:
-            gaps.append(r.ttft - r.server_queue - r.server_prefill)
+        server = server_figures(r)["ttft"]
+        if r.ttft is not None and server is not None:
+            gaps.append(r.ttft - server)
             prompts.append(r.prompt_tokens)
     if not gaps:
         return dict(FRONTEND_START)
-    gap = max(statistics.median(gaps), FRONTEND_START["frontend_request"])
+    gap = max(percentile(gaps, 50), FRONTEND_START["frontend_request"])
     mean_prompt = max(1.0, sum(prompts) / len(prompts))
     span = max(requests[-1].arrival - requests[0].arrival, 1.0)
     running = max(1.0, sum(_in_flight(r) for r in requests) / span)

@@ -23,6 +23,7 @@ from typing import Any
 from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import deployment, fit
 from loadgen.sim.twin.capture import Capture, Captured
+from loadgen.sim.twin.figures import client_figures, percentile, server_figures
 from loadgen.sim.twin.fit import ADMISSION, FRONTEND, TERMS, Fitted, Search
 from loadgen.sim.twin.fit_targets import SLICES, Targets, engine_timed
 from loadgen.sim.twin.front_start import FRONTEND_START, gap_start
@@ -393,28 +394,6 @@ def _judge(report: Report, search: Search, capture: Capture, held: set[int]) -> 
         report.slices.append(row)
 
 
-def client_figures(r: Captured | deployment.Timing) -> dict[str, float | None]:
-    """TTFT and TPOT as the client saw them (a capture's) or would (the twin's)."""
-    return {"ttft": r.ttft, "tpot": r.tpot}
-
-
-def server_figures(r: Captured | deployment.Timing) -> dict[str, float | None]:
-    """The server's own TTFT (queue and prefill) and TPOT (decode per token after the
-    first), of a captured request (None without its timings) or of the twin's."""
-    queue: float | None
-    prefill: float | None
-    decode: float | None
-    if isinstance(r, deployment.Timing):
-        queue, prefill, decode = r.queue, r.prefill, r.decode
-    else:
-        queue, prefill, decode = r.server_queue, r.server_prefill, r.server_decode
-    n = r.output_tokens
-    return {
-        "ttft": None if queue is None or prefill is None else queue + prefill,
-        "tpot": None if decode is None or n < 2 else decode / (n - 1),
-    }
-
-
 def _percentile_errors(
     pairs: list[tuple[Captured, deployment.Timing]],
     figures: Callable[[Captured | deployment.Timing], dict[str, float | None]] = client_figures,
@@ -437,11 +416,3 @@ def _percentile_errors(
                 }
     return out
 
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile, linear between order statistics."""
-    ordered = sorted(values)
-    at = (len(ordered) - 1) * q / 100
-    low = math.floor(at)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)

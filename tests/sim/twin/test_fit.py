@@ -17,7 +17,7 @@ from loadgen.sim.cli import main
 from loadgen.sim.model import presets
 from loadgen.sim.twin import capture as capture_format
 from loadgen.sim.twin import fit, verdict
-from loadgen.sim.twin.verdict import percentile
+from loadgen.sim.twin.figures import percentile
 
 BASE = "llama-70b-bf16-tp4-a100"
 EPOCH = 1_780_000_000.0

@@ -11,7 +11,7 @@ import pytest
 
 from loadgen.sim import twin
 from loadgen.sim.model import presets
-from loadgen.sim.twin import capture, fit, verdict
+from loadgen.sim.twin import capture, figures, fit, verdict
 
 PRESET = "llama-70b-bf16-tp4-a100"
 HIDDEN = {"frontend_request": 0.06, "frontend_token": 2e-5}  # 60 ms + 20 µs a prompt token
@@ -42,7 +42,7 @@ def _capture(path: Path, served: twin.Result, requests: list[twin.Request]) -> c
 
 
 def _p(values: list[float], q: float) -> float:
-    return verdict.percentile(values, q)
+    return figures.percentile(values, q)
 
 
 def test_the_front_end_is_fitted_to_the_clients_ttft(tmp_path: Path) -> None:

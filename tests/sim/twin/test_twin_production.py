@@ -17,7 +17,7 @@ from loadgen.sim import twin
 from loadgen.sim.cli import main as sim_main
 from loadgen.sim.model import presets
 from loadgen.sim.twin import capture, fit
-from loadgen.sim.twin.verdict import percentile
+from loadgen.sim.twin.figures import percentile
 from loadgen.stack.processes import simulator
 
 BASE = "llama-70b-bf16-tp4-a100"

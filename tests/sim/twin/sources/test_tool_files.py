@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from loadgen.sim.twin import capture, fit_targets
+from loadgen.sim.twin.figures import percentile
 from loadgen.sim.twin.sources import rebuilt
 from loadgen.sim.twin.sources.stream import PER_REQUEST, REBUILT
-from loadgen.sim.twin.verdict import percentile
 
 FIXTURES = Path(__file__).parent / "fixtures"
 AIPERF = FIXTURES / "aiperf" / "profile_export.jsonl"
