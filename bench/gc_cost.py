@@ -21,16 +21,15 @@ import argparse
 import json
 import os
 import signal
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from overhead_client import Cell, run_cell  # bench/, beside this script
+from proxy_ab import start_proxy
 from proxy_overhead import Pinning, start_upstream
 
 from latency_proxy.base.units import parse_duration
-from loadgen.stack.processes import free_port, running
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = """\
@@ -61,16 +60,9 @@ def measure(threshold: str, args: argparse.Namespace, upstream: int, tmp: Path, 
     """One proxy at `threshold`, loaded for one cell: CPU µs per request, requests, passes
     and its RSS at the window's end."""
     out = tmp / "passes.json"
-    env = os.environ | {
-        "PYTHONPATH": f"{tmp}{os.pathsep}{args.tree}",
-        "GC_COST_OUT": str(out),
-        "GC_COST_THRESHOLD": threshold,
-    }
-    port, admin = free_port(), free_port()
-    argv = pin.under_test([sys.executable, "-m", "latency_proxy", "--upstream"])
-    argv += [f"http://127.0.0.1:{upstream}", "--port", str(port), "--admin-port", str(admin)]
-    ready = f"http://127.0.0.1:{admin}/healthz"
-    with running(argv, ready, tmp / "proxy.log", cwd=args.tree, env=env) as proxy:
+    probe = {"GC_COST_OUT": str(out), "GC_COST_THRESHOLD": threshold}
+    port, started = start_proxy(args.tree, upstream, tmp, pin, None, tmp, probe)
+    with started as proxy:
         cell = Cell(
             "proxy", f"http://127.0.0.1:{port}", args.streams, args.tokens, args.tokens > 1,
             args.warmup, args.duration, {"intermediary": [proxy.pid]}, pin.load,

@@ -57,10 +57,20 @@ def export(rev: str, into: Path) -> tuple[str, Path]:
     return commit, tree
 
 
-def start_proxy(tree: Path, upstream: int, tmp: Path, pin: Pinning, otlp: int | None):
-    """The proxy from `tree` (first on PYTHONPATH), its default settings."""
+def start_proxy(
+    tree: Path,
+    upstream: int,
+    tmp: Path,
+    pin: Pinning,
+    otlp: int | None,
+    before: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+):
+    """The proxy from `tree` (first on PYTHONPATH, after `before` when given: a folder with
+    a sitecustomize module), its default settings, `extra_env` added to its environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env["PYTHONPATH"] = str(tree)
+    env["PYTHONPATH"] = os.pathsep.join([*([str(before)] if before else []), str(tree)])
+    env |= extra_env or {}
     if otlp is not None:
         env |= {
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp}",
