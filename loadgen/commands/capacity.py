@@ -59,6 +59,7 @@ class CapacityConfig:
     probe_requests: int | None  # --requests: per probe and target (None: what the SLOs need)
     min_probe_s: float | None  # --duration: probes' windows last at least this long
     repeat: int = 0  # re-run each final bracket's ends this many times with new seeds
+    probe_pngs: bool = True  # each probe's report.md with its PNG charts
 
 
 class _OutOfBudget(Exception):
@@ -147,7 +148,7 @@ class _Prober:
         capacity_report.announce(self.number, name, self.axis, level, requests, extends, repeat)
         probe_config = self._config(spec, level, requests, scale)
         started = time.monotonic()
-        summary = run.measure(probe_config)
+        summary = run.measure(probe_config, pngs=self.capacity.probe_pngs)
         self.wall[spec] = (time.monotonic() - started) / scale
         probe = _probe(level, self.number, summary["targets"][name], summary, self.config)
         probe["sessions_per_min"] = self._sessions(level, scale)

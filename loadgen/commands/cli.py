@@ -86,7 +86,7 @@ def build_parser(search: bool = False, plan: bool = False) -> argparse.ArgumentP
     flags.add(w, flags.CONVERSATION)
     load = p.add_argument_group("load")
     if plan:
-        flags.add(load, ("--budget",))
+        flags.add(load, ("--budget", "--probe-pngs"))
         load.set_defaults(by="speed", start=1.0, repeat=0, concurrency=None)
         load.add_argument(
             "--rate",
@@ -294,6 +294,7 @@ def capacity_request(argv: Sequence[str]) -> tuple[RunConfig, capacity.CapacityC
         probe_requests=args.requests,
         min_probe_s=args.duration,
         repeat=args.repeat,
+        probe_pngs=args.probe_pngs is not False,
     )
     if args.by != "speed":
         config = replace(config, sweep=args.by, levels=(args.start,))

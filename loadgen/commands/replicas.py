@@ -72,7 +72,8 @@ def capacity_argv(
     by = ["--by", "rate"] if job.rate is not None else ["--by", "speed"]
     levels = ["--start", f"{start:g}", "--floor", f"{floor:g}"]
     levels += ["--ceiling", f"{ceiling:g}"] if ceiling is not None else []
-    return ["capacity", *target, *by, *levels, *kept, "--out", str(out)]
+    # a plan's probes are many and rarely opened: no PNGs, unless the plan's flags ask
+    return ["capacity", *target, *by, *levels, "--no-probe-pngs", *kept, "--out", str(out)]
 
 
 def _share(result: dict[str, Any], rate: float | None) -> float | None:

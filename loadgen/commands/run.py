@@ -69,8 +69,9 @@ def on_stack(config: RunConfig, stack: embedded.Stack) -> RunConfig:
     )
 
 
-def measure(config: RunConfig) -> dict[str, Any]:
-    """One run directory at config.out (data, summary, report); returns the summary."""
+def measure(config: RunConfig, pngs: bool = True) -> dict[str, Any]:
+    """One run directory at config.out (data, summary, report, its PNG charts unless not
+    `pngs`); returns the summary."""
     if config.prompt_seed is None:  # fresh prompts for every run; its workers share them
         config = replace(config, prompt_seed=secrets.randbits(63))
     # a bad trace stops the run before any load; the window read is the one the run replays
@@ -88,5 +89,5 @@ def measure(config: RunConfig) -> dict[str, Any]:
     if answer := comparison.proxy_cost(data, summary):
         summary["proxy_cost"] = answer
     rundir.write(config.out, data, summary)
-    report.write(config.out, data, summary, comparison.of_run(data, summary))
+    report.write(config.out, data, summary, comparison.of_run(data, summary), pngs)
     return summary

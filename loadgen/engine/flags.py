@@ -241,6 +241,12 @@ FLAGS = {
              "then re-run each final bracket's ends N times with new seeds and report the "
              "spread of the capacity figure (outside --budget)",
              bounds.count(0, 1000, "a repeat count"), 0, options={"metavar": "N"}),
+        Flag("--probe-pngs",
+             "draw each probe's PNG charts beside its report.md, about a third of a search's "
+             "CPU on the virtual clock; report.html draws its charts either way, and "
+             "`python -m loadgen report DIR` draws the PNGs later (default: yes; no for a "
+             "plan's searches)",
+             options={"action": argparse.BooleanOptionalAction, "default": None}),
         # the plan's: which deployments to weigh, what they cost, how many to buy
         Flag("--candidates",
              "the deployments to weigh: presets, engine flags to vary, prices per GPU-hour, "
@@ -296,7 +302,7 @@ CONVERSATION = ("--turns", "--think-time")
 SPREAD = ("--blocks", "--workers", "--shard", "--sync-dir", "--sync-timeout")
 READ_BESIDE = ("--slice", "--gpu-metrics", "--gpu-interval", "--server-metrics", "--weight-bytes",
                "--kv-bytes-per-token", "--gpu-bandwidth", "--gpus", "--progress")  # fmt: skip
-SEARCH = ("--by", "--start", "--floor", "--ceiling", "--budget", "--repeat")
+SEARCH = ("--by", "--start", "--floor", "--ceiling", "--budget", "--repeat", "--probe-pngs")
 PLAN = ("--candidates", "--models", "--tensor-parallel", "--gpu-types", "--dtypes",
         "--gpu-prices", "--twin", "--headroom", "--max-replicas", "--jobs", "--ray")  # fmt: skip
 

@@ -29,6 +29,8 @@ from loadgen.reports.slowest import (
     trace_cell,
 )
 
+# report.md drawn without its PNGs (a capacity search's probes, --no-probe-pngs)
+UNDRAWN = "Charts: in report.html; `python -m loadgen report DIR` draws them here as PNGs."
 SHOWN = (
     ("ttft_s", "TTFT"),
     ("tpot_s", "TPOT"),
@@ -384,14 +386,23 @@ def page(
     return html_run.render(data, summary, figures, text, (slowest_columns(reasoned), ranked))
 
 
-def write(out: Path, data: RunData, summary: dict[str, Any], comparison: str | None = None) -> Path:
-    """report.md (with the comparison section, if any), its plots and report.html, all
-    from the same figures and sentences, into the run directory."""
+def write(
+    out: Path,
+    data: RunData,
+    summary: dict[str, Any],
+    comparison: str | None = None,
+    pngs: bool = True,
+) -> Path:
+    """report.md (with the comparison section, if any), its plots unless not `pngs` and
+    report.html, all from the same figures and sentences, into the run directory."""
     figures = charts.figures(data, summary)
-    for figure in figures:
+    plots = [f.file for f in figures] if pngs else []
+    for figure in figures if pngs else []:
         png.write(figure, out / figure.file)
+    text = markdown(summary, data.meta, plots, comparison, slowest_requests(data))
+    if figures and not pngs:
+        text += f"\n{UNDRAWN}\n"
     path = out / "report.md"
-    plots = [f.file for f in figures]
-    path.write_text(markdown(summary, data.meta, plots, comparison, slowest_requests(data)))
+    path.write_text(text)
     (out / "report.html").write_text(page(data, summary, figures, comparison))
     return path

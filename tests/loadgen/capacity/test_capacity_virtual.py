@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from loadgen.commands.cli import main
+from loadgen.reports.run import UNDRAWN
 from loadgen.sim import twin
 from loadgen.sim.model import presets
 
@@ -100,3 +101,28 @@ def test_an_unknown_preset_is_one_line(tmp_path: Path, capsys) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "virtual:nope" in err and "unknown preset" in err
+
+
+def test_probes_without_pngs_lose_nothing_but_the_pngs(tmp_path: Path) -> None:
+    """--no-probe-pngs: the same probes and figures, each probe's report.html still charted,
+    its report.md saying where the charts are; `report DIR` draws the PNGs later."""
+    check = ["--by", "rate", "--start", "8", "--floor", "8", "--ceiling", "8", *TOKENS]
+    check += ["--requests", "200", "--seed", "5"]
+    drawn, _ = search(tmp_path / "drawn", *check)
+    bare, _ = search(tmp_path / "bare", *check, "--no-probe-pngs")
+    assert json.dumps(bare["probes"]) == json.dumps(drawn["probes"])
+    probes = sorted((tmp_path / "bare" / "cap").glob("probe-*"))
+    assert probes and (tmp_path / "bare" / "cap" / "capacity.png").exists()
+    for probe in probes:
+        assert not list(probe.glob("*.png"))
+        assert UNDRAWN in (probe / "report.md").read_text()
+        assert "<svg" in (probe / "report.html").read_text()
+    drawn_pngs = {p.name for p in (tmp_path / "drawn" / "cap").glob("probe-*/*.png")}
+    assert drawn_pngs
+    assert main(["report", str(tmp_path / "bare" / "cap")]) == 0
+    for probe in probes:
+        pngs = {p.name for p in probe.glob("*.png")}
+        assert pngs and all(
+            f"![{name}]({name})" in (probe / "report.md").read_text() for name in pngs
+        )
+        assert UNDRAWN not in (probe / "report.md").read_text()

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen.commands.cli import main
+from loadgen.commands import replicas
+from loadgen.commands.cli import build_parser, main
 from loadgen.sim import twin
 from loadgen.sim.model import presets
 
@@ -177,3 +178,24 @@ def test_each_search_keeps_its_own_folder(tmp_path: Path) -> None:
         assert (t["capacity"], t["bracket"]) == (search["capacity"], search["bracket"])
         if search is first:  # 1/8 of 60 req/s is more than one replica holds: on below it
             assert min(p["level"] for p in t["probes"]) < 1 / 8
+        assert "--no-probe-pngs" in search["argv"]  # a plan's probes are drawn in HTML only
+        assert not list(Path(search["dir"]).glob("probe-*/*.png"))
+        assert list(Path(search["dir"]).glob("probe-*/report.html"))
+
+
+@pytest.mark.parametrize("given, drawn", [([], False), (["--probe-pngs"], True)])
+def test_a_plans_probes_draw_pngs_only_when_asked(given: list[str], drawn: bool) -> None:
+    job = replicas.Job(
+        name="c",
+        spec="virtual:c",
+        args="",
+        argv=("--replay", "t.jsonl", *given, "--jobs", "2"),
+        out=Path("plan"),
+        rate=None,
+        headroom=0.0,
+        max_replicas=4,
+        request=lambda argv: 2,
+    )
+    argv = replicas.capacity_argv(job, 1, 1.0, 0.5)
+    args = build_parser(search=True).parse_args(argv[1:])
+    assert (args.probe_pngs is not False) is drawn
