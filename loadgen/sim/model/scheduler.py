@@ -153,20 +153,23 @@ class Scheduler:
         """The running sequences' next tokens into `batch`, preempting the newest while the
         cache cannot hold them: the budget left, and whether any was preempted."""
         preempted = False
+        speculating = self.config.speculation is not None
+        running, size = self.running, self.config.block_size
         i = 0
-        while i < len(self.running) and budget > 0:
-            seq = self.running[i]
-            n = min(seq.known - seq.computed, budget)
-            need = self._blocks_for(seq.computed + n) - len(seq.blocks)
+        while i < len(running) and budget > 0:  # once per sequence and step: kept lean
+            seq = running[i]
+            computed = seq.computed
+            n = min(seq.prompt_tokens + seq.generated - computed, budget)  # seq.known - computed
+            need = -(-(computed + n) // size) - len(seq.blocks)  # _blocks_for, inlined
             lost = False
-            while need > self.free_blocks and not lost:
-                victim = self.running.pop()  # the newest; never one already in this batch
+            while need > 0 and need > self.free_blocks and not lost:
+                victim = running.pop()  # the newest; never one already in this batch
                 self._preempt(victim)
                 preempted = True
                 lost = victim is seq
             if lost:
                 break
-            drafts = min(self._drafts(seq, n), budget - n)
+            drafts = min(self._drafts(seq, n), budget - n) if speculating else 0
             budget -= self._take(batch, seq, n, need, drafts)
             i += 1
         return budget, preempted
@@ -205,12 +208,13 @@ class Scheduler:
         sample a token. Returns them with their inter-token gap (None for a first token);
         finished ones leave the batch and free their blocks."""
         sampled = []
+        speculating = self.config.speculation is not None
         for seq, n in batch.work:
             if seq.aborted:  # left during the step
                 continue
             seq.computed += n
-            if seq.computed == seq.known:
-                tokens = self._verified(seq, n)
+            if seq.computed == seq.prompt_tokens + seq.generated:  # seq.known
+                tokens = self._verified(seq, n) if speculating else 1
                 sampled.append((seq, seq.advance(tokens, now)))
                 seq.computed += tokens - 1  # the accepted drafts' KV came with the step
                 if seq.finished:
@@ -220,10 +224,12 @@ class Scheduler:
 
     def _take(self, batch: Batch, seq: Seq, n: int, blocks: int, drafts: int = 0) -> int:
         """Schedule n tokens of seq (and `drafts` draft tokens to verify with them)."""
-        seq.blocks += self.blocks.allocate(blocks)
+        if blocks > 0:  # a decoding sequence needs one every block_size tokens
+            seq.blocks += self.blocks.allocate(blocks)
         full = (seq.computed + n) // self.config.block_size
-        self.blocks.cache(seq.blocks, seq.block_hashes, full, seq.hashed_blocks)
-        seq.hashed_blocks = max(seq.hashed_blocks, full)
+        if full > seq.hashed_blocks:  # a block filled: its hash joins the cache
+            self.blocks.cache(seq.blocks, seq.block_hashes, full, seq.hashed_blocks)
+            seq.hashed_blocks = full
         batch.work.append((seq, n))
         m = n + drafts
         if drafts:
