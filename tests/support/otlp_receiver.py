@@ -15,6 +15,7 @@ and async ones (`async with`, `await rx.await_spans(...)`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import socket
 import threading
@@ -290,7 +291,8 @@ class OTLPReceiver:
             self._http = None
             with self._changed:
                 for connection in self._connections:  # a stopped collector keeps no connections
-                    connection.shutdown(socket.SHUT_RDWR)
+                    with contextlib.suppress(OSError):  # the client may have closed it already
+                        connection.shutdown(socket.SHUT_RDWR)
         if self._grpc is not None:
             self._grpc.stop(grace=None).wait()
             self._grpc = None
