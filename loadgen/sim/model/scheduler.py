@@ -154,13 +154,12 @@ class Scheduler:
         cache cannot hold them: the budget left, and whether any was preempted."""
         preempted = False
         speculating = self.config.speculation is not None
-        running, size = self.running, self.config.block_size
+        running = self.running
         i = 0
-        while i < len(running) and budget > 0:  # once per sequence and step: kept lean
+        while i < len(running) and budget > 0:
             seq = running[i]
-            computed = seq.computed
-            n = min(seq.prompt_tokens + seq.generated - computed, budget)  # seq.known - computed
-            need = -(-(computed + n) // size) - len(seq.blocks)  # _blocks_for, inlined
+            n = min(seq.known - seq.computed, budget)
+            need = self._blocks_for(seq.computed + n) - len(seq.blocks)
             lost = False
             while need > 0 and need > self.free_blocks and not lost:
                 victim = running.pop()  # the newest; never one already in this batch
@@ -213,7 +212,7 @@ class Scheduler:
             if seq.aborted:  # left during the step
                 continue
             seq.computed += n
-            if seq.computed == seq.prompt_tokens + seq.generated:  # seq.known
+            if seq.computed == seq.known:
                 tokens = self._verified(seq, n) if speculating else 1
                 sampled.append((seq, seq.advance(tokens, now)))
                 seq.computed += tokens - 1  # the accepted drafts' KV came with the step

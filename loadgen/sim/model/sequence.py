@@ -101,11 +101,11 @@ class Seq:
         if self.first_token_at is None:
             self.first_token_at = now
         self.stepped = tokens
-        generated = self.generated = self.generated + tokens
+        self.generated += tokens
         self.last_token_at = now
-        if generated >= self.output_tokens:
+        if self.finished:
             self.finished_at = now
-        if generated >= self._next or generated >= self.output_tokens:  # self.due
+        if self.generated >= self.due:
             self._released = self.generated
             self._next = self.generated + self.stream_interval
             if self._waiter is not None and not self._waiter.done():
