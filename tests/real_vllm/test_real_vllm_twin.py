@@ -4,7 +4,8 @@ predicted at another rate and compared with the same server measured there.
 A CPU engine serving a tiny model spends its time in Python (scheduling, input
 preparation, sampling, detokenising), not in the model's arithmetic: the fit must find
 that, starting from a CPU preset whose roofline is a small share of a step, rather than
-force a GPU's memory- or compute-bound shape onto it. vLLM runs with its per-request
+force a GPU's memory- or compute-bound shape onto it, or say that it cannot split a step's
+fixed cost between the weights' reads and the host. vLLM runs with its per-request
 timings on (SIGNAL_FLAGS): on two cores shared by vLLM, the proxy and the client, tokens
 reach the client in bursts (often all at once: a TPOT of 0), so the server's own queue,
 prefill and decode times are what the fit can lean on and what the prediction is judged
@@ -103,7 +104,13 @@ def test_a_fit_from_the_proxys_log_predicts_real_vllm_at_another_rate(
     )  # fmt: skip
     assert math.isfinite(report["held_out_error"]) and report["held_out_error"] < HELD_OUT_SANE
     assert fitted.perf.efficiency.host_overhead > 0
-    assert overhead_share > 0.5, (overhead_share, step)
+    if unsplit := report["not_identified"].get("host_overhead"):
+        # batches that barely vary make the weights' reads and the host's time one fixed
+        # cost a step: the fit says it cannot split them and keeps the base's host overhead
+        # (the share then falls near a half); the step as a whole is judged by the errors
+        assert "cannot tell" in unsplit or "moves the fitted figures" in unsplit, unsplit
+    else:
+        assert overhead_share > 0.5, (overhead_share, step)
     assert all(math.isfinite(e) for *_, e in errors.values()), errors
     server = {k: e for k, (*_, e) in errors.items() if k.startswith("server")}
     assert all(1 / SANE < 1 + e < SANE for e in server.values()), server
