@@ -9,6 +9,7 @@ twin drive the same code.
 - `hf_config.py` a model's shape from its Hugging Face config.json
 - `derived.py` a preset from a catalogue GPU and a config.json
 - `scheduler.py` continuous batching as vLLM's V1 scheduler does it
+- `stride.py` the steps of a batch that stays the same, without a pass over every sequence
 - `sequence.py` one request inside the engine
 - `plan.py` what a request will generate, decided on arrival
 - `speculation.py` speculative decoding, reduced to what the timing needs

@@ -24,6 +24,10 @@ admitted only when its whole uncached prompt fits in one step's budget.
 With speculative decoding (speculation.py) a decoding sequence's step also verifies its
 draft tokens (they take budget and compute) and samples 1 + the drafts accepted; with a
 draft model the step also runs it once per draft token (Batch.step).
+
+Once a step leaves the batch unchanged (every sequence sampled, none finished, and none
+waiting or no slot free), the steps after it are scheduled by a stride (stride.py) until
+something changes: the same work, without a pass over every sequence.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from loadgen.sim.model.prefix_cache import BlockPool
 from loadgen.sim.model.roofline import PerfModel, StepTime
 from loadgen.sim.model.sequence import Seq
 from loadgen.sim.model.speculation import SpecStats, Speculation
+from loadgen.sim.model.stride import Stride
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize (config/cache.py)
 SCHEDULERS = ("v1", "v0")  # vLLM's engine generations (see the module's docstring)
@@ -93,6 +98,8 @@ class Scheduler:
         self.preemptions = 0
         self.prefix_cache_queries = 0  # tokens
         self.prefix_cache_hits = 0  # tokens
+        self._steady = False  # the last step left the batch as it was: a stride may go on
+        self._stride: Stride | None = None
 
     @property
     def num_running(self) -> int:
@@ -123,6 +130,7 @@ class Scheduler:
 
     def abort(self, seq: Seq) -> None:
         """Drop a sequence wherever it is and free its blocks (client went away)."""
+        self._steady = False
         if seq in self.running:
             self.running.remove(seq)
         elif seq in self.waiting:
@@ -131,12 +139,22 @@ class Scheduler:
         self._free(seq)
 
     @property
+    def full(self) -> bool:
+        """Every slot (max_num_seqs) taken: nothing waiting is admitted."""
+        return len(self.running) >= self.config.max_num_seqs
+
+    @property
     def prefill_first(self) -> bool:
         """V0 without chunked prefill: prompts get steps of their own (the module's docstring)."""
         return self.config.scheduler == "v0" and not self.config.enable_chunked_prefill
 
     def schedule(self, now: float) -> Batch:
         """The next step's work; sequences admitted for the first time are stamped `now`."""
+        if self._steady and (not self.waiting or self.full):
+            strode = self._stride_on()
+            if strode is not None:
+                return strode
+        self._stride = None
         batch = Batch([], speculation=self.config.speculation)
         budget = self.config.max_num_batched_tokens
         if self.prefill_first:
@@ -173,6 +191,23 @@ class Scheduler:
             i += 1
         return budget, preempted
 
+    def _stride_on(self) -> Batch | None:
+        """The steady batch's next step, its sequences' new and filled blocks given in
+        running order; None (nothing changed) when the cache cannot give them all, for the
+        full pass to preempt as it does."""
+        stride = self._stride
+        if stride is None:
+            stride = self._stride = Stride(self.running, self.config.block_size)
+        due = stride.due()
+        needs = [self._blocks_for(seq.computed + 1) - len(seq.blocks) for _, seq in due]
+        if sum(need for need in needs if need > 0) > self.free_blocks:
+            return None
+        for (_, seq), need in zip(due, needs, strict=True):
+            self._grow(seq, 1, need)
+        context = stride.advance(due)
+        tokens = len(stride.work)
+        return Batch(stride.work, tokens, context, context)
+
     def _admit(self, batch: Batch, budget: int, now: float) -> None:
         """Waiting sequences into `batch` in arrival order while budget, a slot and the
         cache allow."""
@@ -208,8 +243,10 @@ class Scheduler:
         finished ones leave the batch and free their blocks."""
         sampled = []
         speculating = self.config.speculation is not None
+        steady = not speculating  # a stride cannot know which drafts a step accepts
         for seq, n in batch.work:
             if seq.aborted:  # left during the step
+                steady = False
                 continue
             seq.computed += n
             if seq.computed == seq.known:
@@ -217,18 +254,18 @@ class Scheduler:
                 sampled.append((seq, seq.advance(tokens, now)))
                 seq.computed += tokens - 1  # the accepted drafts' KV came with the step
                 if seq.finished:
+                    steady = False
                     self.running.remove(seq)
                     self._free(seq)
+            else:
+                steady = False
+        self._steady = steady and len(batch.work) == len(self.running)
         return sampled
 
     def _take(self, batch: Batch, seq: Seq, n: int, blocks: int, drafts: int = 0) -> int:
         """Schedule n tokens of seq (and `drafts` draft tokens to verify with them)."""
-        if blocks > 0:  # a decoding sequence needs one every block_size tokens
-            seq.blocks += self.blocks.allocate(blocks)
-        full = (seq.computed + n) // self.config.block_size
-        if full > seq.hashed_blocks:  # a block filled: its hash joins the cache
-            self.blocks.cache(seq.blocks, seq.block_hashes, full, seq.hashed_blocks)
-            seq.hashed_blocks = full
+        if blocks > 0 or seq.computed + n >= (seq.hashed_blocks + 1) * self.config.block_size:
+            self._grow(seq, n, blocks)  # most steps of most sequences do neither
         batch.work.append((seq, n))
         m = n + drafts
         if drafts:
@@ -239,6 +276,15 @@ class Scheduler:
         batch.kv_tokens += seq.computed + m
         batch.attention += m * seq.computed + m * (m + 1) // 2
         return m
+
+    def _grow(self, seq: Seq, n: int, blocks: int) -> None:
+        """Give seq the `blocks` its next n tokens need; a block they fill joins the cache."""
+        if blocks > 0:  # a decoding sequence needs one every block_size tokens
+            seq.blocks += self.blocks.allocate(blocks)
+        full = (seq.computed + n) // self.config.block_size
+        if full > seq.hashed_blocks:  # a block filled: its hash joins the cache
+            self.blocks.cache(seq.blocks, seq.block_hashes, full, seq.hashed_blocks)
+            seq.hashed_blocks = full
 
     def _drafts(self, seq: Seq, n: int) -> int:
         """Draft tokens a decode step verifies for seq: none without speculation."""
