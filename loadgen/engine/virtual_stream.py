@@ -35,7 +35,10 @@ class Stream:
             if seq.released != seq.generated:
                 continue  # sampled, but not the end of a chunk
             i = seq.index
-            self.events.setdefault(i, array("d")).append(now)
+            times = self.events.get(i)
+            if times is None:
+                times = self.events[i] = array("d")
+            times.append(now)
             if i not in self.nth and seq.generated >= FIRST_N:
                 self.nth[i] = now
 

@@ -249,16 +249,18 @@ class Scheduler:
                 steady = False
                 continue
             seq.computed += n
-            if seq.computed == seq.known:
-                tokens = self._verified(seq, n) if speculating else 1
+            if seq.computed < seq.known:
+                steady = False  # a prefill chunk: more of its prompt to come
+            elif speculating:
+                tokens = self._verified(seq, n)
                 sampled.append((seq, seq.advance(tokens, now)))
                 seq.computed += tokens - 1  # the accepted drafts' KV came with the step
-                if seq.finished:
-                    steady = False
-                    self.running.remove(seq)
-                    self._free(seq)
             else:
+                sampled.append((seq, seq.advance(1, now)))
+            if seq.finished_at is not None:  # this step's last token (Seq.advance)
                 steady = False
+                self.running.remove(seq)
+                self._free(seq)
         self._steady = steady and len(batch.work) == len(self.running)
         return sampled
 

@@ -21,7 +21,6 @@ from loadgen.sim.model.speculation import SpecStats
 class Seq:
     __slots__ = (
         "_next",
-        "_released",
         "_waiter",
         "aborted",
         "arrival",
@@ -42,6 +41,7 @@ class Seq:
         "output_tokens",
         "preemptions",
         "prompt_tokens",
+        "released",
         "scheduled_at",
         "spec",
         "stepped",
@@ -81,8 +81,10 @@ class Seq:
         self.aborted = False
         self.spec: SpecStats | None = None  # its verify steps, when the engine speculates
         self.stepped = 0  # tokens sampled in its last step (more than 1 when speculating)
-        self._next = first_chunk
-        self._released = 0  # cumulative tokens of the chunks released so far
+        self._next = first_chunk  # the cumulative count at which the next chunk is released
+        # cumulative tokens of the chunks released so far: `generated` right after the step
+        # that released one
+        self.released = 0
         self._waiter: asyncio.Future[None] | None = None
 
     @property
@@ -101,15 +103,16 @@ class Seq:
         if self.first_token_at is None:
             self.first_token_at = now
         self.stepped = tokens
-        self.generated += tokens
+        generated = self.generated = self.generated + tokens
         self.last_token_at = now
-        if self.finished:
+        if generated >= self.output_tokens:  # finished: its last chunk, however short
             self.finished_at = now
-        if self.generated >= self.due:
-            self._released = self.generated
-            self._next = self.generated + self.stream_interval
-            if self._waiter is not None and not self._waiter.done():
-                self._waiter.set_result(None)
+        elif generated < self._next:
+            return gap
+        self.released = generated
+        self._next = generated + self.stream_interval
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
         return gap
 
     def sent(self, at: float) -> None:
@@ -118,17 +121,6 @@ class Seq:
             self.first_sent_at = at
         self.last_sent_at = at
 
-    @property
-    def released(self) -> int:
-        """Cumulative tokens of the chunks released so far: `generated` right after the step
-        that released one."""
-        return self._released
-
-    @property
-    def due(self) -> int:
-        """The cumulative token count at which the next chunk is released."""
-        return min(self._next, self.output_tokens)
-
     def chunk_ends(self) -> Iterator[int]:
         """Cumulative token counts of all chunks, for a timeline known in advance."""
         ends = range(self.first_chunk, self.output_tokens, self.stream_interval)
@@ -136,8 +128,8 @@ class Seq:
 
     async def next_chunk(self, taken: int) -> int:
         """Wait for a chunk past `taken` tokens; returns the cumulative tokens released."""
-        while self._released <= taken:
+        while self.released <= taken:
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
         self._waiter = None
-        return self._released
+        return self.released

@@ -236,8 +236,7 @@ def run(
     def count(replica: int, batch: Batch, step: StepTime, now: float, sampled: Sampled) -> None:
         steps.add(batch, step)
         size = len(batch.work)
-        for seq, _n in batch.work:
-            ours = cast(_Seq, seq)  # the twin runs only its own
+        for ours, _n in cast("list[tuple[_Seq, int]]", batch.work):  # the twin runs its own
             ours.batch_sum += size
             ours.steps_in += 1
             ours.replica = replica
