@@ -266,8 +266,7 @@ class Scheduler:
 
     def _take(self, batch: Batch, seq: Seq, n: int, blocks: int, drafts: int = 0) -> int:
         """Schedule n tokens of seq (and `drafts` draft tokens to verify with them)."""
-        if blocks > 0 or seq.computed + n >= (seq.hashed_blocks + 1) * self.config.block_size:
-            self._grow(seq, n, blocks)  # most steps of most sequences do neither
+        self._grow(seq, n, blocks)
         batch.work.append((seq, n))
         m = n + drafts
         if drafts:
