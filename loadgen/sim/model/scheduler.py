@@ -98,7 +98,7 @@ class Scheduler:
         self.preemptions = 0
         self.prefix_cache_queries = 0  # tokens
         self.prefix_cache_hits = 0  # tokens
-        self._steady = False  # the last step left the batch as it was: a stride may go on
+        # while the last step left the batch as it was: the steps after it
         self._stride: Stride | None = None
 
     @property
@@ -130,7 +130,7 @@ class Scheduler:
 
     def abort(self, seq: Seq) -> None:
         """Drop a sequence wherever it is and free its blocks (client went away)."""
-        self._steady = False
+        self._stride = None
         if seq in self.running:
             self.running.remove(seq)
         elif seq in self.waiting:
@@ -150,8 +150,8 @@ class Scheduler:
 
     def schedule(self, now: float) -> Batch:
         """The next step's work; sequences admitted for the first time are stamped `now`."""
-        if self._steady and (not self.waiting or self.full):
-            strode = self._stride_on()
+        if self._stride is not None and (not self.waiting or self.full):
+            strode = self._stride_on(self._stride)
             if strode is not None:
                 return strode
         self._stride = None
@@ -191,13 +191,10 @@ class Scheduler:
             i += 1
         return budget, preempted
 
-    def _stride_on(self) -> Batch | None:
+    def _stride_on(self, stride: Stride) -> Batch | None:
         """The steady batch's next step, its sequences' new and filled blocks given in
         running order; None (nothing changed) when the cache cannot give them all, for the
         full pass to preempt as it does."""
-        stride = self._stride
-        if stride is None:
-            stride = self._stride = Stride(self.running, self.config.block_size)
         due = stride.due()
         needs = [self._blocks_for(seq.computed + 1) - len(seq.blocks) for _, seq in due]
         if sum(need for need in needs if need > 0) > self.free_blocks:
@@ -261,7 +258,10 @@ class Scheduler:
                 steady = False
                 self.running.remove(seq)
                 self._free(seq)
-        self._steady = steady and len(batch.work) == len(self.running)
+        if not steady or len(batch.work) != len(self.running):
+            self._stride = None
+        elif self._stride is None:
+            self._stride = Stride(self.running, self.config.block_size)
         return sampled
 
     def _take(self, batch: Batch, seq: Seq, n: int, blocks: int, drafts: int = 0) -> int:

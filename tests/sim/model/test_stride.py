@@ -14,12 +14,13 @@ from loadgen.sim.model.prefix_cache import block_hashes
 from loadgen.sim.model.scheduler import Batch, EngineConfig, Scheduler
 from loadgen.sim.model.sequence import Seq
 from loadgen.sim.model.speculation import Speculation
+from loadgen.sim.model.stride import Stride
 
 
 class FullPass(Scheduler):
     """The reference: every step scheduled by visiting every sequence."""
 
-    def _stride_on(self) -> Batch | None:
+    def _stride_on(self, stride: Stride) -> Batch | None:
         return None
 
 
@@ -28,8 +29,8 @@ class Counted(Scheduler):
 
     strode = 0
 
-    def _stride_on(self) -> Batch | None:
-        batch = super()._stride_on()
+    def _stride_on(self, stride: Stride) -> Batch | None:
+        batch = super()._stride_on(stride)
         self.strode += batch is not None
         return batch
 
