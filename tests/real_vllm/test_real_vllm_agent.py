@@ -14,6 +14,7 @@ the reset also keeps what earlier tests left out of both.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
@@ -58,16 +59,18 @@ def test_an_agent_on_vllm_is_captured_as_it_ran_and_replayed_in_its_order(
     replay_share = hit_share(before, counters(vllm))
     replay = agent.replayed(capture, rundir.read(out))
     early = agent.order_violations(seen, replay)
-    first_step, worst = agent.length_errors(seen, replay)
+    first_step, deeper = agent.length_errors(seen, replay)
     # the figures docs/loadgen/agents.md quotes (`pytest -rP` shows them)
     print(f"calls {len(replay)} early {len(early)} hit share {original:.3f} -> {replay_share:.3f}")
-    print(f"prompts longer than captured by {first_step} tokens at one turn, {worst} at most")
+    print(f"prompts longer than captured by {sorted(first_step)} tokens at the first follow-up")
+    print(f"and by {sorted(deeper)} deeper")
 
     assert early == []  # never before its parent's answer ended, then its gap
     # one turn's error in the guess of the template's headers, not the sum of a session's
-    # turns; a few tokens of slack: a random model's answer may tokenize otherwise when sent
-    # back than as it was generated
-    assert worst <= first_step + 5, (first_step, worst)
+    # turns. Not every deeper call's: the random model's answer, sent back, may tokenize into
+    # many more tokens than it was generated as (bytes of a broken character come back as
+    # U+FFFD), which lengthens that one follow-up alone; a sum would lengthen every deeper call
+    assert min(deeper) <= statistics.median(first_step) + 5, (first_step, deeper)
     # sessions started 8 times as fast, no think time: still no call before its parent's end
     fast = tmp_path / "fast"
     fast_argv = [*argv, "--replay-speed", "8", "--gap-scale", "0", "--out", str(fast)]

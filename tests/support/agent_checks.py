@@ -93,11 +93,17 @@ def order_violations(
     return early
 
 
-def length_errors(seen: dict[str, dict[str, Any]], replay: dict[str, Record]) -> tuple[int, int]:
+def length_errors(
+    seen: dict[str, dict[str, Any]], replay: dict[str, Record]
+) -> tuple[list[int], list[int]]:
     """How many tokens the replayed prompts are longer than the captured ones (the server's
-    counts): the most of a call that continues a session's first call (one step of
-    guessing how the new messages tokenize), and the most of any call, which is no more
-    than that when one step's error does not carry into the next."""
-    errors = {k: (r.input_tokens or 0) - seen[k]["input_tokens"] for k, r in replay.items()}
-    first = [e for k, e in errors.items() if (p := seen[k]["parent"]) and not seen[p]["parent"]]
-    return max(first), max(errors.values())
+    counts): of the calls that continue a session's first call (one step of guessing how
+    the new messages tokenize), and of the calls deeper in a session, whose errors are one
+    step's too when one step's error does not carry into the next."""
+    first, deeper = [], []
+    for call_id, record in replay.items():
+        parent = seen[call_id]["parent"]
+        if parent is not None:
+            error = (record.input_tokens or 0) - seen[call_id]["input_tokens"]
+            (deeper if seen[parent]["parent"] else first).append(error)
+    return first, deeper
