@@ -6,7 +6,9 @@ its own front end (frontend.py: requests pass it on the way in, each step's toke
 way out), behind a router that sends each request to the replica with the fewest requests
 outstanding (the lowest index on a tie), as a least-loaded router does. Events run in time
 order; at one instant arrivals and hand-offs come before a replica's next step, so a
-request arriving when a step ends joins the next one, as it would in real time.
+request arriving when a step ends joins the next one, as it would in real time. A replica's
+wake-up and step end go on the calendar only when something else is due before them; a
+lone replica between arrivals steps straight on, in the order the calendar would have run.
 calibration.py's replays and deployment.py's runs are this loop.
 """
 
@@ -78,7 +80,6 @@ class Cluster:
         front end, when the preset has one); its tokens are sent (Seq.sent) once the front
         end has done their step's output work, and a follow-up is told of a finished
         request then: when its client had the last token."""
-        perf = self.preset.perf
         calendar = self._calendar
         while calendar:
             now, kind, index, _, seq = heapq.heappop(calendar)
@@ -98,32 +99,57 @@ class Cluster:
                 if not replica.awake:
                     replica.awake = True
                     self._push(now, _WAKE, index)
-            elif kind == _WAKE:
-                batch = replica.scheduler.schedule(now)
-                if not batch.work:  # cannot happen while max_model_len fits in the cache
-                    raise RuntimeError("scheduler made no progress")
-                step = batch.step(perf)
-                replica.batch, replica.step = batch, step
-                self._push(now + step.total, _END, index)
-            else:
-                assert replica.batch is not None and replica.step is not None
-                batch, step = replica.batch, replica.step
-                self.steps += 1
-                sampled = replica.scheduler.complete(batch, now)
-                sent = replica.frontend.send(now, sampled)
-                if observe is not None:
-                    observe(index, batch, step, now, sampled)
-                for done, _gap in sampled:
-                    if not done.finished:
-                        continue
-                    replica.outstanding -= 1
-                    for nxt in follow_up(done, sent) if follow_up is not None else ():
-                        self.submit(nxt)
-                if replica.scheduler.idle:
-                    replica.awake = False
-                else:
-                    self._push(now, _WAKE, index)
+            elif kind == _WAKE or self._ended(index, now, follow_up, observe):
+                self._steps(index, now, follow_up, observe)  # a step's end that left work
         return self.clock
+
+    def _steps(
+        self, index: int, now: float, follow_up: FollowUp | None, observe: Observer | None
+    ) -> None:
+        """The replica's steps from `now`: each scheduled, and filed under its end unless
+        nothing else is due before then (a lone replica between arrivals), when it ends at
+        once; so is the wake-up after it. The calendar runs them in the same order."""
+        replica, calendar = self.replicas[index], self._calendar
+        while True:
+            if calendar and calendar[0] < (now, _WAKE, index):
+                self._push(now, _WAKE, index)
+                return
+            batch = replica.scheduler.schedule(now)
+            if not batch.work:  # cannot happen while max_model_len fits in the cache
+                raise RuntimeError("scheduler made no progress")
+            step = batch.step(self.preset.perf)
+            replica.batch, replica.step = batch, step
+            now += step.total
+            if calendar and calendar[0] < (now, _END, index):
+                self._push(now, _END, index)
+                return
+            self.clock = now
+            if not self._ended(index, now, follow_up, observe):
+                return
+
+    def _ended(
+        self, index: int, now: float, follow_up: FollowUp | None, observe: Observer | None
+    ) -> bool:
+        """The replica's step in flight ended at `now`: applied, observed, its finished
+        requests' follow-ups submitted. Whether the replica has more to do."""
+        replica = self.replicas[index]
+        assert replica.batch is not None and replica.step is not None
+        batch, step = replica.batch, replica.step
+        self.steps += 1
+        sampled = replica.scheduler.complete(batch, now)
+        sent = replica.frontend.send(now, sampled)
+        if observe is not None:
+            observe(index, batch, step, now, sampled)
+        for done, _gap in sampled:
+            if not done.finished:
+                continue
+            replica.outstanding -= 1
+            for nxt in follow_up(done, sent) if follow_up is not None else ():
+                self.submit(nxt)
+        if replica.scheduler.idle:
+            replica.awake = False
+            return False
+        return True
 
     def _load(self, index: int) -> int:
         return self.replicas[index].outstanding
