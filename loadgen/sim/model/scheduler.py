@@ -196,11 +196,12 @@ class Scheduler:
         running order; None (nothing changed) when the cache cannot give them all, for the
         full pass to preempt as it does."""
         due = stride.due()
-        needs = [self._blocks_for(seq.computed + 1) - len(seq.blocks) for _, seq in due]
-        if sum(need for need in needs if need > 0) > self.free_blocks:
-            return None
-        for (_, seq), need in zip(due, needs, strict=True):
-            self._grow(seq, 1, need)
+        if due:  # most steps: no sequence starts or fills a block
+            needs = [self._blocks_for(seq.computed + 1) - len(seq.blocks) for _, seq in due]
+            if sum(need for need in needs if need > 0) > self.free_blocks:
+                return None
+            for (_, seq), need in zip(due, needs, strict=True):
+                self._grow(seq, 1, need)
         context = stride.advance(due)
         tokens = len(stride.work)
         return Batch(stride.work, tokens, context, context)

@@ -109,11 +109,14 @@ class Steps:
     def add(self, batch: Batch, step: StepTime) -> None:
         self.count += 1
         self.busy_s += step.total
-        self.max_tokens = max(self.max_tokens, batch.tokens)
+        if batch.tokens > self.max_tokens:
+            self.max_tokens = batch.tokens
         sequences = len(batch.work)
         self.sequence_steps += sequences
-        self.max_sequences = max(self.max_sequences, sequences)
-        self.min_sequences = min(self.min_sequences or sequences, sequences)
+        if sequences > self.max_sequences:
+            self.max_sequences = sequences
+        if sequences < self.min_sequences or not self.min_sequences:
+            self.min_sequences = sequences
         self.compute_bound += step.compute_bound
         self.communication_s += step.communication
         self.overhead_s += step.overhead
