@@ -12,9 +12,11 @@ span only). Cells run interleaved, --repeat times, and each figure is the median
 
 Cells: the hour at its own speed (one replica saturates: the batch stays near max-num-seqs)
 and on four replicas; the hour at a quarter of its speed (four hours, a replica far from its
-limit); windows of 15 and 30 minutes (cost with requests); max-num-seqs 32 and 64 (cost with
-batch size). Beside each, the CPU per sequence-step (a sequence's share of one engine step,
-summed over steps: about the tokens generated), which is what the cost grows with.
+limit) and at a sixteenth (two or three sequences a step, where a plan searches a candidate
+that needs many replicas); windows of 15 and 30 minutes (cost with requests); max-num-seqs
+32 and 64 (cost with batch size). Beside each, the CPU per sequence-step (a sequence's
+share of one engine step, summed over steps: about the tokens generated), which is what the
+cost grows with where batches are large.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def main() -> None:
         "hour, 1×, 1 replica": (base, hour, 1, 3600.0),
         "hour, 1×, 4 replicas": (base, hour, 4, 3600.0),
         "hour, 0.25×, 1 replica": (base, azure_like(60, 0.25), 1, 14400.0),
+        "hour, 1/16×, 1 replica": (base, azure_like(60, 1 / 16), 1, 57600.0),
         "15 min, 1×, 1 replica": (base, azure_like(15, 1.0), 1, 900.0),
         "30 min, 1×, 1 replica": (base, azure_like(30, 1.0), 1, 1800.0),
         "hour, 1×, max-num-seqs 32": (seqs(32), hour, 1, 3600.0),
