@@ -30,8 +30,8 @@ class Stride:
     def due(self) -> list[tuple[int, Seq]]:
         """The sequences (with their place in the batch) whose next token starts or fills a
         block on this step, in running order."""
-        due = self._due.pop(self.step, None)
-        return sorted(due, key=lambda placed: placed[0]) if due else []
+        placed = self._due.pop(self.step, None)
+        return sorted(placed, key=lambda entry: entry[0]) if placed else []
 
     def advance(self, served: list[tuple[int, Seq]]) -> int:
         """This step scheduled, `served` given their blocks: they are filed under their next

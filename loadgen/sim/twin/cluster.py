@@ -100,15 +100,16 @@ class Cluster:
                     replica.awake = True
                     self._push(now, _WAKE, index)
             elif kind == _WAKE or self._ended(index, now, follow_up, observe):
-                self._steps(index, now, follow_up, observe)  # a step's end that left work
+                self._step_on(index, now, follow_up, observe)  # woken, or its step left work
         return self.clock
 
-    def _steps(
+    def _step_on(
         self, index: int, now: float, follow_up: FollowUp | None, observe: Observer | None
     ) -> None:
-        """The replica's steps from `now`: each scheduled, and filed under its end unless
-        nothing else is due before then (a lone replica between arrivals), when it ends at
-        once; so is the wake-up after it. The calendar runs them in the same order."""
+        """The replica's steps from `now`. Its wake-up and each step's end are filed only
+        when an entry of the calendar sorts before them (by time, kind and replica; a
+        replica has at most one of either filed at once, by its `awake` flag); otherwise the
+        calendar would pop them next, so they run at once, in the same order."""
         replica, calendar = self.replicas[index], self._calendar
         while True:
             if calendar and calendar[0] < (now, _WAKE, index):

@@ -115,7 +115,7 @@ class Steps:
         self.sequence_steps += sequences
         if sequences > self.max_sequences:
             self.max_sequences = sequences
-        if sequences < self.min_sequences or not self.min_sequences:
+        if not self.min_sequences or sequences < self.min_sequences:  # unset, or smaller
             self.min_sequences = sequences
         self.compute_bound += step.compute_bound
         self.communication_s += step.communication
