@@ -59,7 +59,7 @@ def test_an_agent_on_vllm_is_captured_as_it_ran_and_replayed_in_its_order(
     replay_share = hit_share(before, counters(vllm))
     replay = agent.replayed(capture, rundir.read(out))
     early = agent.order_violations(seen, replay)
-    first_step, deeper = agent.length_errors(seen, replay)
+    roots, first_step, deeper = agent.length_errors(seen, replay)
     # the figures docs/loadgen/agents.md quotes (`pytest -rP` shows them)
     print(f"calls {len(replay)} early {len(early)} hit share {original:.3f} -> {replay_share:.3f}")
     print(f"prompts longer than captured by {sorted(first_step)} tokens at the first follow-up")
@@ -71,6 +71,7 @@ def test_an_agent_on_vllm_is_captured_as_it_ran_and_replayed_in_its_order(
     # many more tokens than it was generated as (bytes of a broken character come back as
     # U+FFFD), which lengthens that one follow-up alone; a sum would lengthen every deeper call
     assert min(deeper) <= statistics.median(first_step) + 5, (first_step, deeper)
+    assert max(roots) <= max(first_step) + 5, (roots, first_step)  # sized from their blocks
     # sessions started 8 times as fast, no think time: still no call before its parent's end
     fast = tmp_path / "fast"
     fast_argv = [*argv, "--replay-speed", "8", "--gap-scale", "0", "--out", str(fast)]

@@ -95,15 +95,20 @@ def order_violations(
 
 def length_errors(
     seen: dict[str, dict[str, Any]], replay: dict[str, Record]
-) -> tuple[list[int], list[int]]:
+) -> tuple[list[int], list[int], list[int]]:
     """How many tokens the replayed prompts are longer than the captured ones (the server's
-    counts): of the calls that continue a session's first call (one step of guessing how
-    the new messages tokenize), and of the calls deeper in a session, whose errors are one
-    step's too when one step's error does not carry into the next."""
-    first, deeper = [], []
+    counts): of a session's first calls (sized from their prefix blocks), of the calls that
+    continue one (one step of guessing how the new messages tokenize), and of the calls
+    deeper in a session, whose errors are one step's too when one step's error does not
+    carry into the next."""
+    roots: list[int] = []
+    first: list[int] = []
+    deeper: list[int] = []
     for call_id, record in replay.items():
         parent = seen[call_id]["parent"]
-        if parent is not None:
-            error = (record.input_tokens or 0) - seen[call_id]["input_tokens"]
+        error = (record.input_tokens or 0) - seen[call_id]["input_tokens"]
+        if parent is None:
+            roots.append(error)
+        else:
             (deeper if seen[parent]["parent"] else first).append(error)
-    return first, deeper
+    return roots, first, deeper
