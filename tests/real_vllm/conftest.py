@@ -8,6 +8,7 @@ same receiver, so one trace can be read back whole.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -139,6 +140,26 @@ class VLLMServer:
                 pytest.fail(f"vLLM kept its prefix cache for {timeout:.0f} s:\n{self.output()}")
             time.sleep(0.2)
 
+    @contextlib.contextmanager
+    def on_a_core_of_its_own(self) -> Iterator[None]:
+        """vLLM's processes on the first core and this test's process (and what it starts) on
+        the others while the block runs, as a server and its client on machines of their
+        own: on two shared cores the client waits for a core at twice a capture's rate, and
+        loadgen marks its own run invalid. On one core nothing moves."""
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < 2:
+            yield
+            return
+        group = os.getpgid(self.process.pid)
+        server = [t for pid in _processes() if _group(pid) == group for t in _threads(pid)]
+        ours = _threads(os.getpid())
+        try:
+            _pin(server, {cores[0]})
+            _pin(ours, set(cores[1:]))
+            yield
+        finally:
+            _pin(server + ours, set(cores))
+
     def stop(self) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
@@ -147,6 +168,31 @@ class VLLMServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+
+def _processes() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _threads(pid: int) -> list[int]:
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except FileNotFoundError:
+        return []
+
+
+def _pin(threads: list[int], cores: set[int]) -> None:
+    """Each thread to `cores` (one that has ended is passed over)."""
+    for tid in threads:
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(tid, cores)
 
 
 def vllm_python() -> str:
