@@ -80,7 +80,8 @@ def run_plan(trace: Path, toml: Path, minutes: int, jobs: int, out: Path) -> tup
     env = os.environ | {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, capture_output=True)
+    # from its tree: `-m` looks in the working directory before PYTHONPATH
+    subprocess.run(argv, env=env, check=True, capture_output=True, cwd=ROOT)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -131,7 +132,7 @@ def main() -> None:
     window, hour = azure_like(args.minutes, 1.0), azure_like(60, 1.0)
     rows: dict[str, list[float]] = {"wall": [], "cpu": [], "pass": [], "hour": []}
     with tempfile.TemporaryDirectory() as tmp:
-        out = args.out or Path(tmp)
+        out = (args.out or Path(tmp)).resolve()
         trace, toml = Path(tmp) / "azure_hour.csv", Path(tmp) / "plan.toml"
         write_trace(trace)
         plan_toml(toml, args.candidates)
