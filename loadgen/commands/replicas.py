@@ -2,22 +2,24 @@
 clock, each the very command `python -m loadgen capacity --target virtual:…` a person would
 type (its argv is kept in plan.json), in its own directory.
 
-One replica is searched first, from the traffic down to a floor of 1 / (8 x the bound on
-replicas) of it; its capacity s (a multiple of the traffic: --by speed, or requests/s over
-the traffic's rate) puts the need at about ceil(want / s) replicas. Counts are then checked,
-each by the capacity command held to the one level wanted (`--floor` and `--ceiling` there:
-a probe, extended while undecided, says whether that many hold it): that many, twice as many
-while they fall short, then halving the gap between the most that fell short and the fewest
-that held, as more replicas never hold less. The fewest that hold it is then searched in
-full from the level wanted up (its capacity, its cost per token, what binds). A candidate
-that meets the SLOs at no level on one replica, even that far below the traffic, meets them
-at no size: the SLO is missed by a request alone, not by the load.
+One replica is searched first from the traffic up (a multiple of it: --by speed, or
+requests/s over the traffic's rate), its floor at the traffic: one probe when it falls
+short. Counts are then checked, each by the capacity command held to the one level wanted
+(`--floor` and `--ceiling` there: a probe, extended while undecided, says whether that many
+hold it): two, twice as many while they fall short, then halving the gap between the most
+that fell short and the fewest that held, as more replicas never hold less. One replica's
+capacity below the traffic would not say where to start: several replicas behind one router
+often hold far more than a perfect split of one, and searching it costs more probes, each
+slower (few sequences a step), than the doublings it could spare. The fewest that hold it
+is then searched in full from the level wanted up (its capacity, its cost per token and
+what binds). When the bound on replicas falls short, one replica is checked at 1 / (8 x the
+bound) of the traffic: a candidate that misses the SLOs even there meets them at no size
+(a request alone misses them, not the load).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,7 +144,7 @@ class _Counts:
         self.checks: dict[tuple[int, float], dict[str, Any]] = {}
 
     def holds(self, n: int, want: float) -> bool:
-        if n == 1:
+        if n == 1 and want >= 1.0:  # one replica's search answers from the traffic up
             return self.one["share"] is not None and self.one["share"] >= want
         if (n, want) not in self.checks:
             self.checks[(n, want)] = check(self.job, n, want)
@@ -154,7 +156,7 @@ class _Counts:
         if self.holds(1, want):
             return 1
         short, held = max(short, 1), None
-        n = min(self.job.max_replicas, max(short + 1, _estimate(want, self.one["share"])))
+        n = min(self.job.max_replicas, short + 1)
         while held is None or held - short > 1:
             if self.holds(n, want):
                 held = n
@@ -166,11 +168,6 @@ class _Counts:
         return held
 
 
-def _estimate(want: float, share: float) -> int:
-    """Replicas a perfect split of one replica's share would need."""
-    return max(1, math.ceil(want / share - 1e-9))
-
-
 def size(job: Job) -> dict[str, Any]:
     """The candidate sized: plan.json's `sizing` of it. Its searches' lines go to
     search.log in its directory."""
@@ -180,9 +177,7 @@ def size(job: Job) -> dict[str, Any]:
 
 
 def _size(job: Job) -> dict[str, Any]:
-    one = search(job, 1, 1.0, floor=1.0 / (8 * job.max_replicas))
-    if one["share"] is None:
-        return _sized([one], None, None, f"meets the SLOs at no size: {one['reason']}")
+    one = search(job, 1, 1.0, floor=1.0)
     counts = _Counts(job, one)
     whole = counts.fewest(1.0)
     want = 1.0 + job.headroom
@@ -192,10 +187,13 @@ def _size(job: Job) -> dict[str, Any]:
     full = {1: one}
     if wanted is not None and wanted > 1:  # the count bought, searched in full from `want` up
         full[wanted] = search(job, wanted, want, floor=want)
-    checked = [c for _, c in sorted(counts.checks.items())]
     reason: str | None = None
     if whole is None or wanted is None:
         reason = f"needs more than {job.max_replicas} replicas (the bound)"
+    least = 1.0 / (8 * job.max_replicas)
+    if whole is None and not counts.holds(1, least):  # not even far below the traffic
+        reason = f"meets the SLOs at no size: {counts.checks[(1, least)]['reason']}"
+    checked = [c for _, c in sorted(counts.checks.items())]
     ran = [*full.values(), *checked]
     searches = sorted(ran, key=lambda s: (s["replicas"], s["kind"] == "check"))  # full first
     return _sized(searches, whole, wanted, reason)

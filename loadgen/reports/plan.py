@@ -173,13 +173,16 @@ def markdown(result: Mapping[str, Any], plots: Sequence[str] = ()) -> str:
         if not e.get("searches"):
             continue
         lines += [f"### {e['name']}", "", f"Rests on {e['basis']['said']}.", ""]
+        unit = "x" if result["by"] == "speed" else " req/s"
         for s in e["searches"]:
-            share = "none met" if s["share"] is None else f"{s['share']:.3g}x"
+            start = s["argv"][s["argv"].index("--start") + 1] + unit
             if s.get("kind") == "check":  # one level: whether it holds, nothing more
-                level = s["argv"][s["argv"].index("--start") + 1]
-                level += "x" if result["by"] == "speed" else " req/s"
                 verb = "holds" if s["share"] is not None else "falls short of"
-                share = f"{verb} {level} (checked at that level alone)"
+                share = f"{verb} {start} (checked at that level alone)"
+            elif s["share"] is None:  # a search's floor is its start: it failed there
+                share = f"falls short of {start}"
+            else:
+                share = f"{s['share']:.3g}x"
             link = f"[search]({_relative(s['dir'])}/report.md)"
             count = "1 replica" if s["replicas"] == 1 else f"{s['replicas']} replicas"
             lines.append(f"- {count}: {share}, {link}: `{shlex.join(s['argv'])}`")

@@ -161,26 +161,61 @@ def test_the_cheapest_is_a_brute_force_sweeps(tmp_path: Path) -> None:
     )
 
 
+def level(search: dict, flag: str = "--start") -> str:
+    return search["argv"][search["argv"].index(flag) + 1]
+
+
 def test_each_search_keeps_its_own_folder(tmp_path: Path) -> None:
-    """One replica holding not an eighth of the traffic is searched on down to 1/(8 x the
-    bound) of it, in the one search; each count searched is written to a folder of its own,
-    and each entry's folder holds its own figures."""
+    """One replica that falls short of the traffic costs one probe, counts are checked from
+    two, and when the bound falls short too one replica is checked at 1/(8 x the bound) of
+    the traffic: it holds that, so the candidate needs more replicas than the bound. Each
+    count searched is written to a folder of its own, and each entry's folder holds its own
+    figures."""
     trace = write_trace(tmp_path / "trace.jsonl", 240, rate=60.0)
     one = tmp_path / "plan.toml"
     one.write_text('presets = ["llama-70b-awq-tp4-a100"]\nmax_replicas = 2\n[prices]\na100 = 1.8\n')
     (entry,) = plan(tmp_path, "--replay", str(trace), "--candidates", str(one))["candidates"]
+    assert entry["status"] == "over_bound" and "more than 2 replicas" in entry["reason"]
     dirs = [s["dir"] for s in entry["searches"]]
     assert len(set(dirs)) == len(dirs), dirs
-    first = entry["searches"][0]
-    assert first["replicas"] == 1 and first["argv"][first["argv"].index("--floor") + 1] == "0.0625"
+    first, alone, two = entry["searches"]
+    assert (first["replicas"], first["kind"], first["probes"], first["share"]) == (
+        1, "search", 1, None
+    )  # fmt: skip
+    assert level(first) == level(first, "--floor") == "1"
+    assert (alone["replicas"], alone["kind"], level(alone)) == (1, "check", "0.0625")
+    assert alone["share"] == 0.0625
+    assert (two["replicas"], two["kind"], two["share"]) == (2, "check", None)
     for search in entry["searches"]:
         (t,) = json.loads((Path(search["dir"]) / "capacity.json").read_text())["targets"].values()
         assert (t["capacity"], t["bracket"]) == (search["capacity"], search["bracket"])
-        if search is first:  # 1/8 of 60 req/s is more than one replica holds: on below it
-            assert min(p["level"] for p in t["probes"]) < 1 / 8
         assert "--no-probe-pngs" in search["argv"]  # a plan's probes are drawn in HTML only
         assert not list(Path(search["dir"]).glob("probe-*/*.png"))
         assert list(Path(search["dir"]).glob("probe-*/report.html"))
+
+
+def test_a_candidate_that_misses_unloaded_meets_the_slos_at_no_size(tmp_path: Path) -> None:
+    """A TTFT no replica reaches even alone with its prompt: every count up to the bound
+    falls short, and one replica at 1/(8 x the bound) of the traffic too; the candidate
+    meets the SLOs at no size, in the words of that last check."""
+    trace = write_trace(tmp_path / "trace.jsonl", 240)
+    one = tmp_path / "plan.toml"
+    one.write_text('presets = ["llama-70b-awq-tp4-a100"]\nmax_replicas = 2\n[prices]\na100 = 1.8\n')
+    out = tmp_path / "plan"
+    argv = ["plan", "--slo", "ttft=5ms@p90", "--slo", "tpot=50ms@p90", "--seed", "3"]
+    argv += ["--replay", str(trace), "--candidates", str(one), "--jobs", "1", "--out", str(out)]
+    assert main(argv) == 0
+    (entry,) = json.loads((out / "plan.json").read_text())["candidates"]
+    assert entry["status"] == "cannot_meet", entry["reason"]
+    alone = entry["searches"][1]
+    assert (alone["replicas"], alone["kind"], level(alone), alone["share"]) == (
+        1, "check", "0.0625", None
+    )  # fmt: skip
+    assert entry["reason"] == f"meets the SLOs at no size: {alone['reason']}"
+    assert [s["share"] for s in entry["searches"]] == [None, None, None]
+    report = (out / "plan.md").read_text()
+    assert "1 replica: falls short of 1x, " in report
+    assert "1 replica: falls short of 0.0625x (checked at that level alone)" in report
 
 
 @pytest.mark.parametrize("given, drawn", [([], False), (["--probe-pngs"], True)])
