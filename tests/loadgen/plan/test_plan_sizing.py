@@ -121,3 +121,11 @@ def test_no_check_far_below_the_traffic_once_a_count_holds_it(monkeypatch) -> No
     assert all(start >= 1.0 for _, _, start in table.ran)
     assert result["reason"] == "needs more than 4 replicas (the bound)"
 
+
+def test_by_rate_one_replica_holds_the_level_its_search_was_given(monkeypatch) -> None:
+    """At 12.34 requests/s the search starts at 12.3 (three figures, as its argv shows):
+    one replica whose capacity is that start holds the traffic, though 12.3 / 12.34 < 1."""
+    table = Table(lambda n: 12.3 * n, rate=12.34)
+    result = sized(monkeypatch, table)
+    assert table.ran == [(1, "search", 12.3)]
+    assert result["replicas"] == 1
