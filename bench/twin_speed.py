@@ -12,8 +12,8 @@ span only). Cells run interleaved, --repeat times, and each figure is the median
 
 Cells: the hour at its own speed (one replica saturates: the batch stays near max-num-seqs)
 and on four replicas; the hour at a quarter of its speed (four hours, a replica far from its
-limit) and at a sixteenth (two or three sequences a step, where a plan searches a candidate
-that needs many replicas); windows of 15 and 30 minutes (cost with requests); max-num-seqs
+limit) and at a sixteenth (two or three sequences a step, as each of many replicas sees
+in a plan's check of a large count); windows of 15 and 30 minutes (cost with requests); max-num-seqs
 32 and 64 (cost with batch size). Beside each, the CPU per sequence-step (a sequence's
 share of one engine step, summed over steps: about the tokens generated), which is what the
 cost grows with where batches are large.
