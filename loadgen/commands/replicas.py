@@ -86,12 +86,12 @@ def _share(result: dict[str, Any], rate: float | None) -> float | None:
     return t["capacity"] / rate if rate is not None else t["capacity"]
 
 
-def search(job: Job, replicas: int, want: float, floor: float) -> dict[str, Any]:
-    """One capacity search from `want` down to `floor` (multiples of the traffic), written as
-    the command writes it; its entry in plan.json."""
+def search(job: Job, replicas: int, want: float) -> dict[str, Any]:
+    """One capacity search from `want` (a multiple of the traffic) up, its floor there: one
+    probe when that many fall short of it. Written as the command writes it; its entry in
+    plan.json."""
     start = _level(job, want)
-    argv = capacity_argv(job, replicas, start, min(start, _level(job, floor)))
-    return _ran(job, replicas, argv, "search")
+    return _ran(job, replicas, capacity_argv(job, replicas, start, start), "search")
 
 
 def check(job: Job, replicas: int, want: float) -> dict[str, Any]:
@@ -179,7 +179,7 @@ def size(job: Job) -> dict[str, Any]:
 
 
 def _size(job: Job) -> dict[str, Any]:
-    one = search(job, 1, 1.0, floor=1.0)
+    one = search(job, 1, 1.0)
     counts = _Counts(job, one)
     whole = counts.fewest(1.0)
     want = 1.0 + job.headroom
@@ -188,7 +188,7 @@ def _size(job: Job) -> dict[str, Any]:
         wanted = counts.fewest(want, whole - 1)
     full = {1: one}
     if wanted is not None and wanted > 1:  # the count bought, searched in full from `want` up
-        full[wanted] = search(job, wanted, want, floor=want)
+        full[wanted] = search(job, wanted, want)
     reason: str | None = None
     if whole is None or wanted is None:
         reason = f"needs more than {job.max_replicas} replicas (the bound)"
