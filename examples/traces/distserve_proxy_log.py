@@ -52,6 +52,7 @@ def lines(found: list[dict]) -> list[bytes]:
             replica=0,
             arrival=at,
             engine_arrival=at,
+            queued=at,
             scheduled=at,
             first_token=r["first_token_time"] - start,
             finished=r["complete_time"] - start,

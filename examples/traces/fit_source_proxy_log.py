@@ -53,6 +53,7 @@ def lines(source: str, prompts_cached: bool = False) -> list[bytes]:
             replica=0,
             arrival=r.arrival,
             engine_arrival=r.arrival,
+            queued=r.arrival,
             scheduled=r.arrival,
             first_token=first,
             finished=last,

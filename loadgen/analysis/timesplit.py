@@ -4,8 +4,10 @@ The parts are means — the proxy's own overhead, vLLM's queue, prefill and deco
 the histograms sampled around each block (loadgen/analysis/server_metrics.py), or without those from
 the servers' own per-request timings every request carried — because means add up and
 percentiles do not. What the parts do not cover is the rest: the network, the HTTP
-layers, tokenization and the client itself (and any intermediary), derived as the client's
-mean minus the parts. Pure: a summary's target block in, rows and a sentence out.
+layers, tokenization and the client itself (and any intermediary), and the wait for the
+engine's step in flight (vLLM's queue time starts when the engine takes a request in, in
+between steps), derived as the client's mean minus the parts. Pure: a summary's target
+block in, rows and a sentence out.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ MEANING = {
     "queue": "vLLM's queue: the server is past its batch limit",
     "prefill": "prefill: long prompts, or a compute-bound server",
     "decode": "decode: the tokens themselves",
-    REST: "outside the server: network, HTTP layers, tokenization and the client",
+    REST: "outside vLLM's timings: network, HTTP layers, tokenization, the client and the "
+    "wait for the engine's step in flight",
 }
 
 

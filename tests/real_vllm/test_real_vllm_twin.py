@@ -11,9 +11,8 @@ share the other (on two cores shared by all, the client waits for a core at twic
 and measures the box); the server's own queue, prefill and decode times are what the fit
 leans on, and the front end (the API server, the proxy) is fitted to the gap between the
 client's TTFT and the server's. The errors at twice the rate are stated (the goal: the
-server's TTFT within 25%, the client's within 30%; the client's held in four runs, the
-server's P90 in none), held only to sanity bounds that a broken fit (or a twin that ignores
-the fitted terms) would still fail.
+server's TTFT within 25%, the client's within 30%; docs/sim/twin.md has runs), held only to
+sanity bounds that a broken fit (or a twin that ignores the fitted terms) would still fail.
 """
 
 from __future__ import annotations

@@ -95,6 +95,7 @@ class Scheduler:
         )
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
+        self._entered: list[Seq] = []  # added since the last step was scheduled
         self.preemptions = 0
         self.prefix_cache_queries = 0  # tokens
         self.prefix_cache_hits = 0  # tokens
@@ -127,6 +128,7 @@ class Scheduler:
 
     def add(self, seq: Seq) -> None:
         self.waiting.append(seq)
+        self._entered.append(seq)
 
     def abort(self, seq: Seq) -> None:
         """Drop a sequence wherever it is and free its blocks (client went away)."""
@@ -149,7 +151,15 @@ class Scheduler:
         return self.config.scheduler == "v0" and not self.config.enable_chunked_prefill
 
     def schedule(self, now: float) -> Batch:
-        """The next step's work; sequences admitted for the first time are stamped `now`."""
+        """The next step's work. Sequences added since the last call are stamped queued
+        `now`, as vLLM's engine core takes new requests in between steps (a request that
+        arrives during a step waits it out before its queue time starts); those admitted
+        for the first time are stamped scheduled `now`."""
+        if self._entered:
+            for seq in self._entered:
+                if seq.queued_at is None:
+                    seq.queued_at = max(now, seq.arrival)
+            self._entered.clear()
         if self._stride is not None and (not self.waiting or self.full):
             strode = self._stride_on(self._stride)
             if strode is not None:

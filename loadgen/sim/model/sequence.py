@@ -41,6 +41,7 @@ class Seq:
         "output_tokens",
         "preemptions",
         "prompt_tokens",
+        "queued_at",
         "released",
         "scheduled_at",
         "spec",
@@ -71,6 +72,8 @@ class Seq:
         self.preemptions = 0
         self.cached_tokens = 0  # prompt tokens its first admission found in the prefix cache
         self.created_tokens = 0  # prompt tokens of full blocks it added to the cache
+        # taken into the engine's queue (between steps) and first admitted to a step
+        self.queued_at: float | None = None
         self.scheduled_at: float | None = None
         self.first_token_at: float | None = None
         self.last_token_at: float | None = None

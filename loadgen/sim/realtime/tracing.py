@@ -65,12 +65,13 @@ class RequestTracer:
         """One finished request. `params`: max_tokens, temperature, top_p, n as sent."""
         assert seq.finished_at is not None and seq.first_token_at is not None
         scheduled = seq.scheduled_at if seq.scheduled_at is not None else seq.arrival
+        queued = seq.queued_at if seq.queued_at is not None else seq.arrival
         attributes: dict[str, Any] = {
             "gen_ai.response.model": model,
             "gen_ai.request.id": request_id,
             "gen_ai.usage.prompt_tokens": seq.prompt_tokens,
             "gen_ai.usage.completion_tokens": seq.generated,
-            "gen_ai.latency.time_in_queue": scheduled - seq.arrival,
+            "gen_ai.latency.time_in_queue": scheduled - queued,
             "gen_ai.latency.time_to_first_token": seq.first_token_at - seq.arrival,
             "gen_ai.latency.e2e": seq.finished_at - seq.arrival,
             "gen_ai.latency.time_in_model_prefill": seq.first_token_at - scheduled,

@@ -48,6 +48,7 @@ class Timing:
     replica: int
     arrival: float  # at the router
     engine_arrival: float  # handed to the engine (after the front end)
+    queued: float  # taken into the engine's queue: the end of the step in flight, if any
     scheduled: float  # first admitted to a step
     first_token: float  # sampled by the engine
     finished: float
@@ -79,8 +80,10 @@ class Timing:
 
     @property
     def queue(self) -> float:
-        """The server's queue time (vLLM's queue_time): engine arrival to scheduling."""
-        return self.scheduled - self.engine_arrival
+        """The server's queue time (vLLM's queue_time): queued to scheduled. The wait for
+        the step in flight at the engine's arrival is in neither this nor `prefill`, as in
+        vLLM's timings; the client's TTFT holds it."""
+        return self.scheduled - self.queued
 
     @property
     def prefill(self) -> float:
@@ -275,12 +278,14 @@ def _check(requests: Sequence[Request], limit: int) -> None:
 def _timing(seq: _Seq) -> Timing:
     """A finished sequence's path through the twin."""
     assert seq.finished_at is not None
-    assert seq.scheduled_at is not None and seq.first_token_at is not None
+    assert seq.queued_at is not None and seq.scheduled_at is not None
+    assert seq.first_token_at is not None
     assert seq.first_sent_at is not None and seq.last_sent_at is not None
     return Timing(
         replica=seq.replica,
         arrival=seq.sent_at,
         engine_arrival=seq.arrival,
+        queued=seq.queued_at,
         scheduled=seq.scheduled_at,
         first_token=seq.first_token_at,
         finished=seq.finished_at,

@@ -7,11 +7,12 @@ memory-bound, −compute for MFU when it is compute-bound, the host overhead, th
 overhead, the all-reduces' fixed latency and, negated, their transfer time. With the
 batches held as they were, a request's first token, last token and scheduling come later
 by the sum of those derivatives over the steps from the one in flight when it arrived to
-the one they happen at. (Steps before its arrival would delay it too in a frozen schedule,
-but a real engine's batches absorb that: how many steps a long busy period has depends on
-the step time.) Finite differences would not do: a changed term shifts which step a
-request falls into, which moves a single request's TTFT by a whole step, so the difference
-quotients are noise.
+the one they happen at; its queue time (vLLM's, from the step after the one in flight) by
+the sum over the steps it waited in the queue. (Steps before its arrival would delay it too
+in a frozen schedule, but a real engine's batches absorb that: how many steps a long busy
+period has depends on the step time.) Finite differences would not do: a changed term
+shifts which step a request falls into, which moves a single request's TTFT by a whole
+step, so the difference quotients are noise.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Sensitivity:
         layers = perf.model.layers
         self._latency = 2 * layers * perf.hardware.allreduce_latency if tp > 1 else 0.0
         self._periods: dict[int, tuple[float, Vector]] = {}  # replica: (last end, sum)
+        self._starts: dict[int, list[float]] = {}  # replica: each step's start
         self._ends: dict[int, list[float]] = {}  # replica: each step's end
         self._befores: dict[int, list[Vector]] = {}  # replica: the sum before each step
         self.scheduled: list[Vector | None] = [None] * requests
@@ -77,6 +79,7 @@ class Sensitivity:
             if seq.finished:
                 self.last[i] = after
         self._periods[replica] = (now, after)
+        self._starts.setdefault(replica, []).append(start)
         self._ends.setdefault(replica, []).append(now)
         self._befores.setdefault(replica, []).append(before)
 
@@ -96,13 +99,18 @@ class Sensitivity:
         decode), each term in `names` order."""
         scheduled, first, last = self.scheduled[i], self.first[i], self.last[i]
         assert scheduled is not None and first is not None and last is not None
-        if kind in ("ttft", "queue"):
+        if kind == "ttft":
             # the steps since the one in flight at its arrival (none in flight: a new period)
             ends = self._ends[timing.replica]
             at = min(bisect.bisect_right(ends, timing.engine_arrival), len(ends) - 1)
             start = self._befores[timing.replica][at]
-            until = first if kind == "ttft" else scheduled
-            return [u - s for u, s in zip(until, start, strict=True)]
+            return [f - s for f, s in zip(first, start, strict=True)]
+        if kind == "queue":
+            # the steps from the first scheduled once it was queued (a step's start)
+            starts = self._starts[timing.replica]
+            at = min(bisect.bisect_left(starts, timing.queued - 1e-9), len(starts) - 1)
+            start = self._befores[timing.replica][at]
+            return [s - b for s, b in zip(scheduled, start, strict=True)]
         if kind == "prefill":
             return [f - s for f, s in zip(first, scheduled, strict=True)]
         decode = [a - f for a, f in zip(last, first, strict=True)]

@@ -112,7 +112,8 @@ def timing_metrics(seq: Seq) -> dict[str, float | None]:
         if tokens > 1:
             out["mean_itl_ms"] = (last - first) / (tokens - 1) * 1000
     if scheduled is not None:
-        out["queue_time_ms"] = (scheduled - seq.arrival) * 1000
+        queued = seq.queued_at if seq.queued_at is not None else seq.arrival
+        out["queue_time_ms"] = (scheduled - queued) * 1000
         if last is not None and last > scheduled:
             out["tokens_per_second"] = tokens / (last - scheduled)
     return out

@@ -104,14 +104,14 @@ def test_the_front_end_serves_a_burst_one_request_at_a_time() -> None:
 def test_the_front_ends_output_work_delays_a_request_by_the_streams_running() -> None:
     """The API server's work on each step's tokens (1 ms a token here) is in the queue a new
     request waits in, and its own first token waits behind the others' of its step: the
-    client's TTFT less the server's grows with the streams running, the server's does not
-    hold it."""
+    client's TTFT less the engine's (from its arrival there) grows with the streams
+    running, the engine's does not hold it."""
     preset = with_efficiency(PRESET, frontend_output_token=1e-3)
     probe = Request(0.5, 100, 5)
     streams = [Request(0.0, 100, 400) for _ in range(16)]
 
     def gap(t: twin.Timing) -> float:
-        return t.ttft - (t.queue + t.prefill)
+        return t.ttft - (t.first_token - t.engine_arrival)
 
     [alone] = twin.run(preset, [probe]).timings
     assert gap(alone) == pytest.approx(1e-3)  # its own first token's output work
@@ -125,3 +125,22 @@ def test_the_front_ends_output_work_delays_a_request_by_the_streams_running() ->
 def test_a_request_longer_than_the_context_is_refused() -> None:
     with pytest.raises(ValueError, match="request 1: 8000 \\+ 500 tokens"):
         twin.run(PRESET, [Request(0.0, 10, 10), Request(0.0, 8000, 500)])
+
+
+def test_the_servers_queue_starts_when_the_step_in_flight_ends() -> None:
+    """vLLM's engine takes new requests in between steps: a request that arrives during a
+    step is queued when it ends, and vLLM's queue time and the server's TTFT leave that
+    wait out; the client's TTFT holds it."""
+    streams = [Request(0.0, 100, 400) for _ in range(4)]
+    *running, t = twin.run(PRESET, [*streams, Request(0.5, 100, 5)]).timings
+    step = running[0].tpot
+    assert step is not None
+    assert t.engine_arrival == 0.5 < t.queued < 0.5 + step * 1.01
+    assert t.scheduled == t.queued and t.queue == 0  # room in the batch: no queue
+    assert t.ttft == pytest.approx(t.queued - t.arrival + t.prefill)
+    # one sequence a step: it waits out the stream's decode in the queue, from a step's end
+    one = dataclasses.replace(PRESET, engine=dataclasses.replace(PRESET.engine, max_num_seqs=1))
+    first, second = twin.run(one, [Request(0.0, 100, 50), Request(0.5, 100, 5)]).timings
+    assert second.queued > second.engine_arrival and second.scheduled >= first.finished
+    assert second.queue == pytest.approx(second.scheduled - second.queued)
+    assert second.queued - second.engine_arrival < (first.tpot or 0) * 1.01

@@ -97,8 +97,9 @@ def test_prompt_tokens_details_and_metrics_in_vllms_shapes() -> None:
 def test_timing_metrics_are_vllms_arithmetic_on_the_request_clock() -> None:
     seq = Seq(10, 10, arrival=1.0)
     seq.scheduled_at, seq.first_token_at, seq.last_token_at, seq.generated = 1.5, 2.0, 3.0, 10
+    seq.queued_at = 1.2  # taken in when the step in flight ended
     metrics = timing_metrics(seq)
-    assert metrics["queue_time_ms"] == pytest.approx(500.0)
+    assert metrics["queue_time_ms"] == pytest.approx(300.0)
     assert metrics["time_to_first_token_ms"] == pytest.approx(500.0)
     assert metrics["generation_time_ms"] == pytest.approx(1000.0)
     assert metrics["mean_itl_ms"] == pytest.approx(1000.0 / 9)
