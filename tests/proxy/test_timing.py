@@ -8,7 +8,9 @@ import uuid
 import httpx
 
 from tests.support.scripted_upstream import MODEL
-from tests.support.timing import on_time
+from tests.support.timing import on_time, wall_clock
+
+pytestmark = wall_clock
 
 
 def run_stream(proxy, script: dict, path: str = "/v1/chat/completions") -> dict:

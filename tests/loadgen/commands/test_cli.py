@@ -17,7 +17,7 @@ from loadgen.inputs.prompt_text import WORDS
 from loadgen.runs import rundir
 from tests.support import ROOT
 from tests.support.scripted_upstream import control, running
-from tests.support.timing import on_time
+from tests.support.timing import on_time, wall_clock
 
 QUICK = ["--output-tokens", "3", "--input-tokens", "32", "--warmup", "0.2s", "--no-progress"]
 
@@ -136,6 +136,7 @@ def test_shards_merge_exactly(upstream: str, tmp_path: Path, monkeypatch) -> Non
     assert shard("1/2") == (1, 2)
 
 
+@wall_clock
 def test_workers_run_as_processes_with_one_result(upstream: str, tmp_path: Path) -> None:
     out = tmp_path / "workers"
     argv = [
@@ -283,6 +284,7 @@ def test_bad_input_is_a_clean_error(tmp_path: Path, capsys) -> None:
         main(["--concurrency", "4", "--rate", "2"])
 
 
+@wall_clock
 def test_the_stall_threshold_decides_which_gaps_are_stalls(tmp_path: Path) -> None:
     """A 0.4 s pause after the second token: a stall under --stall-threshold 300ms, none
     under the default 1 s; the largest gap is the pause either way."""

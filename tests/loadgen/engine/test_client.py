@@ -20,7 +20,7 @@ from loadgen.engine.schedule import Load, plan
 from loadgen.engine.targets import Target
 from loadgen.engine.workload import Lengths, Workload
 from tests.support.scripted_upstream import arrivals, control, running
-from tests.support.timing import on_time
+from tests.support.timing import on_time, wall_clock
 
 TTFT, ITL = 0.2, 0.02
 
@@ -62,6 +62,7 @@ def measured(result: RunResult) -> list[Record]:
     return [r for r in result.records if not r.excluded]
 
 
+@wall_clock
 @pytest.mark.parametrize(("concurrency", "requests"), [(1, 6), (64, 128)])
 def test_ttft_and_tpot_match_the_truth(upstream: str, concurrency: int, requests: int) -> None:
     # the warmup opens the connections and staggers the workers, as in a real run
@@ -180,6 +181,7 @@ def test_a_lagging_client_marks_the_run_invalid(upstream: str) -> None:
     assert target["client"]["send_lag_s"]["p99"] > 0.05
 
 
+@wall_clock
 def test_a_slow_schedule_does_not_keep_a_block_open(upstream: str) -> None:
     started = time.perf_counter()
     result = drive(upstream, Load(rate=0.5, arrival="constant"), duration=1.0, output=2)

@@ -23,7 +23,9 @@ from loadgen.sim.wire.serving import Serving
 from loadgen.stack.processes import free_port
 from tests.support.proxy import proxy_env
 from tests.support.scripted_upstream import ServerThread
-from tests.support.timing import LATE, on_time
+from tests.support.timing import LATE, on_time, wall_clock
+
+pytestmark = wall_clock
 
 ALL_FLAGS = Serving("qwen3", prompt_tokens_details=True, per_request_metrics=True)
 USAGE = {"include_usage": True}

@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.raw_upstream import RawUpstream, Reply, response
 from tests.support.slow_client import trickling
-from tests.support.timing import on_time
+from tests.support.timing import on_time, wall_clock
 
 STREAM = b'{"model": "m", "stream": true, "prompt": "x"}'
 
@@ -53,6 +53,7 @@ def timed_proxy(start_proxy, upstream):
     )
 
 
+@wall_clock
 def test_a_body_that_never_comes_gets_408_at_the_body_timeout(timed_proxy) -> None:
     rid = "body-late-" + uuid.uuid4().hex
     with socket.create_connection(("127.0.0.1", _port(timed_proxy.url))) as sock:
@@ -69,6 +70,7 @@ def test_a_body_that_never_comes_gets_408_at_the_body_timeout(timed_proxy) -> No
     assert record["status"] == 408 and record["error_type"] == "RequestTimeout"
 
 
+@wall_clock
 def test_a_trickled_body_is_cut_at_the_body_timeout(timed_proxy) -> None:
     with socket.create_connection(("127.0.0.1", _port(timed_proxy.url))) as sock:
         sock.sendall(_post("/v1/completions", b"x" * 10_000)[:-10_000])
@@ -98,6 +100,7 @@ def _client_sockets(pid: int, port: int) -> int:
     return count
 
 
+@wall_clock
 def test_the_write_timeout_closes_the_clients_socket(start_proxy) -> None:
     big = b"x" * (32 * 2**20)  # far more than the socket buffers of both ends hold
     with RawUpstream(lambda request: Reply(response(big))) as raw:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.slow_client import trickling
-from tests.support.timing import on_time
+from tests.support.timing import on_time, wall_clock
 
 HEAD = b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nx-big: "
 
@@ -64,6 +64,7 @@ def test_a_header_that_never_ends_is_refused_at_the_limit(proxy) -> None:
     assert httpx.get(proxy.url + "/health", timeout=5).status_code == 200
 
 
+@wall_clock
 def test_a_silent_connection_is_closed_at_the_header_timeout(start_proxy, upstream) -> None:
     proxy = start_proxy("--upstream", upstream.url, "--header-timeout", "500ms")
     with socket.create_connection(("127.0.0.1", _port(proxy.url))) as sock:
@@ -71,6 +72,7 @@ def test_a_silent_connection_is_closed_at_the_header_timeout(start_proxy, upstre
     assert on_time(waited, 0.5), waited
 
 
+@wall_clock
 def test_a_slowloris_head_is_closed_at_the_header_timeout(start_proxy, upstream) -> None:
     proxy = start_proxy("--upstream", upstream.url, "--header-timeout", "500ms")
     with socket.create_connection(("127.0.0.1", _port(proxy.url))) as sock:
@@ -81,6 +83,7 @@ def test_a_slowloris_head_is_closed_at_the_header_timeout(start_proxy, upstream)
     assert on_time(time.perf_counter() - t, 0.5)
 
 
+@wall_clock
 def test_a_kept_alive_connection_is_closed_at_the_idle_timeout(start_proxy, upstream) -> None:
     proxy = start_proxy(
         "--upstream", upstream.url, "--idle-timeout", "500ms", "--header-timeout", "5s"

@@ -14,7 +14,7 @@ from loadgen.sim.wire.app import create_app
 from loadgen.stack.processes import free_port
 from tests.support.proxy import proxy_env, read_raw
 from tests.support.scripted_upstream import MODEL, PROXY_SCRIPT, ServerThread
-from tests.support.timing import LATE, on_time
+from tests.support.timing import LATE, on_time, wall_clock
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -29,6 +29,7 @@ def spans_of(otlp, rid: str, count: int = 2):
     )
 
 
+@wall_clock
 def test_server_and_client_spans_continue_the_incoming_trace(proxy, upstream, otlp) -> None:
     rid = "span-" + uuid.uuid4().hex
     headers = {
@@ -228,6 +229,7 @@ def test_every_request_yields_one_server_span_and_one_count(start_proxy, upstrea
     assert statuses[500] == "ERROR" and statuses[400] != "ERROR" and statuses[413] != "ERROR"
 
 
+@wall_clock
 def test_collector_down_requests_flow_and_drops_are_counted(start_proxy, upstream) -> None:
     from tests.support.otlp_receiver import OTLPReceiver
 

@@ -36,7 +36,7 @@ from latency_proxy.upstream.connection import (
 from latency_proxy.upstream.pool import Attempt, Origin, Pool, Timeouts
 from loadgen.stack.processes import free_port
 from tests.support.raw_upstream import RawRequest, response
-from tests.support.timing import on_time
+from tests.support.timing import on_time, wall_clock
 
 T = TypeVar("T")
 READ_TIMEOUT = 0.3  # the timing tests' read timeout: short, so they stay fast
@@ -476,6 +476,7 @@ def test_a_refused_connection_is_a_connect_error_and_frees_its_slot() -> None:
     run(main())
 
 
+@wall_clock
 def test_a_silent_upstream_times_out_after_the_read_timeout() -> None:
     async def main() -> None:
         async with Upstream(scripted()) as upstream:  # it never answers
@@ -489,6 +490,7 @@ def test_a_silent_upstream_times_out_after_the_read_timeout() -> None:
     run(main())
 
 
+@wall_clock
 def test_a_steady_trickle_is_not_timed_out() -> None:
     gap, count = 0.1, 7  # 0.7 s in all, every gap well inside the 0.3 s read timeout
 
@@ -511,6 +513,7 @@ def test_a_steady_trickle_is_not_timed_out() -> None:
     run(main())
 
 
+@wall_clock
 def test_no_read_timeout_while_reading_is_paused() -> None:
     handler = scripted(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nab")  # then silent
 
@@ -708,6 +711,7 @@ def test_at_the_limit_a_request_waits_for_the_connection_in_use() -> None:
     run(main())
 
 
+@wall_clock
 def test_at_the_limit_a_wait_past_the_connect_timeout_is_a_timeout_while_waiting() -> None:
     connect_timeout = 0.2
 
@@ -866,6 +870,7 @@ def test_a_waiter_cancelled_as_a_slot_frees_passes_the_slot_on() -> None:
 # every phase of the upstream connection has a timer, every status family its framing
 
 
+@wall_clock
 def test_a_tls_handshake_that_never_completes_ends_at_the_connect_timeout() -> None:
     connect_timeout = 0.3
 
@@ -888,6 +893,7 @@ def test_a_tls_handshake_that_never_completes_ends_at_the_connect_timeout() -> N
     run(main())
 
 
+@wall_clock
 def test_an_upstream_that_does_not_read_the_request_body_times_out() -> None:
     async def handler(peer: Peer) -> None:
         await peer.ended.wait()  # reads nothing: the 16 MB body fills every buffer

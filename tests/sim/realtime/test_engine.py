@@ -17,7 +17,9 @@ from loadgen.sim.realtime.fixed import FixedTiming
 from loadgen.sim.realtime.metrics import SimMetrics
 from tests.sim.app_server import MESSAGES, USAGE, arrivals, completion_timing, serve, stream
 from tests.support.otlp_receiver import OTLPReceiver
-from tests.support.timing import LATE, on_time
+from tests.support.timing import LATE, on_time, wall_clock
+
+pytestmark = wall_clock  # every test here times the engine over HTTP
 
 
 def test_fixed_timing_is_exact() -> None:
