@@ -50,7 +50,7 @@ class FixedTiming:
         ttft = self.ttft if ttft is None else ttft
         itl = self.itl if itl is None else itl
         scale = self._scaler()
-        seq.scheduled_at = seq.arrival
+        seq.queued_at = seq.scheduled_at = seq.arrival  # no queue: every request runs at once
         due = seq.arrival + ttft * scale()
         self.num_running += 1
         try:

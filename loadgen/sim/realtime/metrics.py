@@ -168,8 +168,8 @@ class SimMetrics:
 
     def on_finish(self, seq: Seq, finish_reason: str) -> None:
         assert seq.finished_at is not None and seq.first_token_at is not None
-        scheduled = seq.scheduled_at if seq.scheduled_at is not None else seq.arrival
-        queued = seq.queued_at if seq.queued_at is not None else seq.arrival
+        scheduled, queued = seq.scheduled_at, seq.queued_at
+        assert scheduled is not None and queued is not None  # stamped by whatever ran it
         self.e2e.observe(seq.finished_at - seq.arrival)
         self.queue.observe(scheduled - queued)
         self.prefill.observe(seq.first_token_at - scheduled)

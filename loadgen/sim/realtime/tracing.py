@@ -64,8 +64,8 @@ class RequestTracer:
     ) -> None:
         """One finished request. `params`: max_tokens, temperature, top_p, n as sent."""
         assert seq.finished_at is not None and seq.first_token_at is not None
-        scheduled = seq.scheduled_at if seq.scheduled_at is not None else seq.arrival
-        queued = seq.queued_at if seq.queued_at is not None else seq.arrival
+        scheduled, queued = seq.scheduled_at, seq.queued_at
+        assert scheduled is not None and queued is not None  # stamped by whatever ran it
         attributes: dict[str, Any] = {
             "gen_ai.response.model": model,
             "gen_ai.request.id": request_id,

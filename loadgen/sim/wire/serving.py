@@ -99,7 +99,8 @@ class Serving:
 
 def timing_metrics(seq: Seq) -> dict[str, float | None]:
     """build_per_request_timing_metrics on the simulator's clock (seconds → ms)."""
-    scheduled, first, last = seq.scheduled_at, seq.first_token_at, seq.last_token_at
+    queued, scheduled = seq.queued_at, seq.scheduled_at
+    first, last = seq.first_token_at, seq.last_token_at
     tokens = seq.generated
     out: dict[str, float | None] = dict.fromkeys(
         ("time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms",
@@ -111,8 +112,7 @@ def timing_metrics(seq: Seq) -> dict[str, float | None]:
         out["generation_time_ms"] = (last - first) * 1000
         if tokens > 1:
             out["mean_itl_ms"] = (last - first) / (tokens - 1) * 1000
-    if scheduled is not None:
-        queued = seq.queued_at if seq.queued_at is not None else seq.arrival
+    if queued is not None and scheduled is not None:
         out["queue_time_ms"] = (scheduled - queued) * 1000
         if last is not None and last > scheduled:
             out["tokens_per_second"] = tokens / (last - scheduled)
