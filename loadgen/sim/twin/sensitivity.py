@@ -52,7 +52,6 @@ class Sensitivity:
         layers = perf.model.layers
         self._latency = 2 * layers * perf.hardware.allreduce_latency if tp > 1 else 0.0
         self._periods: dict[int, tuple[float, Vector]] = {}  # replica: (last end, sum)
-        self._starts: dict[int, list[float]] = {}  # replica: each step's start
         self._ends: dict[int, list[float]] = {}  # replica: each step's end
         self._befores: dict[int, list[Vector]] = {}  # replica: the sum before each step
         self.scheduled: list[Vector | None] = [None] * requests
@@ -79,7 +78,6 @@ class Sensitivity:
             if seq.finished:
                 self.last[i] = after
         self._periods[replica] = (now, after)
-        self._starts.setdefault(replica, []).append(start)
         self._ends.setdefault(replica, []).append(now)
         self._befores.setdefault(replica, []).append(before)
 
@@ -106,9 +104,9 @@ class Sensitivity:
             start = self._befores[timing.replica][at]
             return [f - s for f, s in zip(first, start, strict=True)]
         if kind == "queue":
-            # the steps from the first scheduled once it was queued (a step's start)
-            starts = self._starts[timing.replica]
-            at = min(bisect.bisect_left(starts, timing.queued - 1e-9), len(starts) - 1)
+            # the steps from the first that ends after it was queued (queued at a step's start)
+            ends = self._ends[timing.replica]
+            at = min(bisect.bisect_right(ends, timing.queued + 1e-9), len(ends) - 1)
             start = self._befores[timing.replica][at]
             return [s - b for s, b in zip(scheduled, start, strict=True)]
         if kind == "prefill":
