@@ -17,7 +17,7 @@ from loadgen.sim.realtime.fixed import FixedTiming
 from loadgen.sim.realtime.metrics import SimMetrics
 from tests.sim.app_server import MESSAGES, USAGE, arrivals, completion_timing, serve, stream
 from tests.support.otlp_receiver import OTLPReceiver
-from tests.support.timing import LATE, on_time, wall_clock
+from tests.support.timing import EARLY, LATE, on_time, wall_clock
 
 pytestmark = wall_clock  # every test here times the engine over HTTP
 
@@ -90,7 +90,7 @@ def test_engine_timing_follows_the_performance_model() -> None:
         assert openmetrics.text.endswith("# EOF\n")
     prefill = preset.perf.step_time(1000, 1000).total
     decode = preset.perf.step_time(1, 1020).total
-    assert prefill <= timing.ttft_s < prefill + 0.04
+    assert on_time(timing.ttft_s, prefill)
     assert timing.tpot_s == pytest.approx(decode, rel=0.15)
 
 
@@ -115,8 +115,9 @@ def test_the_front_end_hands_a_burst_to_the_engine_one_request_at_a_time() -> No
         first, second = asyncio.run(burst(server.url + "/v1/completions"))
     front = 0.1 + 50e-6 * 1000  # per request + per input token
     prefill = base.perf.step_time(1000, 1000).total
-    assert front + prefill <= first < front + prefill + 0.04
-    assert 2 * front + prefill <= second < 2 * front + 2 * prefill + 0.06
+    assert on_time(first, front + prefill)
+    # the second waits for the first's front end, then for at most the first's prefill
+    assert 2 * front + prefill - EARLY <= second <= 2 * front + 2 * prefill + LATE
 
 
 def test_the_front_ends_output_work_holds_each_token_until_it_is_sent() -> None:
@@ -128,7 +129,7 @@ def test_the_front_ends_output_work_holds_each_token_until_it_is_sent() -> None:
     with serve(preset=preset) as server:
         timing = completion_timing(server, body)
     prefill = base.perf.step_time(timing.input_tokens, timing.input_tokens).total
-    assert prefill + 0.1 <= timing.ttft_s < prefill + 0.1 + 0.04
+    assert on_time(timing.ttft_s, prefill + 0.1)
     assert timing.tpot_s == pytest.approx(0.1, abs=0.01)
 
 
@@ -175,7 +176,8 @@ def test_engine_batches_and_exports_vllm_and_dcgm_gauges() -> None:
     # the client can only see the model's time or later (a loaded box delays delivery)
     single = preset.perf.step_time(1, 300).total
     assert 0.9 * single <= alone.tpot_s <= 1.5 * single
-    assert 0.9 * batched <= statistics.median(t.tpot_s for t in timings) <= 1.5 * batched
+    # 32 streams on a loaded 2-core box: each step's wake-up and 32 sends come late, never early
+    assert 0.9 * batched <= statistics.median(t.tpot_s for t in timings) <= 2 * batched
     assert batched > alone.tpot_s
     assert 10 <= util <= 100 and 75 < power <= 700
     assert fb == pytest.approx(141e9 * 0.9 / 2**20, rel=0.01)
