@@ -157,8 +157,7 @@ class Scheduler:
         for the first time are stamped scheduled `now`."""
         if self._entered:
             for seq in self._entered:
-                if seq.queued_at is None:
-                    seq.queued_at = max(now, seq.arrival)
+                seq.queued_at = max(now, seq.arrival)
             self._entered.clear()
         if self._stride is not None and (not self.waiting or self.full):
             strode = self._stride_on(self._stride)

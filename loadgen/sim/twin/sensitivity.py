@@ -92,6 +92,11 @@ class Sensitivity:
             "interconnect_bandwidth": -(step.communication - self._latency),
         }
 
+    def _before_step_ending_after(self, replica: int, at: float) -> Vector:
+        """The busy period's sum before the first step that ends after `at` (or the last)."""
+        ends = self._ends[replica]
+        return self._befores[replica][min(bisect.bisect_right(ends, at), len(ends) - 1)]
+
     def of(self, i: int, kind: str, timing: deployment.Timing) -> Vector:
         """d figure / d log(term) of request i's `kind` (ttft, tpot, queue, prefill,
         decode), each term in `names` order."""
@@ -99,15 +104,11 @@ class Sensitivity:
         assert scheduled is not None and first is not None and last is not None
         if kind == "ttft":
             # the steps since the one in flight at its arrival (none in flight: a new period)
-            ends = self._ends[timing.replica]
-            at = min(bisect.bisect_right(ends, timing.engine_arrival), len(ends) - 1)
-            start = self._befores[timing.replica][at]
+            start = self._before_step_ending_after(timing.replica, timing.engine_arrival)
             return [f - s for f, s in zip(first, start, strict=True)]
         if kind == "queue":
             # the steps from the first that ends after it was queued (queued at a step's start)
-            ends = self._ends[timing.replica]
-            at = min(bisect.bisect_right(ends, timing.queued + 1e-9), len(ends) - 1)
-            start = self._befores[timing.replica][at]
+            start = self._before_step_ending_after(timing.replica, timing.queued + 1e-9)
             return [s - b for s, b in zip(scheduled, start, strict=True)]
         if kind == "prefill":
             return [f - s for f, s in zip(first, scheduled, strict=True)]
