@@ -17,15 +17,18 @@ import pytest
 from tests.support.proxy import proxy_env
 
 # Every loop the collector finds is kept in gc.garbage instead of freed (DEBUG_SAVEALL), so
-# none escapes the count; on SIGUSR1 the proxy writes the kept objects' types.
+# none escapes the count; on SIGUSR1 the proxy writes the kept objects' types, whole or not
+# at all (renamed into place), so the test never reads a file half written.
 PROBE = """\
 import collections, gc, json, os, signal
 gc.set_debug(gc.DEBUG_SAVEALL)
 def _count(*_):
     gc.collect()
     kinds = collections.Counter(type(o).__name__ for o in gc.garbage)
-    with open(os.environ["GARBAGE_OUT"], "w") as out:
+    path = os.environ["GARBAGE_OUT"]
+    with open(path + ".part", "w") as out:
         json.dump(kinds, out)
+    os.replace(path + ".part", path)
 signal.signal(signal.SIGUSR1, _count)
 """
 REQUESTS = 40
