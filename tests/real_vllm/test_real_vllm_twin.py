@@ -43,6 +43,7 @@ from tests.sim.twin.test_twin_production import swelling_trace
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(900)]
 
 BASE = HERE / "tiny-cpu.toml"
+CHAT = "/v1/chat/completions"  # what loadgen replays the trace as
 REQUESTS = 150
 SPEEDS = (1.0, 2.0)  # captured at the first, predicted at the second
 SANE = 4.0  # a predicted P50 / P90 within ×4 of the measured: the engine's order of size
@@ -66,6 +67,16 @@ def engine(r: capture.Captured | twin.Timing) -> dict[str, float | None]:
     """The server's own TTFT and TPOT and the client's, of a captured request or the twin's."""
     server = {f"server {k}": v for k, v in server_figures(r).items()}
     return server | client_figures(r)
+
+
+def chat_lines(proxy) -> list[dict]:
+    """The proxy's log lines of the replayed requests (loadgen's /tokenize calls are
+    logged too)."""
+    return [
+        line
+        for line in proxy.log_lines()
+        if line.get("msg") == "request" and line.get("path") == CHAT
+    ]
 
 
 def drift(first: capture.Capture, second: capture.Capture) -> float:
@@ -96,7 +107,7 @@ def test_a_fit_from_the_proxys_log_predicts_real_vllm_at_another_rate(
         measured = [replay(vllm.url, trace, tmp_path / f"at-2x-{i}", SPEEDS[1]) for i in (1, 2)]
         captured.append(replay(proxy.url, trace, tmp_path / "captured-2", SPEEDS[0]))
         deadline = time.monotonic() + 10
-        while sum(1 for line in proxy.log_lines() if line.get("msg") == "request") < 2 * REQUESTS:
+        while len(chat_lines(proxy)) < 2 * REQUESTS:
             assert time.monotonic() < deadline, "the proxy logged fewer requests than it served"
             time.sleep(0.1)
     written = tmp_path / "fitted.toml"
