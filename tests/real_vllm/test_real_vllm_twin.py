@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import time
 from pathlib import Path
 
 import pytest
@@ -69,16 +68,6 @@ def engine(r: capture.Captured | twin.Timing) -> dict[str, float | None]:
     return server | client_figures(r)
 
 
-def chat_lines(proxy) -> list[dict]:
-    """The proxy's log lines of the replayed requests (loadgen's /tokenize calls are
-    logged too)."""
-    return [
-        line
-        for line in proxy.log_lines()
-        if line.get("msg") == "request" and line.get("path") == CHAT
-    ]
-
-
 def drift(first: capture.Capture, second: capture.Capture) -> float:
     """How much slower the server ran the same trace the second time: the median of its
     requests' engine times (prefill and decode) against the first run's."""
@@ -106,10 +95,7 @@ def test_a_fit_from_the_proxys_log_predicts_real_vllm_at_another_rate(
         captured = [replay(proxy.url, trace, tmp_path / "captured-1", SPEEDS[0])]
         measured = [replay(vllm.url, trace, tmp_path / f"at-2x-{i}", SPEEDS[1]) for i in (1, 2)]
         captured.append(replay(proxy.url, trace, tmp_path / "captured-2", SPEEDS[0]))
-        deadline = time.monotonic() + 10
-        while len(chat_lines(proxy)) < 2 * REQUESTS:
-            assert time.monotonic() < deadline, "the proxy logged fewer requests than it served"
-            time.sleep(0.1)
+        proxy.wait_logged(CHAT, 2 * REQUESTS)
     written = tmp_path / "fitted.toml"
     sim_main(["fit", str(proxy.log_path), "--preset-file", str(BASE), "--out", str(written)])
 

@@ -79,6 +79,19 @@ class ProxyProcess:
                 lines.append(orjson.loads(line))
         return lines
 
+    def wait_logged(self, path: str, count: int, timeout: float = 10.0) -> None:
+        """Until `count` requests to `path` are logged: a client can read a response's end
+        before the proxy writes its line, and the proxy logs other calls (loadgen's
+        /tokenize) beside the ones counted. AssertionError after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = self.log_lines()
+            logged = sum(1 for x in lines if x.get("msg") == "request" and x.get("path") == path)
+            if logged >= count:
+                return
+            assert time.monotonic() < deadline, f"the proxy logged {logged} of {count} {path}"
+            time.sleep(0.1)
+
     def request_logs(self, request_id: str, timeout: float = 5.0) -> list[dict]:
         deadline = time.monotonic() + timeout
         while True:

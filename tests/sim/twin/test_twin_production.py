@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -76,10 +75,7 @@ def test_a_fit_from_the_proxys_log_predicts_the_server_at_other_loads(
     with simulator("--preset-file", str(hidden)) as url:
         proxy = start_proxy("--upstream", url)
         replay(proxy.url, trace, tmp_path / "captured", 1.0)
-        deadline = time.monotonic() + 10
-        while sum(1 for line in proxy.log_lines() if line.get("msg") == "request") < 240:
-            assert time.monotonic() < deadline, "the proxy logged fewer requests than it served"
-            time.sleep(0.1)
+        proxy.wait_logged("/v1/chat/completions", 240)
         fitted = tmp_path / "fitted.toml"
         sim_main(["fit", str(proxy.log_path), "--preset", BASE, "--out", str(fitted)])
         later = {speed: replay(url, trace, tmp_path / f"at-{speed}", speed) for speed in (1.5, 0.5)}
