@@ -48,8 +48,12 @@ class Server:
         self._thread.join(10)
         self._sock.close()
 
-    def metric(self, name: str, **labels: str) -> float:
-        text = httpx.get(self.url + "/metrics").text
+    def scrape(self) -> str:
+        return httpx.get(self.url + "/metrics").text
+
+    def metric(self, name: str, scrape: str | None = None, **labels: str) -> float:
+        """One series' value, from `scrape` when given so that several read one instant."""
+        text = self.scrape() if scrape is None else scrape
         for line in text.splitlines():
             series, _, value = line.rpartition(" ")
             if series.split("{")[0] == name and all(

@@ -147,7 +147,7 @@ def test_engine_releases_chunks_every_stream_interval_tokens() -> None:
 def test_engine_batches_and_exports_vllm_and_dcgm_gauges() -> None:
     body = {"prompt": "x " * 200, "max_tokens": 200, "ignore_eos": True, "stream_options": USAGE}
 
-    async def go(n: int) -> tuple[list[RequestTiming], float, float]:
+    async def go(n: int) -> tuple[list[RequestTiming], float, float, str]:
         async with httpx.AsyncClient(timeout=20) as client:
             tasks = [
                 asyncio.create_task(stream(client, server.url + "/v1/completions", body))
@@ -161,15 +161,24 @@ def test_engine_batches_and_exports_vllm_and_dcgm_gauges() -> None:
                 kv = await asyncio.to_thread(server.metric, "vllm:kv_cache_usage_perc")
                 if (running == n and kv > 0) or time.monotonic() > deadline:
                     break
-            return [t for t, _ in await asyncio.gather(*tasks)], running, kv
+            # DCGM's gauges are means over the last second: read them while the batch has run
+            # for a while, from one scrape, since after it ends they fall back to idle
+            deadline = time.monotonic() + 5
+            while True:
+                await asyncio.sleep(0.05)
+                scrape = await asyncio.to_thread(server.scrape)
+                busy = server.metric("DCGM_FI_DEV_GPU_UTIL", scrape, gpu="0") >= 10
+                if busy or all(task.done() for task in tasks) or time.monotonic() > deadline:
+                    break
+            return [t for t, _ in await asyncio.gather(*tasks)], running, kv, scrape
 
     preset = presets.load("llama-2-7b-bf16-h200")
     with serve(preset=preset) as server:
-        [alone], _, _ = asyncio.run(go(1))
-        timings, running, kv = asyncio.run(go(32))
-        util = server.metric("DCGM_FI_DEV_GPU_UTIL", gpu="0")
-        power = server.metric("DCGM_FI_DEV_POWER_USAGE", gpu="0")
-        fb = server.metric("DCGM_FI_DEV_FB_USED", gpu="0", modelName="NVIDIA H200")
+        [alone], _, _, _ = asyncio.run(go(1))
+        timings, running, kv, scrape = asyncio.run(go(32))
+        util = server.metric("DCGM_FI_DEV_GPU_UTIL", scrape, gpu="0")
+        power = server.metric("DCGM_FI_DEV_POWER_USAGE", scrape, gpu="0")
+        fb = server.metric("DCGM_FI_DEV_FB_USED", scrape, gpu="0", modelName="NVIDIA H200")
         idle_running = server.metric("vllm:num_requests_running")
     assert running == 32 and 0 < kv < 1
     batched = preset.perf.step_time(32, 32 * 300, sequences=32).total  # ~200 in + ~100 out each
