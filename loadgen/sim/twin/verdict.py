@@ -130,10 +130,8 @@ def calibrate(
         trial.at_ceiling = at_ceiling(with_frontend, [*free, *FRONTEND])
         trial.replays = search.replays
         return trial
-    why = (
-        f"held-out error {trial.held_out_error():.1%} with a front end against {without:.1%} "
-        "without: not kept"
-    )
+    blocking = [*unclear, *(n for n in unidentified(with_frontend, pinned) if n not in unclear)]
+    why = not_kept(trial.held_out_error(), without, blocking)
     for term in FRONTEND:
         report.not_identified[term.name] = unclear.get(term.name) or trial.not_identified.get(
             term.name, why
@@ -141,6 +139,22 @@ def calibrate(
     report.frontend = frontend_words | {"kept": False}
     report.replays = search.replays
     return report
+
+
+def not_kept(with_frontend: float, without: float, blocking: list[str]) -> str:
+    """Why the front end was not kept, in words: it did not lower the held-out error enough,
+    or it did but a term of the fit with it could not be identified (named, so that a
+    front end the capture asks for is not mistaken for one it rules out)."""
+    if without - with_frontend < FRONTEND_GAIN:
+        return (
+            f"held-out error {with_frontend:.1%} with a front end against {without:.1%} "
+            "without: not kept"
+        )
+    which = f"{', '.join(blocking)} of that fit" if blocking else "any of its terms"
+    return (
+        f"a front end would lower the held-out error to {with_frontend:.1%} (from "
+        f"{without:.1%}), but the capture cannot pin down {which}: not kept"
+    )
 
 
 def _after_engine(

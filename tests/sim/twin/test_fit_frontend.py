@@ -106,3 +106,14 @@ def test_a_front_end_busy_with_the_streams_output_is_found_and_predicts_a_faster
     for q in (50, 90):
         measured = _p([t.ttft for t in truth], q)
         assert _p([t.ttft for t in fitted], q) == pytest.approx(measured, rel=0.1)
+
+
+def test_a_front_end_not_kept_says_whether_it_would_have_helped() -> None:
+    """A front end that lowers the held-out error but cannot be identified is named as one the
+    capture asks for, not as one it rules out."""
+    useless = verdict.not_kept(0.116, 0.080, [])
+    assert useless == "held-out error 11.6% with a front end against 8.0% without: not kept"
+    unclear = verdict.not_kept(0.014, 0.080, ["frontend_request"])
+    assert "lower the held-out error to 1.4% (from 8.0%)" in unclear
+    assert "cannot pin down frontend_request of that fit: not kept" in unclear
+    assert "any of its terms" in verdict.not_kept(0.014, 0.080, [])
