@@ -238,6 +238,13 @@ def _printed(summary: dict[str, Any], out: Path) -> str:
             )
     for name, why in summary["not_identified"].items():
         lines.append(f"  {name:<24} not identified: {why}")
+    front = summary["frontend"]
+    if front["loose"]:
+        lines.append(
+            f"  the front end is kept though the capture cannot pin down "
+            f"{', '.join(front['loose'])}: held-out error {front['held_out_error_with']:.1%} "
+            f"with it against {front['held_out_error_without']:.1%} without"
+        )
     if len(summary["sources"]) > 1 or summary["sources"][0]["fitted"] != "per request":
         for source in summary["sources"]:
             error = source["held_out_error"]

@@ -217,6 +217,7 @@ TYPES: dict[str, dict[str, SettingType]] = {
         "frontend_request": Duration(positive=False, high=1.0),
         "frontend_token": Duration(positive=False, high=0.01),
         "frontend_output_token": Duration(positive=False, high=0.01),
+        "frontend_latency": Duration(positive=False, high=1.0),
     },
     "engine": {
         "max_num_seqs": Number(1, 1_000_000, "a sequence count", whole=True, zero_ok=False),

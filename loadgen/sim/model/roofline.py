@@ -111,6 +111,9 @@ class Efficiency:
     # and its work on what the engine sampled (detokenising, each stream's chunk), in the
     # same process: seconds per output token
     frontend_output_token: float = 0.0
+    # the time each request spends outside the engine on its own, queueing for nothing (the
+    # network, HTTP, the client): seconds per request
+    frontend_latency: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

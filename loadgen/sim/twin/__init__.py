@@ -13,6 +13,7 @@ each request's predicted timings.
 - `verdict.py` a fit from start to verdict: identification, held-out error
 - `figures.py` the client's and the server's TTFT and TPOT, and their percentiles
 - `front_start.py` where the front end's search starts: the client's gap over the server
+- `front_words.py` which front end a capture is fitted with, and why one is not, in words
 - `calibration.py` the model against published measurements, on a virtual clock
 """
 

@@ -67,7 +67,9 @@ ADMISSION = (  # the front end's work on the way in
     Term("frontend_request", "efficiency", 1e-5, 0.2),
     Term("frontend_token", "efficiency", 1e-9, 1e-4),
 )
-FRONTEND = (*ADMISSION, Term("frontend_output_token", "efficiency", 1e-7, 1e-2))
+OUTPUT = Term("frontend_output_token", "efficiency", 1e-7, 1e-2)  # its work on the way out
+LATENCY = Term("frontend_latency", "efficiency", 1e-5, 0.2)  # outside the engine, no queue
+FRONTEND = (*ADMISSION, OUTPUT, LATENCY)
 
 
 CEILINGS = {"mbu": "mbu_ceiling", "mfu": "mfu_ceiling"}  # the Hardware field bounding each

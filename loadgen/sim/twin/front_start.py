@@ -1,9 +1,11 @@
-"""Where the front end's search starts (verdict.py fits it after the engine): from the gap
-between the client's TTFT and the server's in the capture. Pure, no I/O.
+"""Where the front end's search starts (verdict.py): from the gap between the client's TTFT
+and the server's in the capture, or without the server's, from the client's TTFT. Pure, no
+I/O.
 
 From FRONTEND_START's scale a search whose first steps gain little stops before it reaches
 a gap of tens of milliseconds, so a capture with the server's timings starts it at the
-median gap instead.
+median gap instead, and one without starts the delay outside the engine at a tenth of the
+median TTFT: within a few of the search's steps of nothing and of all of it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,12 @@ from __future__ import annotations
 from loadgen.sim.twin.capture import Captured
 from loadgen.sim.twin.figures import percentile, server_figures
 
-FRONTEND_START = {"frontend_request": 1e-3, "frontend_token": 1e-6, "frontend_output_token": 1e-6}
+FRONTEND_START = {
+    "frontend_request": 1e-3,
+    "frontend_token": 1e-6,
+    "frontend_output_token": 1e-6,
+    "frontend_latency": 1e-3,
+}
 
 
 def gap_start(requests: list[Captured]) -> dict[str, float]:
@@ -35,6 +42,13 @@ def gap_start(requests: list[Captured]) -> dict[str, float]:
         "frontend_token": gap / 2 / mean_prompt,
         "frontend_output_token": gap / 3 / running,
     }
+
+
+def delay_start(requests: list[Captured]) -> dict[str, float]:
+    """The delay outside the engine at a tenth of the median TTFT."""
+    ttfts = [r.ttft for r in requests if r.ttft is not None]
+    tenth = percentile(ttfts, 50) / 10 if ttfts else FRONTEND_START["frontend_latency"]
+    return {"frontend_latency": max(tenth, 1e-5)}
 
 
 def _in_flight(r: Captured) -> float:

@@ -10,7 +10,11 @@ only when they lower it. When the capture has the server's own timings, the engi
 fitted to those (fit_targets.engine_timed) and the front end, with the engine's terms held, to the
 client's TTFT alone: the time between the client and the engine (API server, network,
 proxy) is what it stands for. The server's own TTFT and TPOT are then judged on the
-held-out requests too (`held_out_server`).
+held-out requests too (`held_out_server`). Without them, the front end is a delay each
+request has on its own (frontend_latency), fitted with the engine's terms: the time
+outside the engine shows only in the client's TTFT, where work requests queue for looks
+the same at one load, and a serial front end would claim a limit the capture shows no
+sign of.
 """
 
 from __future__ import annotations
@@ -24,13 +28,13 @@ from loadgen.sim.model.presets import Preset
 from loadgen.sim.twin import deployment, fit
 from loadgen.sim.twin.capture import Capture, Captured
 from loadgen.sim.twin.figures import client_figures, percentile, server_figures
-from loadgen.sim.twin.fit import ADMISSION, FRONTEND, TERMS, Fitted, Search
+from loadgen.sim.twin.fit import ADMISSION, FRONTEND, LATENCY, OUTPUT, TERMS, Fitted, Search
 from loadgen.sim.twin.fit_targets import SLICES, Targets, engine_timed
-from loadgen.sim.twin.front_start import FRONTEND_START, gap_start
+from loadgen.sim.twin.front_start import delay_start, gap_start
+from loadgen.sim.twin.front_words import FRONTEND_GAIN, TIMED, UNTIMED, not_kept
 
 QUIET = 0.002  # a term whose STEP change moves the fitted figures less (rms, log) is unseen
 TIED = 0.95  # |correlation| of two terms' bootstrap estimates above which they are one
-FRONTEND_GAIN = 0.005  # held-out error (mean over its four figures) the front end must save
 CEILING_NEAR = 0.01  # a term within this share of its ceiling is at it
 MIN_HELD_OUT = 10  # held-out requests: with fewer, a P90 is only their largest value
 
@@ -112,11 +116,13 @@ def calibrate(
     _judge(report, search, capture, held)
     without = report.held_out_error()
     fitted_to = [i for i in range(len(capture.requests)) if i not in held]
-    if any(engine_timed(capture.requests[i]) for i in fitted_to):  # the engine's held
+    timed = any(engine_timed(capture.requests[i]) for i in fitted_to)
+    if timed:  # the engine's held
         with_frontend, trial = _after_engine(base, capture, fitted_to, replicas, report, search)
     else:
-        with_frontend = fit.fit(search, fitted.values | FRONTEND_START, [*free, *ADMISSION])
-        trial = _report(start, with_frontend, dict(reasons), search.replays)
+        delay = delay_start([capture.requests[i] for i in fitted_to])
+        with_frontend = fit.fit(search, fitted.values | delay, [*free, LATENCY])
+        trial = _report(start, with_frontend, reasons | UNTIMED, search.replays)
         _judge(trial, search, capture, held)
     gain = without - trial.held_out_error()
     front = [t.name for t in FRONTEND if t.name in with_frontend.free]
@@ -125,36 +131,27 @@ def calibrate(
         "held_out_error_without": without,
         "held_out_error_with": trial.held_out_error(),
     }
-    if front and gain >= FRONTEND_GAIN and not unclear and not unidentified(with_frontend, pinned):
-        trial.frontend = frontend_words | {"kept": True}
+    blocking = [*unclear, *(n for n in unidentified(with_frontend, pinned) if n not in unclear)]
+    # without the server's timings the delay shows only in the client's TTFT, beside the
+    # engine's terms: one that lowers the held-out error is kept however loosely the capture
+    # pins it down, as the base's nothing is what the capture rules out
+    if front and gain >= FRONTEND_GAIN and (not blocking or not timed):
+        trial.frontend = frontend_words | {"kept": True, "loose": blocking}
         trial.at_ceiling = at_ceiling(with_frontend, [*free, *FRONTEND])
         trial.replays = search.replays
         return trial
-    blocking = [*unclear, *(n for n in unidentified(with_frontend, pinned) if n not in unclear)]
     why = not_kept(trial.held_out_error(), without, blocking)
+    fixed = TIMED if timed else UNTIMED  # the front end this kind of capture does not fit
+    useless = gain < FRONTEND_GAIN  # then that is the reason, however clear its terms
     for term in FRONTEND:
-        report.not_identified[term.name] = unclear.get(term.name) or trial.not_identified.get(
-            term.name, why
+        report.not_identified[term.name] = (
+            fixed.get(term.name)
+            or (why if useless else unclear.get(term.name))
+            or trial.not_identified.get(term.name, why)
         )
-    report.frontend = frontend_words | {"kept": False}
+    report.frontend = frontend_words | {"kept": False, "loose": []}
     report.replays = search.replays
     return report
-
-
-def not_kept(with_frontend: float, without: float, blocking: list[str]) -> str:
-    """Why the front end was not kept, in words: it did not lower the held-out error enough,
-    or it did but a term of the fit with it could not be identified (named, so that a
-    front end the capture asks for is not mistaken for one it rules out)."""
-    if without - with_frontend < FRONTEND_GAIN:
-        return (
-            f"held-out error {with_frontend:.1%} with a front end against {without:.1%} "
-            "without: not kept"
-        )
-    which = f"{', '.join(blocking)} of that fit" if blocking else "any of its terms"
-    return (
-        f"a front end would lower the held-out error to {with_frontend:.1%} (from "
-        f"{without:.1%}), but the capture cannot pin down {which}: not kept"
-    )
 
 
 def _after_engine(
@@ -182,7 +179,7 @@ def _after_engine(
     front = (base, capture, fitted_to, replicas, engine)
     admission, tied, replays = _front_end(*front, gap, [*ADMISSION])
     trial = judged(admission, tied, replays)
-    more = [t for t in FRONTEND if t.name in admission.free or t not in ADMISSION]
+    more = [t for t in ADMISSION if t.name in admission.free] + [OUTPUT]
     busy, tied, replays = _front_end(*front, gap, more)
     busier = judged(busy, tied, replays)
     if busier.held_out_error() <= trial.held_out_error() - FRONTEND_GAIN:
@@ -208,7 +205,7 @@ def _front_end(
     client = Targets.of(capture, fitted_to, only=frozenset({"ttft"}))
     alone = Search(base, capture, client, replicas)
     first = engine.values | {t.name: start[t.name] for t in free}
-    reasons = dict(engine.not_identified)
+    reasons = engine.not_identified | TIMED
     fitted = fit.fit(alone, first, free)
     reasons |= unidentified(fitted)
     while any(name in reasons for name in fitted.free):
@@ -390,8 +387,7 @@ def _judge(report: Report, search: Search, capture: Capture, held: set[int]) -> 
         inside = [
             (i, r, t)
             for i, (r, t) in enumerate(pairs)
-            if r.measured
-            and (lo <= r.arrival < hi or (s == SLICES - 1 and r.arrival == end))
+            if r.measured and (lo <= r.arrival < hi or (s == SLICES - 1 and r.arrival == end))
         ]
         row: dict[str, Any] = {
             "start_s": lo,
@@ -429,4 +425,3 @@ def _percentile_errors(
                     "error": p / m - 1 if m else 0.0,
                 }
     return out
-

@@ -1,4 +1,5 @@
-"""The API server's one serial process: requests on the way in, sampled tokens on the way out."""
+"""The API server in front of the engine: requests on the way in (its one serial process and
+the time each spends outside the engine on its own), sampled tokens on the way out."""
 
 from __future__ import annotations
 
@@ -52,3 +53,14 @@ def test_without_a_cost_per_output_token_tokens_pass_a_busy_front_end() -> None:
     assert front.admit(0.0, 100) == pytest.approx(0.05)
     assert send(front, 0.01, 10) == 0.01
     assert front.admit(0.02, 100) == pytest.approx(0.10)
+
+
+def test_a_latency_delays_each_request_alike_and_queues_none() -> None:
+    """Time outside the engine that requests do not share: a burst reaches the engine all
+    at once, each as late as one alone, behind the serial work only."""
+    front = Frontend(dataclasses.replace(NONE, frontend_latency=0.009))
+    assert front.active
+    assert [front.admit(1.0, 100) for _ in range(3)] == pytest.approx([1.009] * 3)
+    assert send(front, 1.02, 10) == 1.02  # tokens are not held
+    serial = Frontend(dataclasses.replace(NONE, frontend_latency=0.009, frontend_request=0.001))
+    assert [serial.admit(1.0, 100) for _ in range(3)] == pytest.approx([1.010, 1.011, 1.012])

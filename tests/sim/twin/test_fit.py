@@ -230,7 +230,7 @@ class _BarelySeen:
 
 
 def test_a_term_the_figures_barely_see_is_fitted_without_overflow() -> None:
-    term = fit.FRONTEND[-1]
+    term = fit.OUTPUT
     # a stand-in for a Search: the fit reads only these of one
     fitted = fit.fit(_BarelySeen(), {term.name: 1e-6}, [term])  # type: ignore[arg-type]
     assert math.isfinite(fitted.unbounded[term.name])
