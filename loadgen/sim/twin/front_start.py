@@ -45,10 +45,11 @@ def gap_start(requests: list[Captured]) -> dict[str, float]:
 
 
 def delay_start(requests: list[Captured]) -> dict[str, float]:
-    """The delay outside the engine at a tenth of the median TTFT."""
+    """The delay outside the engine at a tenth of the median TTFT (the search clamps it
+    into the term's range)."""
     ttfts = [r.ttft for r in requests if r.ttft is not None]
     tenth = percentile(ttfts, 50) / 10 if ttfts else FRONTEND_START["frontend_latency"]
-    return {"frontend_latency": max(tenth, 1e-5)}
+    return {"frontend_latency": tenth}
 
 
 def _in_flight(r: Captured) -> float:
