@@ -1,16 +1,17 @@
 """The simulator's app under uvicorn on loopback, and a client that measures its streams
 with the project's own meter: what the simulator's HTTP tests share."""
 
-
 from __future__ import annotations
 
 import asyncio
 import itertools
+import multiprocessing
+import os
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from multiprocessing.connection import Connection
 
 import httpx
 import orjson
@@ -23,30 +24,55 @@ from loadgen.sim.wire.app import create_app
 MESSAGES = [{"role": "user", "content": "say something nice"}]
 
 
+def _serve(app_args: dict[str, object], environ: dict[str, str], port: Connection) -> None:
+    """The child: serves the app on a free loopback port and sends which, until terminated."""
+    os.environ.clear()  # the test's, as a subprocess started now would see it
+    os.environ.update(environ)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(
+        create_app(**app_args), log_level="warning", http="httptools", loop="asyncio"
+    )
+    server = uvicorn.Server(config)
+
+    async def main() -> None:
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.01)
+        port.send(sock.getsockname()[1])
+        await serving
+
+    asyncio.run(main())
+
+
+# A fresh process forked from one that has imported the app: it shares no interpreter lock
+# with the client that times it, nor with the threads earlier tests' fixtures keep running.
+_PROCESSES = multiprocessing.get_context("forkserver")
+_PROCESSES.set_forkserver_preload(["loadgen.sim.wire.app", "uvicorn"])
+
+
 class Server:
-    """A simulator app under uvicorn in a thread, on a free loopback port."""
+    """A simulator app under uvicorn in its own process, on a free loopback port."""
 
     def __init__(self, **app_args: object) -> None:
-        self.app = create_app(**app_args)
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        config = uvicorn.Config(self.app, log_level="warning", http="httptools", loop="asyncio")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]})
+        self._port, self._childs_end = _PROCESSES.Pipe(duplex=False)
+        self._process = _PROCESSES.Process(
+            target=_serve, args=(app_args, dict(os.environ), self._childs_end), daemon=True
+        )
 
     def __enter__(self) -> Server:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            assert time.monotonic() < deadline and self._thread.is_alive(), "server did not start"
-            time.sleep(0.01)
+        self._process.start()
+        self._childs_end.close()  # so that a child that dies is seen as the pipe's end
+        assert self._port.poll(30), "server did not start"
+        try:
+            self.url = f"http://127.0.0.1:{self._port.recv()}"
+        except EOFError:
+            raise AssertionError("server did not start: its process ended") from None
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(10)
-        self._sock.close()
+        self._process.terminate()  # uvicorn shuts down gracefully on SIGTERM
+        self._process.join(10)
 
     def scrape(self) -> str:
         return httpx.get(self.url + "/metrics").text
