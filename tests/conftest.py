@@ -7,14 +7,13 @@ Helpers that tests import live in tests/support; this file holds fixtures only.
 from __future__ import annotations
 
 import gc
-import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.support.browser import Browser
 from tests.support.otlp_receiver import OTLPReceiver
-from tests.support.proxy import ProxyProcess, proxy_env
+from tests.support.proxy import ProxyProcess, proxy_env, started_proxies
 from tests.support.scripted_upstream import Upstream, serve
 
 
@@ -43,38 +42,34 @@ def upstream() -> Iterator[Upstream]:
         yield app
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def otlp() -> Iterator[OTLPReceiver]:
+    """A module's receiver: what it keeps (every export, decoded) grows with the proxies that
+    export to it, and every wait reads all of it."""
     with OTLPReceiver() as receiver:
         yield receiver
 
 
-@pytest.fixture(scope="session")
-def start_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    started: list[ProxyProcess] = []
-
-    def start(
-        *args: str,
-        env: dict[str, str] | None = None,
-        ready: bool = True,
-        open_files: tuple[int, int] | None = None,
-        address_space: tuple[int, int] | None = None,
-    ) -> ProxyProcess:
-        log_path = tmp_path_factory.mktemp("proxy") / "proxy.log"
-        env = env if env is not None else proxy_env(None)
-        proxy = ProxyProcess(list(args), env, log_path, open_files, address_space)
-        started.append(proxy)
-        return proxy.wait_ready() if ready else proxy
-
-    yield start
-    for proxy in started:
-        proxy.stop(signal.SIGKILL)
+@pytest.fixture
+def start_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ProxyProcess]]:
+    """Proxies for one test."""
+    with started_proxies(tmp_path_factory) as start:
+        yield start
 
 
-@pytest.fixture(scope="session")
-def proxy(start_proxy, upstream: Upstream, otlp: OTLPReceiver) -> ProxyProcess:
-    """The shared proxy: default route to the scripted upstream, OTLP to the receiver."""
-    return start_proxy("--upstream", upstream.url, env=proxy_env(otlp))
+@pytest.fixture(scope="module")
+def start_module_proxy(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., ProxyProcess]]:
+    """Proxies a module's tests share."""
+    with started_proxies(tmp_path_factory) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def proxy(start_module_proxy, upstream: Upstream, otlp: OTLPReceiver) -> ProxyProcess:
+    """A module's proxy: default route to the scripted upstream, OTLP to the receiver."""
+    return start_module_proxy("--upstream", upstream.url, env=proxy_env(otlp))
 
 
 @pytest.fixture(scope="module")

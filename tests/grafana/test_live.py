@@ -96,7 +96,7 @@ class Scraped(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def scraped(tmp_path_factory, start_proxy) -> Iterator[Scraped]:
+def scraped(tmp_path_factory, start_module_proxy) -> Iterator[Scraped]:
     """A Prometheus that has scraped a proxy and a simulator under load."""
     if PROMETHEUS is None:
         pytest.skip("Debian's prometheus binary is not installed (apt-get install prometheus)")
@@ -110,7 +110,7 @@ def scraped(tmp_path_factory, start_proxy) -> Iterator[Scraped]:
          "--enable-prompt-tokens-details", "--fault", "stall=0.2@4:500ms"],
         f"http://127.0.0.1:{sim}/health", tmp / "sim.log", cwd=ROOT, timeout_s=30,
     ):  # fmt: skip
-        proxy = start_proxy(
+        proxy = start_module_proxy(
             "--upstream", f"{MODEL}=http://127.0.0.1:{sim}",
             "--upstream", f"broken=http://127.0.0.1:{refused}",
             "--continuous-usage", "--stall-threshold", "300ms",

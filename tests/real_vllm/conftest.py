@@ -14,7 +14,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -22,7 +22,7 @@ import pytest
 
 from loadgen.stack.processes import free_port
 from tests.support.otlp_receiver import OTLPReceiver
-from tests.support.proxy import ProxyProcess, proxy_env
+from tests.support.proxy import ProxyProcess, proxy_env, started_proxies
 
 HERE = Path(__file__).resolve().parent
 MODEL = "tiny"
@@ -206,6 +206,22 @@ def vllm_python() -> str:
 
 
 @pytest.fixture(scope="session")
+def otlp() -> Iterator[OTLPReceiver]:
+    """One receiver for the tier: the session's vLLM servers export to it throughout."""
+    with OTLPReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture(scope="session")
+def start_session_proxy(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., ProxyProcess]]:
+    """Proxies in front of the session's vLLM servers."""
+    with started_proxies(tmp_path_factory) as start:
+        yield start
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tiny-llama")
     subprocess.run(
@@ -245,6 +261,6 @@ def vllm_signals(
 
 
 @pytest.fixture(scope="session")
-def vllm_proxy(start_proxy, vllm: VLLMServer, otlp: OTLPReceiver) -> ProxyProcess:
+def vllm_proxy(start_session_proxy, vllm: VLLMServer, otlp: OTLPReceiver) -> ProxyProcess:
     """The real proxy, default route to the real vLLM, OTLP to the session's receiver."""
-    return start_proxy("--upstream", vllm.url, env=proxy_env(otlp))
+    return start_session_proxy("--upstream", vllm.url, env=proxy_env(otlp))

@@ -27,8 +27,8 @@ PROMPT = "the cache keeps what it has seen " * 45  # ~300 tokens: several blocks
 
 
 @pytest.fixture(scope="module")
-def signals_proxy(start_proxy, vllm_signals: VLLMServer) -> ProxyProcess:
-    return start_proxy("--upstream", vllm_signals.url, env=proxy_env(None))
+def signals_proxy(start_module_proxy, vllm_signals: VLLMServer) -> ProxyProcess:
+    return start_module_proxy("--upstream", vllm_signals.url, env=proxy_env(None))
 
 
 def stream(url: str, prompt: str, rid: str, chat: bool = False) -> tuple[dict[str, Any], Any]:

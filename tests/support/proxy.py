@@ -9,11 +9,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import orjson
+import pytest
 
 from loadgen.stack.processes import NotReady, free_port, stop, wait_ready
 from tests.support import ROOT
@@ -125,6 +127,34 @@ def _limits(limits: dict[int, tuple[int, int] | None]) -> Callable[[], None] | N
             resource.setrlimit(kind, limit)
 
     return apply
+
+
+@contextmanager
+def started_proxies(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., ProxyProcess]]:
+    """Starts proxy processes and kills each one when the scope that started it ends: a
+    proxy left running keeps exporting telemetry to a receiver in the test process."""
+    started: list[ProxyProcess] = []
+
+    def start(
+        *args: str,
+        env: dict[str, str] | None = None,
+        ready: bool = True,
+        open_files: tuple[int, int] | None = None,
+        address_space: tuple[int, int] | None = None,
+    ) -> ProxyProcess:
+        log_path = tmp_path_factory.mktemp("proxy") / "proxy.log"
+        env = env if env is not None else proxy_env(None)
+        proxy = ProxyProcess(list(args), env, log_path, open_files, address_space)
+        started.append(proxy)
+        return proxy.wait_ready() if ready else proxy
+
+    try:
+        yield start
+    finally:
+        for proxy in started:
+            proxy.stop(signal.SIGKILL)
 
 
 def proxy_env(otlp: OTLPReceiver | None, **extra: str) -> dict[str, str]:

@@ -74,8 +74,8 @@ def reasoning_server() -> Iterator[tuple[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def reasoning_proxy(start_proxy, reasoning_server, otlp):
-    return start_proxy("--upstream", reasoning_server[0], env=proxy_env(otlp))
+def reasoning_proxy(start_module_proxy, reasoning_server, otlp):
+    return start_module_proxy("--upstream", reasoning_server[0], env=proxy_env(otlp))
 
 
 REASONING_SCRIPT = {"tokens": 30, "reasoning_tokens": 20}

@@ -47,8 +47,8 @@ def _record(proxy, request_id: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def timed_proxy(start_proxy, upstream):
-    return start_proxy(
+def timed_proxy(start_module_proxy, upstream):
+    return start_module_proxy(
         "--upstream", upstream.url, "--body-timeout", "500ms", "--header-timeout", "5s"
     )
 

@@ -12,14 +12,14 @@ from tests.support.raw_upstream import RawRequest, RawUpstream, Reply, response
 
 
 @pytest.fixture(scope="module")
-def tenant(start_proxy):
+def tenant(start_module_proxy):
     """A proxy whose upstream base URL has a path: the tenant a client must not leave."""
 
     def respond(request: RawRequest) -> Reply:
         return Reply(response(b"ok"))
 
     with RawUpstream(respond) as upstream:
-        yield start_proxy("--upstream", upstream.url + "/tenant-a"), upstream
+        yield start_module_proxy("--upstream", upstream.url + "/tenant-a"), upstream
 
 
 def send_raw(url: str, head: bytes) -> bytes:

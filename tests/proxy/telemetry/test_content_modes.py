@@ -28,10 +28,10 @@ CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-
 
 
 @pytest.fixture(scope="module")
-def mode_proxies(start_proxy, upstream, otlp) -> dict:
+def mode_proxies(start_module_proxy, upstream, otlp) -> dict:
     env = proxy_env(otlp, LATENCY_PROXY_CONTENT_HASH_KEY=KEY)
     return {
-        mode: start_proxy(
+        mode: start_module_proxy(
             "--upstream",
             upstream.url,
             "--content-capture",

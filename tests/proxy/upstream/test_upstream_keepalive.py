@@ -75,9 +75,11 @@ def status_after_idling(proxy_url: str, app: Answering, idle: float) -> int:
 
 
 @pytest.fixture(scope="module")
-def short_keepalive(start_proxy, closing_upstream) -> str:
+def short_keepalive(start_module_proxy, closing_upstream) -> str:
     url, _ = closing_upstream
-    return start_proxy("--upstream", url, "--upstream-keepalive", "800ms", env=proxy_env(None)).url
+    return start_module_proxy(
+        "--upstream", url, "--upstream-keepalive", "800ms", env=proxy_env(None)
+    ).url
 
 
 @pytest.mark.parametrize("idle", [0.5, 0.99, 1.5])
