@@ -109,17 +109,25 @@ def run_chaos(tmp_path: Path, start_proxy, faults: list[str]) -> tuple[list, lis
         # nothing hangs: the run ends within its duration, one timeout and start-up
         assert time.monotonic() - started < SECONDS + TIMEOUT_S + 15
         records = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
-        ids = {r["request_id"] for r in records}
+        finished = {r["request_id"] for r in records if r["error"] != UNFINISHED}
+        # a line for every finished request, and none still open at the proxy: a request the
+        # run's end cut is logged when the proxy sees it end, if it ever reached the proxy
         deadline = time.monotonic() + 10
-        while not ids <= {line["request_id"] for line in requests_logged(proxy)}:
+        while not (finished <= {line["request_id"] for line in requests_logged(proxy)}):
             assert time.monotonic() < deadline, "a request has no proxy log line"
             time.sleep(0.1)
-        gauge = "latency_proxy_requests_active"
-        active = [m for m in proxy.metrics().splitlines() if m.startswith(gauge)]
-        assert active and all(m.split()[-1] in ("0", "0.0") for m in active), active
+        while not (active := requests_active(proxy)) or any(active):
+            assert time.monotonic() < deadline, active
+            time.sleep(0.1)
         summary = json.loads((out / "summary.json").read_text())
         report = (out / "report.md").read_text()
         return records, requests_logged(proxy), summary, report
+
+
+def requests_active(proxy) -> list[float]:
+    """The proxy's gauge of requests in flight, one value per series."""
+    gauge = "latency_proxy_requests_active"
+    return [float(m.split()[-1]) for m in proxy.metrics().splitlines() if m.startswith(gauge)]
 
 
 def requests_logged(proxy) -> list[dict]:
@@ -136,17 +144,20 @@ def test_every_request_recorded_once_alike_on_both_sides(tmp_path: Path, start_p
     records, lines, summary, report = run_chaos(tmp_path, start_proxy, FAULTS)
     by_id = Counter(line["request_id"] for line in lines)
     assert len({r["request_id"] for r in records}) == len(records)  # one record per request
-    assert {by_id[r["request_id"]] for r in records} == {1}  # and one proxy line each
-    ids = {r["request_id"] for r in records}  # every request sent is a record
+    ids = {r["request_id"] for r in records}  # every request the proxy saw is a record
     assert [line for line in lines if line["request_id"] not in ids] == []
     # only a cooldown request is ended by the run's end, at most one per stream
     cut = [r for r in records if r["error"] == UNFINISHED]
     assert {r["excluded"] for r in cut} <= {COOLDOWN} and len(cut) <= 16, cut
+    # one proxy line each; a request the run's end cut may not have reached the proxy yet
+    # (one sent a few ms before the end, on a connection still being opened): none then
+    assert {by_id[r["request_id"]] for r in records if r["error"] != UNFINISHED} == {1}
+    assert {by_id[r["request_id"]] for r in cut} <= {0, 1}
     line_of = {line["request_id"]: line for line in lines}
     mismatched = [
         (r["request_id"], loadgen_kind(r), proxy_kind(line_of[r["request_id"]]))
         for r in records
-        if not alike(r, line_of[r["request_id"]])
+        if r["request_id"] in line_of and not alike(r, line_of[r["request_id"]])
     ]
     assert mismatched == []
     kinds = Counter(loadgen_kind(r) for r in records if r["error"] != UNFINISHED)
