@@ -116,18 +116,12 @@ def run_chaos(tmp_path: Path, start_proxy, faults: list[str]) -> tuple[list, lis
         while not (finished <= {line["request_id"] for line in requests_logged(proxy)}):
             assert time.monotonic() < deadline, "a request has no proxy log line"
             time.sleep(0.1)
-        while not (active := requests_active(proxy)) or any(active):
+        while not (active := proxy.samples("latency_proxy_requests_active")) or any(active):
             assert time.monotonic() < deadline, active
             time.sleep(0.1)
         summary = json.loads((out / "summary.json").read_text())
         report = (out / "report.md").read_text()
         return records, requests_logged(proxy), summary, report
-
-
-def requests_active(proxy) -> list[float]:
-    """The proxy's gauge of requests in flight, one value per series."""
-    gauge = "latency_proxy_requests_active"
-    return [float(m.split()[-1]) for m in proxy.metrics().splitlines() if m.startswith(gauge)]
 
 
 def requests_logged(proxy) -> list[dict]:

@@ -110,6 +110,14 @@ class ProxyProcess:
         headers = {"Accept": "application/openmetrics-text"} if openmetrics else {}
         return httpx.get(self.admin + "/metrics", headers=headers, timeout=5).text
 
+    def samples(self, metric: str) -> list[float]:
+        """Each of a metric's series' values on the admin port's /metrics, in order."""
+        return [
+            float(line.rsplit(" ", 1)[1])
+            for line in self.metrics().splitlines()
+            if line.startswith((metric + "{", metric + " "))
+        ]
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         code = stop(self.process, timeout, sig)
         self._log.close()

@@ -44,14 +44,6 @@ def sse(*payloads: bytes) -> bytes:
     return b"".join(b"data: " + p + b"\n\n" for p in payloads)
 
 
-def active(proxy) -> list[float]:
-    return [
-        float(line.rsplit(" ", 1)[1])
-        for line in proxy.metrics().splitlines()
-        if line.startswith("latency_proxy_requests_active{")
-    ]
-
-
 @pytest.mark.parametrize("client_asks_usage", [True, False])
 def test_odd_events_pass_and_the_request_is_recorded_once(
     start_proxy, canned, client_asks_usage: bool
@@ -74,7 +66,7 @@ def test_odd_events_pass_and_the_request_is_recorded_once(
     (line,) = proxy.request_logs(rid)
     assert (line["outcome"], line["chunks"], line["invalid_events"]) == ("ok", 2, 2)
     assert line["output_tokens"] == 2 and line["input_tokens"] == 7
-    assert active(proxy) == [0.0]
+    assert proxy.samples("latency_proxy_requests_active") == [0.0]
     output = proxy.output()
     assert "Task exception was never retrieved" not in output
     assert '"level":"error"' not in output
@@ -264,7 +256,7 @@ def test_a_client_that_stops_reading_is_let_go_at_the_write_timeout(start_proxy,
             200,
         )
         assert line["level"] == "warning"
-    assert active(proxy) == [0.0]
+    assert proxy.samples("latency_proxy_requests_active") == [0.0]
     assert '"level":"error"' not in proxy.output()
 
 

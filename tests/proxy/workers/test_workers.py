@@ -129,11 +129,7 @@ def ready(proxy: ProxyProcess) -> bool:
 
 def counted(proxy: ProxyProcess, metric: str) -> float:
     """The sum of a metric's samples on the admin port's /metrics."""
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in proxy.metrics().splitlines()
-        if line.startswith(metric + "{") or line.startswith(metric + " ")
-    )
+    return sum(proxy.samples(metric))
 
 
 def served_by(proxy: ProxyProcess, prefix: str) -> dict[str, int]:
